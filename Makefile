@@ -1,0 +1,61 @@
+# Glove. `make test` is the one test command (README.md, .ci/run).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CONFDIR ?= /etc/glove
+BINDIR  ?= bin
+GROUP   ?= glove
+GO      ?= go
+FUZZTIME ?= 20s
+
+MODULE  := github.com/glove-sandbox/glove
+LDFLAGS := -X $(MODULE)/helpers/helperkit.ConfigDir=$(CONFDIR) \
+           -X $(MODULE)/supervisor/cli.LibexecDir=$(PREFIX)/libexec/glove
+
+# One main package per executable; the directory name is the binary name.
+CMDS := ./supervisor/cmd/glove ./supervisor/cmd/gloved ./shim/cmd/glove-shim \
+        ./helpers/mounter/cmd/glove-mounter ./helpers/cgroup/cmd/glove-cgroup \
+        ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
+
+# Decoders of untrusted bytes and their fuzz targets: package:Target.
+FUZZ := ./helpers/wire:FuzzDecodeFrame
+
+.PHONY: all build install deps test unit lint fuzz demo clean
+
+all: build
+
+# Helpers must be built without cgo: they change capabilities on every
+# thread with syscall.AllThreadsSyscall, which refuses to run in a cgo
+# binary (see helpers/helperkit/restrict_unsafe.go).
+build:
+	@mkdir -p $(BINDIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(CMDS)
+
+install: build
+	scripts/create-group.sh $(GROUP)
+	$(GO) run ./helpers/install/cmd/glove-install -bindir $(BINDIR) -prefix $(PREFIX) -destdir '$(DESTDIR)' -group $(GROUP)
+
+deps:
+	scripts/install-deps.sh
+
+# Everything: lint, unit, root-only integration and attack tests with leak
+# checks, and a short run of every fuzz target.
+test: deps lint
+	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+
+lint: deps
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	.tools/bin/staticcheck ./...
+
+fuzz:
+	@set -e; for t in $(FUZZ); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$pkg $$name $(FUZZTIME)"; \
+	  $(GO) test -run=NONE -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; done
+
+demo:
+	@echo "make demo arrives with managed sessions (issue 7); until then: make test, or make install and 'glove helpers' as a member of group $(GROUP)." >&2
+	@exit 2
+
+clean:
+	rm -rf $(BINDIR)

@@ -1,0 +1,149 @@
+// Package captable is the one table of which installed Glove executable
+// holds which Linux capabilities.
+//
+// Everything that grants or checks a capability reads this table: the
+// installer sets file capabilities from it with setcap, each helper drops
+// to exactly its row before serving, the integration tests compare every
+// helper thread's CapEff/CapPrm with it, and SECURITY.md's table is
+// generated from it (a test fails when the document and the table differ).
+// Changing a row is a security decision: update SECURITY.md in the same
+// commit (`go run ./helpers/captable/cmd/captable-doc`).
+package captable
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cap is one Linux capability.
+type Cap struct {
+	// Name is the setcap(8) spelling, e.g. "cap_sys_admin".
+	Name string
+	// Bit is the capability number (CAP_SYS_ADMIN is 21).
+	Bit uint
+}
+
+// The capabilities any row may name. Keeping the vocabulary this small
+// means a typo cannot silently grant something else.
+var (
+	SysAdmin    = Cap{"cap_sys_admin", unix.CAP_SYS_ADMIN}
+	DACOverride = Cap{"cap_dac_override", unix.CAP_DAC_OVERRIDE}
+)
+
+// Where an installed executable lives below the install prefix.
+const (
+	DirBin     = "bin"
+	DirLibexec = "libexec/glove"
+)
+
+// Entry is one installed executable and the capabilities it holds.
+type Entry struct {
+	// Binary is the executable's file name, also its wire protocol name.
+	Binary string
+	// Dir is DirBin or DirLibexec.
+	Dir string
+	// Helper is true for executables the supervisor spawns over a
+	// socketpair; they are installed mode 0750, group-owned by the
+	// service group, so only that group can execute them.
+	Helper bool
+	// Caps is the exact file capability set, raised effective at exec.
+	Caps []Cap
+	// Why says, for auditors, what each capability is used for.
+	Why string
+}
+
+// Table is the capability table. Order is the order of SECURITY.md.
+var Table = []Entry{
+	{
+		Binary: "glove-mounter", Dir: DirLibexec, Helper: true,
+		Caps: []Cap{SysAdmin},
+		Why:  "open_tree, fsopen/fsconfig/fsmount and mount_setattr create detached bind and tmpfs mounts; nothing is attached to the host mount table",
+	},
+	{
+		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true,
+		Caps: []Cap{SysAdmin, DACOverride},
+		Why:  "CAP_SYS_ADMIN for loop configuration and fsmount of ext4; CAP_DAC_OVERRIDE to open the root-only /dev/loop-control and /dev/loopN",
+	},
+	{
+		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true,
+		Why: "none: works only inside the cgroup subtree delegated to the service user",
+	},
+	{
+		Binary: "glove-streamproxy", Dir: DirLibexec, Helper: true,
+		Why: "none: relays bounded frames between descriptors it is given",
+	},
+	{
+		Binary: "glove-shim", Dir: DirLibexec, Helper: true,
+		Why: "none: builds the sandbox inside user namespaces it creates",
+	},
+	{
+		Binary: "gloved", Dir: DirBin,
+		Why: "none: the supervisor parses remote input and so holds no capability",
+	},
+	{
+		Binary: "glove", Dir: DirBin,
+		Why: "none: the operator's command line",
+	},
+}
+
+// Lookup returns the row for an executable name.
+func Lookup(binary string) (Entry, bool) {
+	for _, e := range Table {
+		if e.Binary == binary {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// Mask is the row as a capability bitmask, as in /proc/PID/status.
+func (e Entry) Mask() uint64 {
+	var m uint64
+	for _, c := range e.Caps {
+		m |= 1 << c.Bit
+	}
+	return m
+}
+
+// SetcapText is the argument setcap(8) takes for this row, or "" when the
+// row has no capability (such files carry no security.capability xattr).
+// Capabilities are permitted and effective ("=ep") and never inheritable:
+// an inheritable bit would let the capability pass to programs the helper
+// executes (mkfs.ext4), which must run without it.
+func (e Entry) SetcapText() string {
+	if len(e.Caps) == 0 {
+		return ""
+	}
+	names := make([]string, len(e.Caps))
+	for i, c := range e.Caps {
+		names[i] = c.Name
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",") + "=ep"
+}
+
+// MaskString formats a mask the way /proc/PID/status prints it.
+func MaskString(m uint64) string { return fmt.Sprintf("%016x", m) }
+
+// Markdown renders the table for SECURITY.md.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| executable | installed in | mode | file capabilities | CapEff/CapPrm mask | why |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- |\n")
+	for _, e := range Table {
+		mode := "0755 root:root"
+		if e.Helper {
+			mode = "0750 root:glove"
+		}
+		caps := e.SetcapText()
+		if caps == "" {
+			caps = "none"
+		}
+		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | `%s` | `%s` | %s |\n",
+			e.Binary, e.Dir, mode, caps, MaskString(e.Mask()), e.Why)
+	}
+	return b.String()
+}

@@ -1,0 +1,172 @@
+// Package helperkit is the part every Glove helper shares: how it starts,
+// where its bounds come from, how it confines itself, and its serve loop.
+//
+// A helper is started by the supervisor with one end of a SOCK_SEQPACKET
+// socketpair at descriptor 3, an empty environment and argv holding only
+// its name. Before it reads a single request it:
+//
+//   - refuses extra arguments, any environment variable, and uid 0;
+//   - closes every descriptor above 3 it may have inherited by mistake;
+//   - checks descriptor 3 is a unix SOCK_SEQPACKET socket whose peer runs
+//     as its own uid or root;
+//   - reads its bounds from ConfigDir (root-owned all the way up);
+//   - drops to exactly its capability table row on every thread, sets
+//     no_new_privs and installs its seccomp allowlist (Restrict).
+//
+// Then it answers one request at a time through the wire package's
+// dispatch table, exits 0 on EOF, and exits non-zero on any protocol error.
+package helperkit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// ControlFD is the descriptor of the helper's end of the socketpair.
+const ControlFD = 3
+
+// Exit statuses of a helper.
+const (
+	ExitEOF      = 0 // the supervisor closed the connection
+	ExitStartup  = 1 // refused to start: environment, configuration, capabilities
+	ExitProtocol = 2 // the peer sent something the protocol does not allow
+	ExitIO       = 3 // the connection failed
+)
+
+// Spec describes one helper.
+type Spec struct {
+	// Name is the executable and wire name; it must have a captable row.
+	Name string
+	// ConfigFile is the file name of its bounds under ConfigDir.
+	ConfigFile string
+	// Config receives the decoded bounds (a pointer).
+	Config Config
+	// Syscalls are the helper's additions to BaseSyscalls (its own file).
+	Syscalls []bpf.Rule
+	// Handlers returns the handlers of the helper's messages other than
+	// Hello, once the configuration is loaded.
+	Handlers func() map[wire.MsgType]wire.Handler
+}
+
+// Main runs the helper and exits with its status.
+func Main(spec Spec) {
+	os.Exit(Run(spec))
+}
+
+// Run runs the helper and returns its exit status.
+func Run(spec Spec) int {
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	entry := log.WithFields(logrus.Fields{"helper": spec.Name, "pid": os.Getpid()})
+
+	srv, err := start(spec)
+	if err != nil {
+		entry.WithError(err).Error("refusing to start")
+		return ExitStartup
+	}
+	srv.Log = func(msg string, kv ...any) {
+		fields := logrus.Fields{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			fields[fmt.Sprint(kv[i])] = kv[i+1]
+		}
+		entry.WithFields(fields).Info(msg)
+	}
+	entry.Info("serving")
+	err = srv.Serve()
+	var perr *wire.ProtocolError
+	switch {
+	case err == nil:
+		return ExitEOF
+	case errors.As(err, &perr):
+		entry.WithError(err).Error("protocol error")
+		return ExitProtocol
+	default:
+		entry.WithError(err).Error("connection failed")
+		return ExitIO
+	}
+}
+
+func start(spec Spec) (*wire.Server, error) {
+	// Logs carry UTC times. Left at Local, the first log line after the
+	// seccomp filter would load /etc/localtime with openat, which the
+	// allowlist (rightly) kills.
+	time.Local = time.UTC
+	row, ok := captable.Lookup(spec.Name)
+	if !ok || !row.Helper {
+		return nil, fmt.Errorf("start: %q has no helper row in the capability table", spec.Name)
+	}
+	// Threat: anything inherited beyond the control socket (a descriptor
+	// a compromised or buggy supervisor forgot to mark close-on-exec) is
+	// authority this helper was not meant to hold.
+	if err := unix.CloseRange(ControlFD+1, ^uint(0), 0); err != nil {
+		return nil, fmt.Errorf("start: close inherited descriptors: %w", err)
+	}
+	if len(os.Args) != 1 {
+		return nil, fmt.Errorf("start: takes no arguments, got %d", len(os.Args)-1)
+	}
+	// Threat: GODEBUG, GOMAXPROCS and friends change the Go runtime's
+	// behaviour, and the supervisor chooses the environment. The one
+	// entry allowed is the one the Go runtime itself adds when it starts
+	// a binary with file capabilities (secure mode): GOTRACEBACK=none.
+	if env := os.Environ(); len(env) > 1 || (len(env) == 1 && env[0] != "GOTRACEBACK=none") {
+		return nil, fmt.Errorf("start: the environment must be empty, it has %d entries", len(env))
+	}
+	if os.Getuid() == 0 || os.Geteuid() == 0 {
+		return nil, errors.New("start: refusing to run as uid 0; run as the Glove service user")
+	}
+	if err := checkControl(); err != nil {
+		return nil, err
+	}
+	if err := LoadConfig(spec.ConfigFile, spec.Config); err != nil {
+		return nil, err
+	}
+	handlers := map[wire.MsgType]wire.Handler{}
+	if spec.Handlers != nil {
+		handlers = spec.Handlers()
+	}
+	handlers[wire.MsgHello] = helloHandler(spec.Name)
+	conn, err := wire.FromFile(os.NewFile(ControlFD, "control"))
+	if err != nil {
+		return nil, fmt.Errorf("start: control socket: %w", err)
+	}
+	rules := append(append([]bpf.Rule{}, BaseSyscalls...), spec.Syscalls...)
+	if err := Restrict(row, rules); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &wire.Server{Name: spec.Name, Conn: conn, Handlers: handlers}, nil
+}
+
+// checkControl checks descriptor 3 is a socket whose peer has our uid or
+// is root: the parties a helper serves are the supervisor, running as the
+// service user that may execute it, and root (operator tooling, tests),
+// who could run the helper's system calls directly anyway.
+func checkControl() error {
+	cred, err := unix.GetsockoptUcred(ControlFD, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
+		return fmt.Errorf("start: descriptor %d is not a connected unix socket: %w", ControlFD, err)
+	}
+	if cred.Uid != uint32(os.Getuid()) && cred.Uid != 0 {
+		return fmt.Errorf("start: control socket peer runs as uid %d, not %d", cred.Uid, os.Getuid())
+	}
+	return nil
+}
+
+func helloHandler(name string) wire.Handler {
+	return func(_ uint32, _ wire.Message, _ []*os.File) (wire.Message, []int, error) {
+		eff, prm, err := CurrentCaps()
+		if err != nil {
+			return nil, nil, err
+		}
+		return &wire.HelloReply{Name: name, Protocol: wire.Version, CapEffective: eff, CapPermitted: prm}, nil, nil
+	}
+}

@@ -1,0 +1,58 @@
+package helperkit
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Capabilities, ambient capabilities and no_new_privs are per thread, and
+// a Go program has several threads before main runs. A change made with a
+// plain system call would leave the other threads holding what this one
+// gave up (threat: a subverted helper goroutine scheduled on another
+// thread keeps the capability). syscall.AllThreadsSyscall6 runs the call
+// on every thread and fails if any thread's result differs. It needs a
+// binary built with CGO_ENABLED=0, which the Makefile and testenv use.
+
+var errCgo = errors.New("all-thread system calls are unavailable in a cgo binary: build helpers with CGO_ENABLED=0")
+
+func allThreads(trap, a1, a2 uintptr) error {
+	_, _, e := syscall.AllThreadsSyscall6(trap, a1, a2, 0, 0, 0, 0)
+	switch {
+	case e == syscall.ENOTSUP:
+		return errCgo
+	case e != 0:
+		return e
+	}
+	return nil
+}
+
+func allThreadsClearAmbient() error {
+	return allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL)
+}
+
+func allThreadsNoNewPrivs() error {
+	return allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1)
+}
+
+// allThreadsCapset sets permitted and effective to mask and inheritable
+// to nothing on every thread. The arguments live on the heap, which the
+// collector never moves, and are kept alive across the call.
+func allThreadsCapset(mask uint64) error {
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := &[2]unix.CapUserData{
+		{Effective: uint32(mask), Permitted: uint32(mask)},
+		{Effective: uint32(mask >> 32), Permitted: uint32(mask >> 32)},
+	}
+	err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])))
+	runtime.KeepAlive(hdr)
+	runtime.KeepAlive(data)
+	if err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}

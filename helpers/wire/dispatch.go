@@ -1,0 +1,23 @@
+package wire
+
+// Accept is one request type a helper dispatches.
+type Accept struct {
+	Type MsgType
+	// Once marks requests that are meaningful only once per connection; a
+	// second one is a protocol error rather than something to re-handle.
+	Once bool
+}
+
+// Accepts lists, per helper executable name, the request types it
+// dispatches. It is the single source of truth: Server refuses to start if
+// its handler table differs from its entry here, so the documented table in
+// the package doc, this map and the code cannot silently drift. Anything not
+// listed, including reply types, is a protocol error at that helper — a
+// compromised supervisor must not reach code paths a helper never meant to
+// expose.
+var Accepts = map[string][]Accept{
+	"glove-mounter":     {{MsgHello, true}},
+	"glove-loopext4":    {{MsgHello, true}},
+	"glove-cgroup":      {{MsgHello, true}},
+	"glove-streamproxy": {{MsgHello, true}},
+}

@@ -1,0 +1,114 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Frame limits.
+const (
+	Version    = 1
+	HeaderSize = 16
+	MaxMessage = 65536 // header + payload
+	MaxPayload = MaxMessage - HeaderSize
+	MaxFDs     = 4
+)
+
+// Header field offsets.
+const (
+	offVersion = 0
+	offType    = 2
+	offReqID   = 4
+	offLength  = 8
+	offFDs     = 12
+	offFlags   = 14
+)
+
+// EncodeRawHeader returns a 16-byte header with arbitrary field values. It
+// performs no validation on purpose: it exists so tests (here and in the
+// helpers' integration tests) can forge malformed frames.
+func EncodeRawHeader(version, typ uint16, reqID, payloadLen uint32, nfds, flags uint16) []byte {
+	h := make([]byte, HeaderSize)
+	binary.LittleEndian.PutUint16(h[offVersion:], version)
+	binary.LittleEndian.PutUint16(h[offType:], typ)
+	binary.LittleEndian.PutUint32(h[offReqID:], reqID)
+	binary.LittleEndian.PutUint32(h[offLength:], payloadLen)
+	binary.LittleEndian.PutUint16(h[offFDs:], nfds)
+	binary.LittleEndian.PutUint16(h[offFlags:], flags)
+	return h
+}
+
+// EncodeFrame encodes m as a complete frame (header and payload) with
+// request id reqID. The header's fd count is m.FDs(). Errors wrap
+// [ErrInvalidMessage].
+func EncodeFrame(reqID uint32, m Message) ([]byte, error) {
+	if m == nil {
+		return nil, fmt.Errorf("wire: encode frame: %w: nil message", ErrInvalidMessage)
+	}
+	if _, known := registry[m.Type()]; !known {
+		return nil, fmt.Errorf("wire: encode frame: %w: unregistered type %#04x", ErrInvalidMessage, uint16(m.Type()))
+	}
+	if n := m.FDs(); n < 0 || n > MaxFDs {
+		return nil, fmt.Errorf("wire: encode frame: %w: type %#04x carries %d descriptors", ErrInvalidMessage, uint16(m.Type()), n)
+	}
+	e := NewEncoder(EncodeRawHeader(Version, uint16(m.Type()), reqID, 0, uint16(m.FDs()), 0))
+	m.encode(e)
+	if err := e.Err(); err != nil {
+		return nil, fmt.Errorf("wire: encode frame type %#04x: %w: %w", uint16(m.Type()), ErrInvalidMessage, err)
+	}
+	buf := e.Encoded()
+	if len(buf) > MaxMessage {
+		return nil, fmt.Errorf("wire: encode frame type %#04x: %w: %d bytes exceeds %d", uint16(m.Type()), ErrInvalidMessage, len(buf), MaxMessage)
+	}
+	binary.LittleEndian.PutUint32(buf[offLength:], uint32(len(buf)-HeaderSize))
+	return buf, nil
+}
+
+// DecodeFrame validates one received frame and decodes its message, given
+// the number of descriptors that arrived with it. It is the pure part of
+// [Conn.Recv]: it touches no descriptors. Every failure is a
+// *ProtocolError wrapping the sentinel of the rule that failed. Checks run
+// cheapest-first and nothing is allocated for the payload until the header
+// has been fully validated.
+func DecodeFrame(buf []byte, nfds int) (reqID uint32, m Message, err error) {
+	const op = "decode frame"
+	if len(buf) < HeaderSize {
+		return 0, nil, protoErr(op, ErrShortFrame, "%d bytes", len(buf))
+	}
+	version := binary.LittleEndian.Uint16(buf[offVersion:])
+	typ := MsgType(binary.LittleEndian.Uint16(buf[offType:]))
+	reqID = binary.LittleEndian.Uint32(buf[offReqID:])
+	plen := binary.LittleEndian.Uint32(buf[offLength:])
+	declFDs := int(binary.LittleEndian.Uint16(buf[offFDs:]))
+	flags := binary.LittleEndian.Uint16(buf[offFlags:])
+
+	switch {
+	case version != Version:
+		return 0, nil, protoErr(op, ErrVersion, "got %d, want %d", version, Version)
+	case flags != 0:
+		return 0, nil, protoErr(op, ErrFlags, "%#04x", flags)
+	case plen > MaxPayload:
+		return 0, nil, protoErr(op, ErrTooLarge, "declared payload %d bytes", plen)
+	case len(buf) > MaxMessage:
+		return 0, nil, protoErr(op, ErrTooLarge, "frame %d bytes", len(buf))
+	case int(plen) != len(buf)-HeaderSize:
+		return 0, nil, protoErr(op, ErrLength, "declared %d, received %d", plen, len(buf)-HeaderSize)
+	case declFDs > MaxFDs || nfds > MaxFDs:
+		return 0, nil, protoErr(op, ErrTooManyFDs, "declared %d, received %d", declFDs, nfds)
+	case declFDs != nfds:
+		return 0, nil, protoErr(op, ErrFDCount, "declared %d, received %d", declFDs, nfds)
+	}
+	m, ok := New(typ)
+	if !ok {
+		return 0, nil, protoErr(op, ErrUnknownType, "%#04x", uint16(typ))
+	}
+	if m.FDs() != declFDs {
+		return 0, nil, protoErr(op, ErrFDCount, "type %#04x carries %d, frame has %d", uint16(typ), m.FDs(), declFDs)
+	}
+	d := NewDecoder(buf[HeaderSize:])
+	m.decode(d)
+	if err := d.Finish(); err != nil {
+		return 0, nil, &ProtocolError{Op: fmt.Sprintf("%s type %#04x", op, uint16(typ)), Err: err}
+	}
+	return reqID, m, nil
+}

@@ -1,0 +1,376 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"math"
+	"strings"
+	"testing"
+
+	xbpf "golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// seccompData mirrors struct seccomp_data for building test inputs.
+type seccompData struct {
+	nr   uint32
+	arch uint32
+	args [6]uint64
+}
+
+// bytes encodes d in native (little-endian on amd64/arm64) order, exactly
+// as the kernel presents it to the filter.
+func (d seccompData) bytes() []byte {
+	b := make([]byte, 64)
+	binary.LittleEndian.PutUint32(b[0:], d.nr)
+	binary.LittleEndian.PutUint32(b[4:], d.arch)
+	binary.LittleEndian.PutUint64(b[8:], 0xdeadbeefcafef00d) // instruction_pointer: must not matter
+	for i, a := range d.args {
+		binary.LittleEndian.PutUint64(b[16+8*i:], a)
+	}
+	return b
+}
+
+// runFilter is a minimal classic-BPF interpreter with kernel seccomp
+// semantics: 32-bit loads from seccomp_data in native byte order, aligned
+// and in bounds. golang.org/x/net/bpf's VM loads big-endian (packet order),
+// so it cannot execute a seccomp program on a real seccomp_data layout; it
+// is used below only as a cross-check on a word-swapped buffer.
+func runFilter(t *testing.T, prog []unix.SockFilter, data []byte) uint32 {
+	t.Helper()
+	var a uint32
+	for pc := 0; pc < len(prog); pc++ {
+		ins := prog[pc]
+		jump := func(cond bool) {
+			if cond {
+				pc += int(ins.Jt)
+			} else {
+				pc += int(ins.Jf)
+			}
+		}
+		switch ins.Code {
+		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
+			if ins.K%4 != 0 || int(ins.K)+4 > len(data) {
+				t.Fatalf("pc %d: load at offset %d is misaligned or outside seccomp_data", pc, ins.K)
+			}
+			a = binary.LittleEndian.Uint32(data[ins.K:])
+		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
+			a &= ins.K
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
+			jump(a == ins.K)
+		case unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K:
+			jump(a&ins.K != 0)
+		case unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K:
+			jump(a >= ins.K)
+		case unix.BPF_JMP | unix.BPF_JA:
+			pc += int(ins.K)
+		case unix.BPF_RET | unix.BPF_K:
+			return ins.K
+		default:
+			t.Fatalf("pc %d: unsupported opcode %#x", pc, ins.Code)
+		}
+	}
+	t.Fatalf("program fell off its end")
+	return 0
+}
+
+// runXVM runs prog in golang.org/x/net/bpf's VM on a buffer whose 32-bit
+// words are byte-swapped, so its big-endian loads see the same values the
+// kernel would.
+func runXVM(t *testing.T, prog []unix.SockFilter, data []byte) uint32 {
+	t.Helper()
+	raw := make([]xbpf.RawInstruction, len(prog))
+	for i, f := range prog {
+		raw[i] = xbpf.RawInstruction{Op: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
+	}
+	insns, ok := xbpf.Disassemble(raw)
+	if !ok {
+		t.Fatalf("x/net/bpf could not decode the program")
+	}
+	vm, err := xbpf.NewVM(insns)
+	if err != nil {
+		t.Fatalf("x/net/bpf NewVM: %v", err)
+	}
+	swapped := make([]byte, len(data))
+	for i := 0; i < len(data); i += 4 {
+		binary.BigEndian.PutUint32(swapped[i:], binary.LittleEndian.Uint32(data[i:]))
+	}
+	n, err := vm.Run(swapped)
+	if err != nil {
+		t.Fatalf("x/net/bpf Run: %v", err)
+	}
+	return uint32(n)
+}
+
+// eval runs both interpreters and insists they agree.
+func eval(t *testing.T, prog []unix.SockFilter, d seccompData) Action {
+	t.Helper()
+	data := d.bytes()
+	got := runFilter(t, prog, data)
+	if x := runXVM(t, prog, data); x != got {
+		t.Fatalf("interpreters disagree: ours %#x, x/net/bpf %#x", got, x)
+	}
+	return Action(got)
+}
+
+const (
+	allow = Action(unix.SECCOMP_RET_ALLOW)
+	kill  = Action(unix.SECCOMP_RET_KILL_PROCESS)
+)
+
+var eperm = Errno(unix.EPERM)
+
+var testRules = []Rule{
+	{Name: "read", Nr: unix.SYS_READ},
+	// Low-word-only mask: the high word of arg2 is unconstrained.
+	{Name: "mmap-prot", Nr: unix.SYS_MMAP, Conds: []Cond{{Arg: 2, Mask: 0xffffffff, Value: unix.PROT_READ}}},
+	// High-word-only mask.
+	{Name: "lseek-high", Nr: unix.SYS_LSEEK, Conds: []Cond{{Arg: 1, Mask: 0xffffffff00000000, Value: 1 << 32}}},
+	// Two conditions, ANDed; the first is a full 64-bit equality.
+	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []Cond{
+		{Arg: 0, Mask: math.MaxUint64, Value: 3},
+		{Arg: 1, Mask: math.MaxUint64, Value: unix.F_GETFD},
+	}},
+	// Two rules with one nr, ORed.
+	{Name: "ioctl-tcgets", Nr: unix.SYS_IOCTL, Conds: []Cond{{Arg: 1, Mask: math.MaxUint64, Value: unix.TCGETS}}},
+	{Name: "ioctl-tiocgwinsz", Nr: unix.SYS_IOCTL, Conds: []Cond{{Arg: 1, Mask: math.MaxUint64, Value: unix.TIOCGWINSZ}}},
+	// Last argument, partial mask (exercises the AND).
+	{Name: "splice-flags", Nr: unix.SYS_SPLICE, Conds: []Cond{{Arg: 5, Mask: 0xff, Value: 0x04}}},
+}
+
+func TestCompileActions(t *testing.T) {
+	native := uint32(nativeAuditArch)
+	foreign := uint32(unix.AUDIT_ARCH_I386)
+	if native != unix.AUDIT_ARCH_X86_64 {
+		foreign = unix.AUDIT_ARCH_ARM
+	}
+	args := func(kv ...uint64) (a [6]uint64) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			a[kv[i]] = kv[i+1]
+		}
+		return a
+	}
+	x32Want := func(deflt Action) Action {
+		if x32SyscallBit != 0 {
+			return kill
+		}
+		return deflt
+	}
+	type tc struct {
+		name  string
+		deflt Action
+		d     seccompData
+		want  Action
+	}
+	cases := []tc{
+		{"allowed nr", kill, seccompData{nr: unix.SYS_READ}, allow},
+		{"allowed nr, errno default", eperm, seccompData{nr: unix.SYS_READ}, allow},
+		{"unlisted nr, kill default", kill, seccompData{nr: unix.SYS_GETPPID}, kill},
+		{"unlisted nr, errno default", eperm, seccompData{nr: unix.SYS_GETPPID}, eperm},
+		{"wrong arch, kill default", kill, seccompData{nr: unix.SYS_READ, arch: foreign}, kill},
+		{"wrong arch beats errno default", eperm, seccompData{nr: unix.SYS_READ, arch: foreign}, kill},
+		{"x32 alias of allowed nr", eperm, seccompData{nr: unix.SYS_READ | 0x40000000}, x32Want(eperm)},
+		{"x32 alias of unlisted nr", eperm, seccompData{nr: unix.SYS_GETPPID | 0x40000000}, x32Want(eperm)},
+		{"low word match", kill, seccompData{nr: unix.SYS_MMAP, args: args(2, unix.PROT_READ)}, allow},
+		{"low word match, high word free", kill, seccompData{nr: unix.SYS_MMAP, args: args(2, 7<<32|unix.PROT_READ)}, allow},
+		{"low word mismatch", eperm, seccompData{nr: unix.SYS_MMAP, args: args(2, unix.PROT_READ|unix.PROT_EXEC)}, eperm},
+		{"low word value in wrong arg", eperm, seccompData{nr: unix.SYS_MMAP, args: args(1, unix.PROT_READ)}, eperm},
+		{"high word match, low word free", kill, seccompData{nr: unix.SYS_LSEEK, args: args(1, 1<<32|12345)}, allow},
+		{"high word mismatch (zero)", eperm, seccompData{nr: unix.SYS_LSEEK, args: args(1, 12345)}, eperm},
+		{"high word mismatch (other)", eperm, seccompData{nr: unix.SYS_LSEEK, args: args(1, 3<<32)}, eperm},
+		{"two conds both hold", kill, seccompData{nr: unix.SYS_FCNTL, args: args(0, 3, 1, unix.F_GETFD)}, allow},
+		{"two conds, second fails", eperm, seccompData{nr: unix.SYS_FCNTL, args: args(0, 3, 1, unix.F_SETFD)}, eperm},
+		{"two conds, first fails", eperm, seccompData{nr: unix.SYS_FCNTL, args: args(0, 4, 1, unix.F_GETFD)}, eperm},
+		{"full 64-bit cond, high word set", eperm, seccompData{nr: unix.SYS_FCNTL, args: args(0, 1<<32|3, 1, unix.F_GETFD)}, eperm},
+		{"same nr ORed, first rule", kill, seccompData{nr: unix.SYS_IOCTL, args: args(1, unix.TCGETS)}, allow},
+		{"same nr ORed, second rule", kill, seccompData{nr: unix.SYS_IOCTL, args: args(1, unix.TIOCGWINSZ)}, allow},
+		{"same nr ORed, neither", eperm, seccompData{nr: unix.SYS_IOCTL, args: args(1, unix.TIOCSTI)}, eperm},
+		{"arg 5 masked match", kill, seccompData{nr: unix.SYS_SPLICE, args: args(5, 0xff_0000_0104)}, allow},
+		{"arg 5 masked mismatch", eperm, seccompData{nr: unix.SYS_SPLICE, args: args(5, 0x05)}, eperm},
+		{"arg 4 is not arg 5", eperm, seccompData{nr: unix.SYS_SPLICE, args: args(4, 0x04)}, eperm},
+	}
+	progs := map[Action][]unix.SockFilter{}
+	for _, deflt := range []Action{kill, eperm} {
+		p, err := Compile(testRules, deflt)
+		if err != nil {
+			t.Fatalf("Compile(default %#x): %v", uint32(deflt), err)
+		}
+		progs[deflt] = p
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.d.arch == 0 {
+				c.d.arch = native
+			}
+			if got := eval(t, progs[c.deflt], c.d); got != c.want {
+				t.Errorf("action = %#x, want %#x\n%s", uint32(got), uint32(c.want), Disassemble(progs[c.deflt]))
+			}
+		})
+	}
+}
+
+func TestErrnoAction(t *testing.T) {
+	if got, want := uint32(Errno(unix.EPERM)), uint32(unix.SECCOMP_RET_ERRNO|1); got != want {
+		t.Errorf("Errno(EPERM) = %#x, want %#x", got, want)
+	}
+	for _, e := range []unix.Errno{0, 4096, 0x10001} {
+		if got := uint32(Errno(e)) & unix.SECCOMP_RET_DATA; got != 0 {
+			t.Errorf("Errno(%d) data = %d, want 0 so Compile rejects it", e, got)
+		}
+	}
+}
+
+// headerLen is the number of instructions before the first rule block.
+func headerLen(t *testing.T) int {
+	t.Helper()
+	p, err := Compile([]Rule{{Nr: unix.SYS_READ}}, kill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(p) - 4 // one bare rule is ld, jeq, ret ALLOW; then ret default
+}
+
+func distinctRules(n int) []Rule {
+	rules := make([]Rule, n)
+	for i := range rules {
+		rules[i] = Rule{Nr: uintptr(i)}
+	}
+	return rules
+}
+
+// manyConds builds n conditions that each need the full six-instruction
+// check (both halves, each masked), all satisfied when every arg is ~0.
+func manyConds(n int) []Cond {
+	conds := make([]Cond, n)
+	for i := range conds {
+		bit := uint64(1) << (i / 6)
+		m := bit | bit<<32
+		conds[i] = Cond{Arg: uint8(i % 6), Mask: m, Value: m}
+	}
+	return conds
+}
+
+// rulesOfLength returns distinct rules whose blocks total exactly n
+// instructions: bare rules take 3, rules with one full-mask low-word
+// condition take 5 (ld, jeq, ld, jeq, ret).
+func rulesOfLength(n int) []Rule {
+	five := []int{0, 2, 1}[n%3] // 5 ≡ 2 (mod 3)
+	rules := distinctRules((n - 5*five) / 3)
+	for range five {
+		rules = append(rules, Rule{Nr: uintptr(len(rules)), Conds: []Cond{{Arg: 0, Mask: 0xffffffff, Value: 0}}})
+	}
+	return rules
+}
+
+// TestCompileLayoutLimits checks that programs much longer than 255
+// instructions still work (jumps stay local) and that the exact size and
+// jump limits are enforced at their boundaries.
+func TestCompileLayoutLimits(t *testing.T) {
+	h := headerLen(t)
+	room := maxInsns - 1 - h // instructions left for rule blocks
+
+	rules := rulesOfLength(room)
+	prog, err := Compile(rules, eperm)
+	if err != nil {
+		t.Fatalf("Compile(%d rules): %v", len(rules), err)
+	}
+	if len(prog) != maxInsns {
+		t.Fatalf("program length %d, want exactly %d", len(prog), maxInsns)
+	}
+	lastNr := uint32(rules[len(rules)-1].Nr)
+	if got := eval(t, prog, seccompData{nr: lastNr, arch: nativeAuditArch}); got != allow {
+		t.Errorf("last of %d rules: action %#x, want ALLOW", len(rules), uint32(got))
+	}
+	if got := eval(t, prog, seccompData{nr: lastNr + 1, arch: nativeAuditArch}); got != eperm {
+		t.Errorf("nr past last rule: action %#x, want EPERM", uint32(got))
+	}
+	if _, err := Compile(rulesOfLength(room+1), eperm); err == nil {
+		t.Errorf("Compile of a %d-instruction program succeeded, want size error", maxInsns+1)
+	}
+
+	// 42 six-instruction conditions put the nr check's jump at exactly 255.
+	const maxConds = 42
+	prog, err = Compile([]Rule{{Name: "wide", Nr: unix.SYS_READ, Conds: manyConds(maxConds)}}, eperm)
+	if err != nil {
+		t.Fatalf("Compile(%d conds): %v", maxConds, err)
+	}
+	all := seccompData{nr: unix.SYS_READ, arch: nativeAuditArch}
+	for i := range all.args {
+		all.args[i] = math.MaxUint64
+	}
+	if got := eval(t, prog, all); got != allow {
+		t.Errorf("%d conds all hold: action %#x, want ALLOW", maxConds, uint32(got))
+	}
+	one := all
+	one.args[5] &^= 1 << (32 + (maxConds-1)/6) // the last cond's high-word bit
+	if got := eval(t, prog, one); got != eperm {
+		t.Errorf("%d conds, last high word fails: action %#x, want EPERM", maxConds, uint32(got))
+	}
+	if _, err := Compile([]Rule{{Nr: unix.SYS_READ, Conds: manyConds(maxConds + 1)}}, eperm); err == nil ||
+		!strings.Contains(err.Error(), "8-bit") {
+		t.Errorf("Compile(%d conds) error = %v, want jump-distance error", maxConds+1, err)
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	read := Rule{Name: "read", Nr: unix.SYS_READ}
+	cases := []struct {
+		name  string
+		rules []Rule
+		deflt Action
+		want  string
+	}{
+		{"empty", nil, kill, "empty rule list"},
+		{"arg 6", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 6, Mask: 1, Value: 1}}}}, kill, "argument index 6"},
+		{"duplicate", []Rule{read, {Name: "again", Nr: unix.SYS_READ}}, kill, "duplicates"},
+		{"duplicate, conds reordered", []Rule{
+			{Nr: unix.SYS_FCNTL, Conds: []Cond{{Arg: 0, Mask: 1, Value: 1}, {Arg: 1, Mask: 2, Value: 2}}},
+			{Nr: unix.SYS_FCNTL, Conds: []Cond{{Arg: 1, Mask: 2, Value: 2}, {Arg: 0, Mask: 1, Value: 1}}},
+		}, kill, "duplicates"},
+		{"value outside mask", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 0, Mask: 0xff, Value: 0x100}}}}, kill, "outside mask"},
+		{"value outside mask, high word", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 0, Mask: 0xffffffff, Value: 1 << 32}}}}, kill, "outside mask"},
+		{"zero mask", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 0}}}}, kill, "zero mask"},
+		{"too many instructions", distinctRules(maxInsns / 3), kill, "exceeds 4096"},
+		{"nr beyond u32", []Rule{{Nr: uintptr(1) << 32}}, kill, "does not fit"},
+		{"default allow", []Rule{read}, allow, "default ALLOW"},
+		{"default errno 0", []Rule{read}, Errno(0), "errno 0"},
+		{"default zero action", []Rule{read}, 0, "KILL_THREAD"},
+		{"default user notif", []Rule{read}, Action(unix.SECCOMP_RET_USER_NOTIF), "USER_NOTIF"},
+	}
+	if x32SyscallBit != 0 {
+		cases = append(cases, struct {
+			name  string
+			rules []Rule
+			deflt Action
+			want  string
+		}{"x32 nr", []Rule{{Nr: unix.SYS_READ | uintptr(x32SyscallBit)}}, kill, "x32"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			prog, err := Compile(c.rules, c.deflt)
+			if err == nil {
+				t.Fatalf("Compile succeeded with %d instructions, want error containing %q", len(prog), c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "compile seccomp filter") {
+				t.Errorf("error %q, want it to start with the operation and contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDisassemble(t *testing.T) {
+	prog, err := Compile(testRules, kill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := Disassemble(prog)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(prog) {
+		t.Fatalf("%d lines for %d instructions:\n%s", len(lines), len(prog), out)
+	}
+	if !strings.Contains(lines[0], "ld [4]") {
+		t.Errorf("first line %q, want the arch load", lines[0])
+	}
+	if !strings.Contains(lines[len(lines)-1], "ret #2147483648") {
+		t.Errorf("last line %q, want ret KILL_PROCESS", lines[len(lines)-1])
+	}
+}

@@ -1,0 +1,114 @@
+// Package cli is the `glove` command line for operators.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/supervisor/helperproc"
+)
+
+// LibexecDir is where the helpers are installed; the Makefile sets it
+// from PREFIX at build time.
+var LibexecDir = "/usr/local/libexec/glove"
+
+// Version is the release; the Makefile may set it.
+var Version = "dev"
+
+// Exit statuses.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+const usage = `usage:
+  glove version                 print the version
+  glove captable                print the capability table (helper -> file capabilities)
+  glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
+                                name, protocol and live capability sets
+                                (run as a member of the glove service group)
+`
+
+// Run runs the command line and returns the exit status.
+func Run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "version", "--version":
+		fmt.Fprintln(stdout, "glove", Version)
+		return ExitOK
+	case "captable":
+		fmt.Fprint(stdout, captable.Markdown())
+		return ExitOK
+	case "helpers":
+		return helpers(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "glove: unknown command %q\n%s", args[0], usage)
+	return ExitUsage
+}
+
+func helpers(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("glove helpers", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("libexec", LibexecDir, "directory of the installed helpers")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "glove helpers: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	status := ExitOK
+	for _, e := range captable.Table {
+		if !e.Helper || e.Binary == "glove-shim" {
+			continue
+		}
+		line, err := hello(filepath.Join(*dir, e.Binary), e)
+		if err != nil {
+			fmt.Fprintf(stderr, "glove helpers: %s: %v\n", e.Binary, err)
+			status = ExitFail
+			continue
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	return status
+}
+
+// hello starts one helper, checks its answer against its table row and
+// stops it.
+func hello(path string, e captable.Entry) (string, error) {
+	var log strings.Builder
+	p, err := helperproc.Start(helperproc.Options{Path: path, Name: e.Binary, Stderr: &log})
+	if err != nil {
+		return "", err
+	}
+	r, herr := p.Hello()
+	cerr := p.Close()
+	if herr != nil {
+		return "", fmt.Errorf("%w (helper log: %s)", herr, strings.TrimSpace(log.String()))
+	}
+	if cerr != nil {
+		return "", fmt.Errorf("exit after EOF: %w", cerr)
+	}
+	if r.Name != e.Binary {
+		return "", fmt.Errorf("answered as %q", r.Name)
+	}
+	if r.CapEffective != e.Mask() || r.CapPermitted != e.Mask() {
+		return "", errors.New("capability sets differ from the table: " +
+			"effective " + captable.MaskString(r.CapEffective) + ", permitted " + captable.MaskString(r.CapPermitted) +
+			", table " + captable.MaskString(e.Mask()))
+	}
+	return fmt.Sprintf("%-18s protocol %d  CapEff %s  CapPrm %s  ok",
+		r.Name, r.Protocol, captable.MaskString(r.CapEffective), captable.MaskString(r.CapPermitted)), nil
+}

@@ -1,0 +1,113 @@
+// Package helperproc starts a Glove helper the way every caller must:
+// one end of a SOCK_SEQPACKET socketpair at descriptor 3, an empty
+// environment, argv holding only the helper's name, every other
+// descriptor closed (Go's os/exec passes only stdio and ExtraFiles, and
+// the project's own descriptors are close-on-exec).
+package helperproc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Options says which helper to start and how.
+type Options struct {
+	// Path is the installed executable.
+	Path string
+	// Name is its wire name; it becomes argv[0] and argv has nothing else.
+	Name string
+	// Stderr receives the helper's JSON log; nil discards it.
+	Stderr io.Writer
+	// Credential, when set, runs the helper as another user. Only a root
+	// caller (the test environment) uses it; gloved runs as the service
+	// user and starts helpers as itself.
+	Credential *syscall.Credential
+}
+
+// Proc is a running helper and the client end of its connection.
+type Proc struct {
+	Cmd    *exec.Cmd
+	Client *wire.Client
+	conn   *wire.Conn
+}
+
+// Start starts the helper.
+func Start(opts Options) (*Proc, error) {
+	if opts.Path == "" || opts.Name == "" {
+		return nil, errors.New("start helper: path and name are required")
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("start helper %s: socketpair: %w", opts.Name, err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "helper-control")
+	theirs := os.NewFile(uintptr(fds[1]), "helper-control-peer")
+	defer theirs.Close()
+
+	cmd := &exec.Cmd{
+		Path:       opts.Path,
+		Args:       []string{opts.Name},
+		Env:        []string{},
+		Stderr:     opts.Stderr,
+		ExtraFiles: []*os.File{theirs}, // descriptor 3
+		// No parent-death signal: exec of a binary with file
+		// capabilities clears it. A helper outlives a dead supervisor
+		// only until it reads EOF on its socket, and then exits 0.
+		SysProcAttr: &syscall.SysProcAttr{Credential: opts.Credential},
+	}
+	if err := cmd.Start(); err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
+	}
+	conn, err := wire.FromFile(ours)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
+	}
+	return &Proc{Cmd: cmd, Client: &wire.Client{Conn: conn}, conn: conn}, nil
+}
+
+// Pid is the helper's process id.
+func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
+
+// Conn is the raw connection, for tests that forge frames.
+func (p *Proc) Conn() *wire.Conn { return p.conn }
+
+// Hello asks the helper who it is.
+func (p *Proc) Hello() (*wire.HelloReply, error) {
+	m, fds, err := p.Client.Call(&wire.Hello{}, nil)
+	for _, f := range fds {
+		f.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	r, ok := m.(*wire.HelloReply)
+	if !ok {
+		return nil, fmt.Errorf("hello: unexpected reply type %d", m.Type())
+	}
+	return r, nil
+}
+
+// Close closes the connection, which makes the helper exit, and waits for
+// it. The returned error is the helper's exit status (nil for 0).
+func (p *Proc) Close() error {
+	p.conn.Close()
+	return p.Cmd.Wait()
+}
+
+// Wait waits for the helper without closing the connection first, then
+// closes it; for tests that expect the helper to exit on its own.
+func (p *Proc) Wait() error {
+	err := p.Cmd.Wait()
+	p.conn.Close()
+	return err
+}

@@ -1,0 +1,236 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Snapshot is what a test could leave behind: mounts, attached loop
+// devices, cgroups, processes of the service user, and the test process's
+// open descriptors. Each entry is one line of text so a difference can be
+// printed as it is.
+type Snapshot map[string][]string
+
+// Take records a snapshot; uid is the service user whose processes count
+// (-1 for none).
+func Take(uid int) (Snapshot, error) {
+	s := Snapshot{}
+	var err error
+	if s["mount"], err = mounts(); err != nil {
+		return nil, err
+	}
+	if s["loop"], err = loops(); err != nil {
+		return nil, err
+	}
+	if s["cgroup"], err = cgroups(); err != nil {
+		return nil, err
+	}
+	if s["process"], err = processes(uid); err != nil {
+		return nil, err
+	}
+	if s["fd"], err = descriptors(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Diff lists what is in after and not in before ("+") and the reverse
+// ("-"): a test must neither leave things behind nor remove what it found.
+func Diff(before, after Snapshot) []string {
+	var out []string
+	kinds := make([]string, 0, len(after))
+	for k := range after {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		b := set(before[k])
+		a := set(after[k])
+		for _, x := range after[k] {
+			if !b[x] {
+				out = append(out, fmt.Sprintf("+%s %s", k, x))
+			}
+		}
+		for _, x := range before[k] {
+			if !a[x] {
+				out = append(out, fmt.Sprintf("-%s %s", k, x))
+			}
+		}
+	}
+	return out
+}
+
+func set(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// CheckLeaks snapshots now and fails the test if the snapshot taken when
+// the test ends differs. Call it before the test starts anything: cleanups
+// run last-in first-out, so this check runs after every later cleanup.
+func CheckLeaks(t testing.TB, uid int) {
+	t.Helper()
+	before, err := Take(uid)
+	if err != nil {
+		t.Fatalf("leak snapshot: %v", err)
+	}
+	t.Cleanup(func() {
+		after, err := Take(uid)
+		if err != nil {
+			t.Errorf("leak snapshot: %v", err)
+			return
+		}
+		for _, d := range Diff(before, after) {
+			t.Errorf("leak: %s", d)
+		}
+	})
+}
+
+func mounts() ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	return lines(string(data)), nil
+}
+
+// loops lists attached loop devices with their backing files.
+func loops() ([]string, error) {
+	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, fmt.Errorf("list loop devices: %w", err)
+	}
+	var out []string
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // detached between the listing and the read
+		}
+		dev := filepath.Base(filepath.Dir(filepath.Dir(p)))
+		out = append(out, dev+" "+strings.TrimSpace(string(data)))
+	}
+	return out, nil
+}
+
+// cgroups lists every cgroup directory of every mounted hierarchy.
+func cgroups() ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	var out []string
+	for _, l := range lines(string(data)) {
+		f := strings.Fields(l)
+		i := indexOf(f, "-")
+		if i < 0 || i+1 >= len(f) || (f[i+1] != "cgroup" && f[i+1] != "cgroup2") {
+			continue
+		}
+		root := f[4]
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // removed during the walk
+			}
+			if d.IsDir() {
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("walk cgroups under %s: %w", root, err)
+		}
+	}
+	return out, nil
+}
+
+func processes(uid int) ([]string, error) {
+	if uid < 0 {
+		return nil, nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		f, err := os.Open("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue // exited
+		}
+		var name, uidLine string
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			l := sc.Text()
+			if v, ok := strings.CutPrefix(l, "Name:"); ok {
+				name = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+				uidLine = v
+			}
+		}
+		f.Close()
+		fs := strings.Fields(uidLine)
+		if len(fs) > 0 && fs[0] == strconv.Itoa(uid) {
+			out = append(out, e.Name()+" "+name)
+		}
+	}
+	return out, nil
+}
+
+// descriptors lists the test process's open descriptors and what they
+// refer to, leaving out the one used to list them.
+func descriptors() ([]string, error) {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return nil, fmt.Errorf("list descriptors: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list descriptors: %w", err)
+	}
+	self := strconv.Itoa(int(d.Fd()))
+	var out []string
+	for _, n := range names {
+		if n == self {
+			continue
+		}
+		target, err := os.Readlink("/proc/self/fd/" + n)
+		if err != nil {
+			continue // closed by another goroutine meanwhile
+		}
+		out = append(out, n+" "+target)
+	}
+	return out, nil
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func indexOf(xs []string, x string) int {
+	for i, y := range xs {
+		if y == x {
+			return i
+		}
+	}
+	return -1
+}
