@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -305,4 +306,34 @@ func TestHelperRefusesUnsafeStart(t *testing.T) {
 			t.Errorf("exit status %d, log %q; want %d and a missing cap_sys_admin", code, out, helperkit.ExitStartup)
 		}
 	})
+}
+
+// TestGloveHelpersCommand runs the operator's `glove helpers` as the
+// service user against the installed helpers: it must start each one,
+// get its Hello, and find its capability sets equal to the table.
+func TestGloveHelpersCommand(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	glove := env.HelperPath("glove")
+	libexec := filepath.Dir(env.HelperPath("glove-mounter"))
+	cmd := exec.Command(glove, "helpers", "--libexec", libexec)
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: env.Credential()}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("glove helpers: %v\n%s", err, out)
+	}
+	for _, name := range servedHelpers {
+		row, _ := captable.Lookup(name)
+		want := fmt.Sprintf("CapEff %s  CapPrm %s  ok", captable.MaskString(row.Mask()), captable.MaskString(row.Mask()))
+		found := false
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, name+" ") && strings.HasSuffix(l, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("glove helpers: no line %q for %s in:\n%s", want, name, out)
+		}
+	}
 }

@@ -1,9 +1,17 @@
 package integration
 
 import (
+	"os"
 	"testing"
 
 	"github.com/glove-sandbox/glove/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary doubles as the attacker of attack_test.go, run as
+	// the service user against a helper.
+	if target := os.Getenv(attackEnv); target != "" {
+		os.Exit(attackChild(target))
+	}
+	testenv.Main(m)
+}
