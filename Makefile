@@ -17,7 +17,7 @@ CMDS := ./supervisor/cmd/glove ./supervisor/cmd/gloved ./shim/cmd/glove-shim \
         ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen
 
 .PHONY: all build install deps test unit lint fuzz demo clean
 

@@ -33,6 +33,15 @@ const usage = `usage:
   glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
                                 name, protocol and live capability sets
                                 (run as a member of the glove service group)
+  glove policy validate --file F
+                                check a session policy (docs/policy.md); print a summary,
+                                or exit 2 with the first fault and its JSON path
+  glove policy explain --file F [--json]
+                                what a valid policy authorizes, in words or as JSON
+  glove plan validate --policy F --plan P
+                                check a plan (docs/plan.md) against a policy now; print its
+                                plan_content_digest, or exit 2 with the first mismatch
+                                (policy and plan files: mode 0600, owned by you, one link)
 `
 
 // Run runs the command line and returns the exit status.
@@ -50,6 +59,10 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	case "helpers":
 		return helpers(args[1:], stdout, stderr)
+	case "policy":
+		return policyCommand(args[1:], stdout, stderr)
+	case "plan":
+		return planCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK

@@ -1,0 +1,60 @@
+// Package strictjson is the one place where gloved turns operator and
+// controller JSON into Go values and back: a strict decoder whose every
+// failure names the JSON Pointer (RFC 6901) of the fault, and a canonical
+// encoder. supervisor/policy and supervisor/plan share it so that both
+// documents follow exactly the same rules.
+package strictjson
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Fault is a rejected document: the JSON Pointer of the offending value
+// and what is wrong with it. Its Error is one line, so an operator or a
+// controller sees exactly one actionable fault (the first one found).
+type Fault struct {
+	// Pointer is the RFC 6901 JSON Pointer of the fault; "" is the whole
+	// document.
+	Pointer string
+	// Msg says what is wrong; input strings in it are quoted with %q, so
+	// hostile input cannot forge a second line in a log.
+	Msg string
+}
+
+// Error renders "POINTER: MSG"; the whole document is written "(root)"
+// because an empty pointer would be invisible.
+func (f *Fault) Error() string {
+	p := f.Pointer
+	if p == "" {
+		p = "(root)"
+	}
+	return p + ": " + f.Msg
+}
+
+// Faultf makes a Fault at ptr.
+func Faultf(ptr, format string, args ...any) *Fault {
+	return &Fault{Pointer: ptr, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Ptr builds a JSON Pointer from member names (string) and array indices
+// (int), escaping "~" and "/" in names as RFC 6901 requires.
+func Ptr(parts ...any) string {
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteByte('/')
+		switch v := p.(type) {
+		case string:
+			b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(v))
+		case int:
+			b.WriteString(strconv.Itoa(v))
+		default:
+			panic(fmt.Sprintf("strictjson.Ptr: part %v of type %T", p, p))
+		}
+	}
+	return b.String()
+}
+
+// Join appends parts to an existing pointer.
+func Join(base string, parts ...any) string { return base + Ptr(parts...) }

@@ -1,0 +1,115 @@
+package journal
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+const (
+	magic         = "GLVJRNL1"
+	formatVersion = 1
+	slotSize      = 4096
+	dataStart     = 2 * slotSize
+	slotSumOff    = slotSize - sha256.Size
+	recHeaderLen  = 4 + 8 + 32 // length, seq, prev hash
+	recOverhead   = recHeaderLen + sha256.Size
+	recordDomain  = "glove-journal-record-v1"
+	genesisDomain = "glove-journal-genesis-v1"
+)
+
+// RecordSize is the number of bytes a payload of payloadLen bytes takes on
+// disk, for callers that reserve capacity against Remaining.
+func RecordSize(payloadLen int) int64 {
+	return recOverhead + int64(payloadLen)
+}
+
+// slot is one decoded header slot: the commit point of the journal.
+type slot struct {
+	kind   [8]byte
+	ver    uint32
+	index  uint32
+	gen    uint64
+	count  uint64
+	length uint64
+	head   [32]byte
+	id     [16]byte
+}
+
+func (s *slot) encode() []byte {
+	b := make([]byte, slotSize)
+	copy(b[0:8], magic)
+	copy(b[8:16], s.kind[:])
+	binary.LittleEndian.PutUint32(b[16:], s.ver)
+	binary.LittleEndian.PutUint32(b[20:], s.index)
+	binary.LittleEndian.PutUint64(b[24:], s.gen)
+	binary.LittleEndian.PutUint64(b[32:], s.count)
+	binary.LittleEndian.PutUint64(b[40:], s.length)
+	copy(b[48:80], s.head[:])
+	copy(b[80:96], s.id[:])
+	sum := sha256.Sum256(b[:slotSumOff])
+	copy(b[slotSumOff:], sum[:])
+	return b
+}
+
+// decodeSlot reads slot index from the start of the file. ok is false for a
+// slot that is missing, torn or not a journal header; such a slot is simply
+// not a commit point. Field values are judged by the caller, so that a
+// well-formed header for the wrong kind gets a clear error rather than
+// "no valid header".
+func decodeSlot(file []byte, index int) (s slot, ok bool) {
+	if len(file) < (index+1)*slotSize {
+		return s, false
+	}
+	b := file[index*slotSize : (index+1)*slotSize]
+	sum := sha256.Sum256(b[:slotSumOff])
+	if string(b[0:8]) != magic || string(sum[:]) != string(b[slotSumOff:]) {
+		return s, false
+	}
+	copy(s.kind[:], b[8:16])
+	s.ver = binary.LittleEndian.Uint32(b[16:])
+	s.index = binary.LittleEndian.Uint32(b[20:])
+	s.gen = binary.LittleEndian.Uint64(b[24:])
+	s.count = binary.LittleEndian.Uint64(b[32:])
+	s.length = binary.LittleEndian.Uint64(b[40:])
+	copy(s.head[:], b[48:80])
+	copy(s.id[:], b[80:96])
+	// A slot found at the other position (copied, or the file spliced)
+	// is not this position's commit point.
+	return s, s.index == uint32(index)
+}
+
+func genesisHash(id [16]byte, kind [8]byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(genesisDomain))
+	h.Write(id[:])
+	h.Write(kind[:])
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func recordHash(id [16]byte, seq uint64, prev *[32]byte, payload []byte) [32]byte {
+	h := sha256.New()
+	var seqb [8]byte
+	binary.LittleEndian.PutUint64(seqb[:], seq)
+	h.Write([]byte(recordDomain))
+	h.Write(id[:])
+	h.Write(seqb[:])
+	h.Write(prev[:])
+	h.Write(payload)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// encodeRecord lays out one record; the returned slice is exactly
+// RecordSize(len(payload)) bytes.
+func encodeRecord(seq uint64, prev *[32]byte, payload []byte, hash *[32]byte) []byte {
+	b := make([]byte, RecordSize(len(payload)))
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(payload)))
+	binary.LittleEndian.PutUint64(b[4:], seq)
+	copy(b[12:44], prev[:])
+	copy(b[recHeaderLen:], payload)
+	copy(b[recHeaderLen+len(payload):], hash[:])
+	return b
+}

@@ -1,0 +1,123 @@
+package journal
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// journalBytes builds a journal of n records with the real writer and
+// returns the file.
+func journalBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	dir := testDir(t)
+	j, _, _ := mustOpen(t, testOpts(dir))
+	appendRange(t, j, 1, n)
+	j.Close()
+	b, err := os.ReadFile(filepath.Join(dir, testName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The fuzzer works on a compact form of the file: each header slot's 96
+// field bytes and 32 checksum bytes without the zero padding between them,
+// then the record area. A mutated padding byte can only ever produce a
+// checksum failure, which mutating the fields reaches as well, and leaving
+// out 7,936 bytes of zeros per input keeps the fuzzer's minimizer (which
+// is quadratic in the input length) from spending the whole run on one
+// input.
+const (
+	slotFieldLen = 96
+	compactSlot  = slotFieldLen + sha256.Size
+)
+
+func compact(file []byte) []byte {
+	var c []byte
+	for i := range 2 {
+		s := file[i*slotSize : (i+1)*slotSize]
+		c = append(c, s[:slotFieldLen]...)
+		c = append(c, s[slotSumOff:]...)
+	}
+	return append(c, file[dataStart:]...)
+}
+
+// expand turns a compact input back into a file. An input too short for a
+// slot ends the file inside that slot.
+func expand(c []byte) []byte {
+	var file []byte
+	for range 2 {
+		if len(c) < compactSlot {
+			return append(file, c...)
+		}
+		s := make([]byte, slotSize)
+		copy(s, c[:slotFieldLen])
+		copy(s[slotSumOff:], c[slotFieldLen:compactSlot])
+		file, c = append(file, s...), c[compactSlot:]
+	}
+	return append(file, c...)
+}
+
+// FuzzOpen feeds arbitrary files to Open. Open must never panic, and
+// whatever it accepts must be a verifiable chain that a second Open
+// returns unchanged.
+func FuzzOpen(f *testing.F) {
+	for _, n := range []int{0, 1, 3} {
+		b := journalBytes(f, n)
+		if !bytes.Equal(expand(compact(b)), b) {
+			f.Fatalf("compact form of a %d-record journal does not round-trip", n)
+		}
+		f.Add(compact(b))
+		if n > 0 {
+			// A torn final append, so the tail path is in the corpus.
+			f.Add(compact(b[:len(b)-20]))
+		}
+	}
+	// One directory for the whole run: inputs run one at a time in each
+	// fuzzing process, and a fresh tree per input costs more than Open.
+	dir := testDir(f)
+	path := filepath.Join(dir, testName)
+	o := testOpts(dir)
+	o.MaxBytes, o.MaxRecords, o.MaxRecordBytes = 1<<20, 1000, 4096
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, expand(data), 0600); err != nil {
+			t.Fatal(err)
+		}
+		j, recs, info, err := Open(o)
+		if err != nil {
+			return
+		}
+		head := j.Head()
+		if got := refChain(t, j.id, j.kind, recs); got != head {
+			t.Fatalf("accepted chain ends at %x, head is %x", got, head)
+		}
+		if j.Count() != len(recs) || info.Created {
+			t.Fatalf("count %d with %d records, created %v", j.Count(), len(recs), info.Created)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		j2, recs2, info2, err := Open(o)
+		if err != nil {
+			t.Fatalf("second open of an accepted file: %v", err)
+		}
+		defer j2.Close()
+		if info2.TornTailBytes != 0 || j2.Head() != head || len(recs2) != len(recs) {
+			t.Fatalf("second open: torn %d, head %x (want %x), %d records (want %d)",
+				info2.TornTailBytes, j2.Head(), head, len(recs2), len(recs))
+		}
+		for i := range recs {
+			if recs[i].Seq != recs2[i].Seq || recs[i].Hash != recs2[i].Hash || !bytes.Equal(recs[i].Payload, recs2[i].Payload) {
+				t.Fatalf("record %d differs on second open", i+1)
+			}
+		}
+	})
+}

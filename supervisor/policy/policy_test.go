@@ -1,0 +1,402 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/glove-sandbox/glove/supervisor/internal/jsonedit"
+)
+
+const examplePath = "testdata/example-policy.json"
+
+func exampleText(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func mustDecode(t testing.TB, s string) *Policy {
+	t.Helper()
+	p, err := Decode([]byte(s))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return p
+}
+
+func TestExamplePolicyValidates(t *testing.T) {
+	p := mustDecode(t, exampleText(t))
+	if err := Validate(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := AdapterDigest(&p.RuntimeTemplates[0]); got != p.RuntimeTemplates[0].AdapterCommandDigest {
+		t.Fatalf("example digest %s, computed %s", p.RuntimeTemplates[0].AdapterCommandDigest, got)
+	}
+	want := "valid: revision 7, 1 runtime template, 1 path alias, 1 library destination, 1 resource profile, 1 egress policy, 1 tool policy, 1 secret handle"
+	if got := Summary(p); got != want {
+		t.Fatalf("summary %q, want %q", got, want)
+	}
+}
+
+// mutation derives a policy document from the example.
+type mutation func(t testing.TB, s string) string
+
+// rep replaces exactly one occurrence of old, so a case can never pass
+// because its mutation silently did nothing.
+func rep(old, new string) mutation {
+	return func(t testing.TB, s string) string {
+		t.Helper()
+		if n := strings.Count(s, old); n != 1 {
+			t.Fatalf("mutation: %q occurs %d times, want 1", old, n)
+		}
+		return strings.Replace(s, old, new, 1)
+	}
+}
+
+// set edits by JSON Pointer (nil deletes).
+func set(p string, v any) mutation {
+	return func(t testing.TB, s string) string {
+		t.Helper()
+		out, err := jsonedit.Edit([]byte(s), jsonedit.EditOp{Pointer: p, Value: v, Delete: v == nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+}
+
+// all applies mutations in order.
+func all(ms ...mutation) mutation {
+	return func(t testing.TB, s string) string {
+		for _, m := range ms {
+			s = m(t, s)
+		}
+		return s
+	}
+}
+
+// redigest recomputes every template's adapter digest, so a case that
+// changes launch fields tests the rule it names rather than the digest.
+func redigest(t testing.TB, s string) string {
+	t.Helper()
+	p := mustDecode(t, s)
+	for i := range p.RuntimeTemplates {
+		p.RuntimeTemplates[i].AdapterCommandDigest = AdapterDigest(&p.RuntimeTemplates[i])
+	}
+	return string(Canonical(p))
+}
+
+func discovery(m ...mutation) mutation {
+	base := []mutation{
+		set("/runtime_templates/0/launch/executable_path", nil),
+		set("/runtime_templates/0/launch/runtime_discovery", "codex"),
+		set("/runtime_templates/0/launch/executable_search_paths", []any{"/opt/codex/bin", "/usr/local/bin"}),
+	}
+	return all(append(base, m...)...)
+}
+
+func secondAlias(alias, host, target string) mutation {
+	return set("/path_aliases/-", map[string]any{
+		"alias": alias, "host_path": host, "target_path": target, "max_ttl_secs": 60,
+		"access": []any{map[string]any{"access": "read_only", "materialization": "bind", "create_policy": "must_exist", "cleanup_policy": "none", "max_bytes": 0}},
+	})
+}
+
+func tuple(access, mat, create, cleanup string, max int) mutation {
+	return set("/path_aliases/0/access/0", map[string]any{
+		"access": access, "materialization": mat, "create_policy": create, "cleanup_policy": cleanup, "max_bytes": max,
+	})
+}
+
+// badPolicies is the table of rejected policies: each a small mutation
+// of the valid example, each with the exact JSON Pointer of the fault and
+// a phrase of its message.
+func badPolicies() []struct {
+	name, ptr, phrase string
+	m                 mutation
+} {
+	type c = struct {
+		name, ptr, phrase string
+		m                 mutation
+	}
+	return []c{
+		// Strict decoding.
+		{"unknown top-level member", "/revison", "unknown member", rep(`"revision": 7`, `"revison": 7`)},
+		{"unknown launch member", "/runtime_templates/0/launch/argumnts", `unknown member "argumnts"`, rep(`"arguments"`, `"argumnts"`)},
+		{"member name case", "/Revision", "unknown member", rep(`"revision": 7`, `"Revision": 7`)},
+		{"duplicate key", "/revision", "duplicate member name", rep(`"revision": 7,`, `"revision": 7, "revision": 8,`)},
+		{"duplicate nested key", "/path_aliases/0/alias", "duplicate member name", rep(`"alias": "workspace",`, `"alias": "workspace", "alias": "other",`)},
+		{"trailing data", "", "trailing data", func(t testing.TB, s string) string { return s + "{}" }},
+		{"trailing garbage", "", "trailing data", func(t testing.TB, s string) string { return s + "x" }},
+		{"null value", "/max_plan_ttl_ms", "null", rep(`"max_plan_ttl_ms": 120000`, `"max_plan_ttl_ms": null`)},
+		{"string for integer", "/revision", "found a string", rep(`"revision": 7`, `"revision": "7"`)},
+		{"negative integer", "/resource_profiles/0/pids", "number -16", rep(`"pids": 16`, `"pids": -16`)},
+		{"fractional integer", "/resource_profiles/0/pids", "number 16.0", rep(`"pids": 16`, `"pids": 16.0`)},
+		{"not an object", "", "must be a JSON object", func(t testing.TB, s string) string { return "[" + s + "]" }},
+		{"truncated", "/resource_profiles/0", "invalid JSON", func(t testing.TB, s string) string { return s[:strings.Index(s, `"pids"`)] }},
+		// Top level.
+		{"schema version", "/schema_version", "is not 1", rep(`"schema_version": 1`, `"schema_version": 2`)},
+		{"revision zero", "/revision", "outside 1..", rep(`"revision": 7`, `"revision": 0`)},
+		{"ttl without headroom", "/max_plan_ttl_ms", "by at least 1000", rep(`"max_plan_ttl_ms": 120000`, `"max_plan_ttl_ms": 2999`)},
+		{"ttl over ceiling", "/max_plan_ttl_ms", "outside 1..", rep(`"max_plan_ttl_ms": 120000`, `"max_plan_ttl_ms": 172800001`)},
+		{"no templates", "/runtime_templates", "at least one", set("/runtime_templates", []any{})},
+		{"no profiles", "/resource_profiles", "at least one", set("/resource_profiles", []any{})},
+		// Identifiers and canonical arrays.
+		{"template id charset", "/runtime_templates/0/runtime_template_id", "not an identifier", rep(`"codex-safe"`, `"Codex-Safe"`)},
+		{"identifier too long", "/runtime_templates/0/runtime_template_id", "not an identifier", rep(`"codex-safe"`, `"`+strings.Repeat("a", 65)+`"`)},
+		{"templates unsorted", "/runtime_templates/1/runtime_template_id", "not sorted after", func(t testing.TB, s string) string {
+			p := mustDecode(t, s)
+			second := p.RuntimeTemplates[0]
+			second.RuntimeTemplateID = "aaa"
+			p.RuntimeTemplates = append(p.RuntimeTemplates, second)
+			return string(Canonical(p))
+		}},
+		{"templates duplicate", "/runtime_templates/1/runtime_template_id", "duplicate", func(t testing.TB, s string) string {
+			p := mustDecode(t, s)
+			p.RuntimeTemplates = append(p.RuntimeTemplates, p.RuntimeTemplates[0])
+			return string(Canonical(p))
+		}},
+		{"egress ids unsorted", "/egress_policy_ids/1", "not sorted after", set("/egress_policy_ids", []any{"no-network", "allow-git"})},
+		{"tool ids duplicate", "/tool_policy_ids/1", "duplicate", set("/tool_policy_ids", []any{"sage-readonly", "sage-readonly"})},
+		{"secret handle charset", "/secret_handles/0", "not an identifier", set("/secret_handles", []any{"codex token"})},
+		{"path aliases unsorted", "/path_aliases/1/alias", "not sorted after", secondAlias("data", "/srv/data", "/data")},
+		{"profiles duplicate", "/resource_profiles/1/profile_id", "duplicate", func(t testing.TB, s string) string {
+			p := mustDecode(t, s)
+			p.ResourceProfiles = append(p.ResourceProfiles, p.ResourceProfiles[0])
+			return string(Canonical(p))
+		}},
+		// Template.
+		{"backend other", "/runtime_templates/0/sandbox_backend", "not supported", rep(`"linux_production"`, `"remote_linux_container"`)},
+		{"digest stale", "/runtime_templates/0/adapter_command_digest", "does not match the launch fields", rep(`"--version"`, `"--help"`)},
+		{"digest uppercase", "/runtime_templates/0/adapter_command_digest", "lowercase hex", rep(`"59f6b636`, `"59F6B636`)},
+		{"digest runtime id changed", "/runtime_templates/0/adapter_command_digest", "does not match", rep(`"runtime_id": "codex"`, `"runtime_id": "codex2"`)},
+		{"undefined path alias", "/runtime_templates/0/allowed_path_aliases/0", "not a defined path alias", rep(`["workspace"]`, `["nowhere"]`)},
+		{"allowed aliases duplicate", "/runtime_templates/0/allowed_path_aliases/1", "duplicate", rep(`["workspace"]`, `["workspace", "workspace"]`)},
+		{"undefined destination", "/runtime_templates/0/allowed_projection_destinations/0", "not a defined library", rep(`["libraries"]`, `["books"]`)},
+		// Launch: pinned executable.
+		{"executable relative", "/runtime_templates/0/launch/executable_path", "not absolute", rep(`"/usr/bin/true"`, `"usr/bin/true"`)},
+		{"executable root", "/runtime_templates/0/launch/executable_path", `"/" is not allowed`, rep(`"/usr/bin/true"`, `"/"`)},
+		{"executable dotdot", "/runtime_templates/0/launch/executable_path", `contains ".."`, rep(`"/usr/bin/true"`, `"/usr/lib/../bin/true"`)},
+		{"executable double slash", "/runtime_templates/0/launch/executable_path", "not canonical", rep(`"/usr/bin/true"`, `"/usr//bin/true"`)},
+		{"executable trailing slash", "/runtime_templates/0/launch/executable_path", "not canonical", rep(`"/usr/bin/true"`, `"/usr/bin/true/"`)},
+		{"executable in proc", "/runtime_templates/0/launch/executable_path", "kernel interface", rep(`"/usr/bin/true"`, `"/proc/self/exe"`)},
+		{"executable missing", "/runtime_templates/0/launch/executable_path", "required", set("/runtime_templates/0/launch/executable_path", nil)},
+		{"search paths without discovery", "/runtime_templates/0/launch/executable_search_paths", "only allowed with runtime_discovery", set("/runtime_templates/0/launch/executable_search_paths", []any{"/usr/bin"})},
+		{"argument with NUL", "/runtime_templates/0/launch/arguments/0", "NUL", rep(`"--version"`, `"--ver\u0000sion"`)},
+		// Read-only paths.
+		{"read-only equals executable", "/runtime_templates/0/launch/read_only_paths/0", "equals the pinned executable", rep(`"/opt/operator-harness/codex-runtime"`, `"/usr/bin/true"`)},
+		{"read-only contains executable", "/runtime_templates/0/launch/read_only_paths/0", "contains the pinned executable", rep(`"/opt/operator-harness/codex-runtime"`, `"/usr/bin"`)},
+		{"read-only beneath executable", "/runtime_templates/0/launch/read_only_paths/0", "lies beneath the pinned executable", rep(`"/opt/operator-harness/codex-runtime"`, `"/usr/bin/true/x"`)},
+		{"read-only duplicate", "/runtime_templates/0/launch/read_only_paths/1", "duplicate", rep(`["/opt/operator-harness/codex-runtime"]`, `["/opt/operator-harness/codex-runtime", "/opt/operator-harness/codex-runtime"]`)},
+		{"read-only unsorted", "/runtime_templates/0/launch/read_only_paths/1", "not sorted after", rep(`["/opt/operator-harness/codex-runtime"]`, `["/opt/z", "/opt/a"]`)},
+		{"read-only nested", "/runtime_templates/0/launch/read_only_paths/1", "lies beneath read-only path", rep(`["/opt/operator-harness/codex-runtime"]`, `["/opt/a", "/opt/a/b"]`)},
+		{"read-only relative", "/runtime_templates/0/launch/read_only_paths/0", "not absolute", rep(`"/opt/operator-harness/codex-runtime"`, `"opt/x"`)},
+		{"read-only root", "/runtime_templates/0/launch/read_only_paths/1", `"/" is not allowed`, rep(`["/opt/operator-harness/codex-runtime"]`, `["/a", "/"]`)},
+		// Environment.
+		{"environment not NAME=value", "/runtime_templates/0/launch/environment/0", "not NAME=value", rep(`"PATH=/usr/bin:/bin"`, `"PATH"`)},
+		{"environment bad name", "/runtime_templates/0/launch/environment/0", "not NAME=value", rep(`"PATH=/usr/bin:/bin"`, `"1PATH=/usr/bin"`)},
+		{"environment unsorted", "/runtime_templates/0/launch/environment/1", "not sorted after", rep(`["PATH=/usr/bin:/bin", "TERM=xterm-256color"]`, `["TERM=xterm-256color", "PATH=/usr/bin:/bin"]`)},
+		{"environment duplicate name", "/runtime_templates/0/launch/environment/1", "set twice", rep(`"TERM=xterm-256color"`, `"PATH=/bin"`)},
+		{"environment reserved", "/runtime_templates/0/launch/environment/0", "set by Glove itself", rep(`"PATH=/usr/bin:/bin"`, `"HOME=/root"`)},
+		// Launch: discovery.
+		{"discovery with executable", "/runtime_templates/0/launch/executable_path", "must be empty", discovery(set("/runtime_templates/0/launch/executable_path", "/usr/bin/true"))},
+		{"discovery unsupported", "/runtime_templates/0/launch/runtime_discovery", "is not one of", discovery(set("/runtime_templates/0/launch/runtime_discovery", "vim"))},
+		{"discovery not runtime id", "/runtime_templates/0/launch/runtime_discovery", "does not match runtime_id", discovery(set("/runtime_templates/0/launch/runtime_discovery", "claude-code"))},
+		{"discovery no search paths", "/runtime_templates/0/launch/executable_search_paths", "non-empty", discovery(set("/runtime_templates/0/launch/executable_search_paths", nil))},
+		{"search path duplicate", "/runtime_templates/0/launch/executable_search_paths/2", "duplicates entry 0", discovery(set("/runtime_templates/0/launch/executable_search_paths/-", "/opt/codex/bin"))},
+		{"search path root", "/runtime_templates/0/launch/executable_search_paths/0", `"/" is not allowed`, discovery(set("/runtime_templates/0/launch/executable_search_paths/0", "/"))},
+		{"read-only contains search path", "/runtime_templates/0/launch/read_only_paths/0", "contains the executable search path", discovery(set("/runtime_templates/0/launch/read_only_paths", []any{"/opt/codex"}))},
+		// Path aliases.
+		{"host path relative", "/path_aliases/0/host_path", "not absolute", rep(`"/srv/work/sage-protocol"`, `"srv/work"`)},
+		{"host path root", "/path_aliases/0/host_path", `"/" is not allowed`, rep(`"/srv/work/sage-protocol"`, `"/"`)},
+		{"host path in sys", "/path_aliases/0/host_path", "kernel interface", rep(`"/srv/work/sage-protocol"`, `"/sys/kernel"`)},
+		{"target trailing slash", "/path_aliases/0/target_path", "not canonical", rep(`"/workspace"`, `"/workspace/"`)},
+		{"target over agent home", "/path_aliases/0/target_path", "Glove reserves", rep(`"/workspace"`, `"/home"`)},
+		{"host paths nested", "/path_aliases/1/host_path", "lies beneath the host_path", secondAlias("zdata", "/srv/work/sage-protocol/sub", "/data")},
+		{"host paths equal", "/path_aliases/1/host_path", "equals the host_path", secondAlias("zdata", "/srv/work/sage-protocol", "/data")},
+		{"target paths nested", "/path_aliases/1/target_path", "contains the target_path", all(rep(`"/workspace"`, `"/work/space"`), secondAlias("zdata", "/srv/data", "/work"))},
+		{"target paths nested below", "/path_aliases/1/target_path", "lies beneath the target_path", secondAlias("zdata", "/srv/data", "/workspace/data")},
+		{"destination below alias target", "/library_projection_destinations/0/target_path", "lies beneath the target_path of path alias", rep(`"/opt/sage/library-bundles"`, `"/workspace/libs"`)},
+		{"destination equals alias target", "/library_projection_destinations/0/target_path", "equals the target_path", rep(`"/opt/sage/library-bundles"`, `"/workspace"`)},
+		{"destination shares alias name", "/library_projection_destinations/0/alias", "also a path alias", all(rep(`"alias": "libraries"`, `"alias": "workspace"`), rep(`["libraries"]`, `["workspace"]`))},
+		{"ttl zero", "/path_aliases/0/max_ttl_secs", "outside 1..", rep(`"max_ttl_secs": 120`, `"max_ttl_secs": 0`)},
+		{"no access tuples", "/path_aliases/0/access", "at least one", set("/path_aliases/0/access", []any{})},
+		// Access tuples.
+		{"access unknown", "/path_aliases/0/access/0/access", "is not one of", rep(`"ephemeral_write"`, `"write"`)},
+		{"materialization unknown", "/path_aliases/0/access/0/materialization", "is not one of", rep(`"copy"`, `"overlay"`)},
+		{"ephemeral bind", "/path_aliases/0/access/0/materialization", "cannot use materialization", rep(`"copy"`, `"bind"`)},
+		{"create unknown", "/path_aliases/0/access/0/create_policy", "is not one of", rep(`"empty_directory"`, `"mkdir"`)},
+		{"read-only bind empty dir", "/path_aliases/0/access/0/create_policy", "allows only must_exist", tuple("read_only", "bind", "empty_directory", "none", 0)},
+		{"cleanup unknown", "/path_aliases/0/access/0/cleanup_policy", "is not one of", rep(`"remove"`, `"delete"`)},
+		{"retained removes", "/path_aliases/0/access/0/cleanup_policy", "requires cleanup_policy retain", tuple("retained_write", "copy", "must_exist", "remove", 1024)},
+		{"copy without quota", "/path_aliases/0/access/0/max_bytes", "outside 1..", rep(`"max_bytes": 2097152`, `"max_bytes": 0`)},
+		{"copy quota over ceiling", "/path_aliases/0/access/0/max_bytes", "outside 1..", rep(`"max_bytes": 2097152`, `"max_bytes": 1099511627777`)},
+		{"bind with quota", "/path_aliases/0/access/0/max_bytes", "must be 0", tuple("read_only", "bind", "must_exist", "none", 1)},
+		{"tuples unsorted", "/path_aliases/0/access/1", "not sorted after", set("/path_aliases/0/access/-", map[string]any{
+			"access": "direct_write", "materialization": "bind", "create_policy": "must_exist", "cleanup_policy": "none", "max_bytes": 0})},
+		{"tuples duplicate", "/path_aliases/0/access/1", "repeats tuple 0", set("/path_aliases/0/access/-", map[string]any{
+			"access": "ephemeral_write", "materialization": "copy", "create_policy": "empty_directory", "cleanup_policy": "remove", "max_bytes": 1})},
+		// Resource profiles.
+		{"pids zero", "/resource_profiles/0/pids", "outside 1..", rep(`"pids": 16`, `"pids": 0`)},
+		{"memory over ceiling", "/resource_profiles/0/memory_bytes", "outside 1..", rep(`"memory_bytes": 67108864`, `"memory_bytes": 1099511627777`)},
+		{"wall time over ceiling", "/resource_profiles/0/wall_time_ms", "outside 1..", rep(`"wall_time_ms": 2000`, `"wall_time_ms": 86400001`)},
+		{"terminal output zero", "/resource_profiles/0/terminal_output_bytes", "outside 1..", rep(`"terminal_output_bytes": 1048576`, `"terminal_output_bytes": 0`)},
+		{"profile id charset", "/resource_profiles/0/profile_id", "not an identifier", rep(`"small"`, `"-small"`)},
+	}
+}
+
+func TestBadPolicies(t *testing.T) {
+	base := exampleText(t)
+	seen := map[string]bool{}
+	for _, tc := range badPolicies() {
+		t.Run(tc.name, func(t *testing.T) {
+			if seen[tc.name] {
+				t.Fatalf("case name %q repeats", tc.name)
+			}
+			seen[tc.name] = true
+			doc := tc.m(t, base)
+			p, err := Decode([]byte(doc))
+			if err == nil {
+				err = Validate(p)
+			}
+			if err == nil {
+				t.Fatalf("accepted:\n%s", doc)
+			}
+			var f *Fault
+			if !errors.As(err, &f) {
+				t.Fatalf("error %v (%T) is not a *Fault", err, err)
+			}
+			if f.Pointer != tc.ptr {
+				t.Fatalf("fault at %q, want %q: %v", f.Pointer, tc.ptr, err)
+			}
+			if !strings.Contains(f.Msg, tc.phrase) {
+				t.Fatalf("fault %q lacks %q", err, tc.phrase)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("fault is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestGoodVariants(t *testing.T) {
+	cases := []struct {
+		name string
+		m    mutation
+	}{
+		{"discovery template", all(discovery(), redigest)},
+		{"ttl exactly wall plus headroom", rep(`"max_plan_ttl_ms": 120000`, `"max_plan_ttl_ms": 3000`)},
+		{"no optional lists", all(set("/egress_policy_ids", nil), set("/tool_policy_ids", nil), set("/secret_handles", nil))},
+		{"read-only bind", tuple("read_only", "bind", "must_exist", "none", 0)},
+		{"read-only copy", tuple("read_only", "copy", "must_exist", "remove", 1)},
+		{"retained write", tuple("retained_write", "copy", "empty_directory", "retain", 1<<30)},
+		{"legacy direct_write parses", tuple("direct_write", "bind", "must_exist", "none", 0)},
+		{"second alias after workspace", all(secondAlias("zdata", "/srv/data", "/data"))},
+		{"sibling paths with shared prefix", all(secondAlias("zdata", "/srv/work/sage-protocol-2", "/workspace-2"))},
+		{"empty argument", all(rep(`"--version"`, `""`), redigest)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := tc.m(t, exampleText(t))
+			p, err := Decode([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Validate(p); err != nil {
+				t.Fatalf("%v\n%s", err, doc)
+			}
+		})
+	}
+}
+
+func TestLegacyDirectWriteIsFlagged(t *testing.T) {
+	doc := tuple("direct_write", "bind", "must_exist", "none", 0)(t, exampleText(t))
+	p := mustDecode(t, doc)
+	if err := Validate(p); err != nil {
+		t.Fatal(err)
+	}
+	if p.PathAliases[0].Access[0].Launchable() {
+		t.Fatal("direct_write reported launchable")
+	}
+	if s := Summary(p); !strings.Contains(s, "1 legacy direct_write tuple") {
+		t.Fatalf("summary does not flag direct_write: %q", s)
+	}
+	if s := Explain(p).Text(); !strings.Contains(s, "never launchable") {
+		t.Fatalf("explanation does not flag direct_write:\n%s", s)
+	}
+}
+
+func TestCanonicalRoundTrip(t *testing.T) {
+	p := mustDecode(t, exampleText(t))
+	c := Canonical(p)
+	q, err := Decode(c)
+	if err != nil {
+		t.Fatalf("canonical form does not decode: %v\n%s", err, c)
+	}
+	if err := Validate(q); err != nil {
+		t.Fatal(err)
+	}
+	if string(Canonical(q)) != string(c) {
+		t.Fatalf("canonical form is not stable:\n%s\n%s", c, Canonical(q))
+	}
+	if strings.ContainsAny(string(c), " \n\t") {
+		t.Fatalf("canonical form has whitespace: %s", c)
+	}
+}
+
+func TestEnumerationsSorted(t *testing.T) {
+	// Messages list them, and docs/policy.md documents them, in this order.
+	for _, l := range [][]string{accessValues, materializationValues, createValues, cleanupValues, reservedEnvironment, kernelRoots, reservedTargets, DiscoveryRuntimes()} {
+		if !slices.IsSorted(l) {
+			t.Errorf("%v is not sorted", l)
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	p := mustDecode(t, exampleText(t))
+	text := Explain(p).Text()
+	for _, want := range []string{
+		`runtime template "codex-safe"`,
+		`executes the pinned executable "/usr/bin/true"`,
+		`path alias "workspace": host "/srv/work/sage-protocol" at "/workspace" for at most 120 s as ephemeral_write (copy, empty_directory, cleanup remove, at most 2097152 bytes)`,
+		`read-only at "/opt/sage/library-bundles"`,
+		`"small": cpu 1000 ms, memory 67108864 bytes, 16 pids, wall 2000 ms, disk 2097152 bytes, terminal output 1048576 bytes`,
+		`secret handles a plan may name: "codex-token"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explanation lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/policy.json"
+	if err := os.WriteFile(path, []byte(exampleText(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(rep(`"revision": 7`, `"revision": 0`)(t, exampleText(t))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	var f *Fault
+	if !errors.As(err, &f) || f.Pointer != "/revision" || !strings.HasPrefix(err.Error(), "load policy "+path+": /revision: ") {
+		t.Fatalf("Load of a bad policy: %v", err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); !errors.Is(err, ErrUnprotected) {
+		t.Fatalf("Load of a mode-0644 policy: %v", err)
+	}
+}

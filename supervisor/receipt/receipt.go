@@ -1,0 +1,456 @@
+// Package receipt is gloved's durable journal of authenticated terminal
+// receipts: what a session was allowed (its plan digests) and how it
+// ended (termination and usage), MACed with HMAC-SHA-256 and chained from
+// a trusted anchor, so the controller can detect a receipt that was
+// altered, dropped, reordered or replayed.
+//
+// Lifecycle of one receipt:
+//
+//	Reserve(session)   before launch: capacity for its receipt is set aside
+//	                   durably, so a session never runs without room to
+//	                   record how it ended
+//	Finalize(body)     when it ends: the envelope is appended and synced
+//	                   before Finalize returns, so success is never
+//	                   reported for a receipt a crash could lose
+//	Page(after, n)     delivery, in order
+//	Ack(seq, mac)      the controller archived everything up to seq; the
+//	                   MAC must be that envelope's exact MAC
+//
+// The journal (supervisor/journal) recovers a torn tail by dropping the
+// uncommitted record only, so no acknowledged receipt (acknowledged means
+// committed, delivered and archived) is ever lost.
+package receipt
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+
+	"github.com/glove-sandbox/glove/supervisor/journal"
+)
+
+// FileName is the journal's name inside the receipt directory.
+const FileName = "receipts.journal"
+
+// Kind tags the journal.
+const Kind = "receipts"
+
+// MaxEnvelopeBytes bounds one receipt record; reservations count it.
+const MaxEnvelopeBytes = 4096
+
+// ackHeadroom is capacity kept for acknowledgements, so a full journal
+// can still be drained by the controller.
+const ackHeadroom = 16
+
+// Errors callers tell apart with errors.Is.
+var (
+	ErrFull     = errors.New("receipt journal has no capacity for another reservation")
+	ErrReplay   = errors.New("replayed receipt")
+	ErrNotFound = errors.New("no reservation")
+	ErrAck      = errors.New("acknowledgement rejected")
+	ErrInvalid  = errors.New("invalid receipt")
+	ErrCorrupt  = errors.New("receipt journal replay failed")
+	ErrVerify   = errors.New("receipt verification failed")
+)
+
+var (
+	sessionIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+	hexRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	terminalRe  = regexp.MustCompile(`^(exited|signaled|failed|limit:(cpu_time_ms|memory_bytes|pids|wall_time_ms|disk_bytes|terminal_output_bytes))$`)
+)
+
+// Usage is what the session consumed, against its six limits.
+type Usage struct {
+	CPUTimeMS           uint64 `json:"cpu_time_ms"`
+	MemoryPeakBytes     uint64 `json:"memory_peak_bytes"`
+	PidsPeak            uint64 `json:"pids_peak"`
+	WallTimeMS          uint64 `json:"wall_time_ms"`
+	DiskBytes           uint64 `json:"disk_bytes"`
+	TerminalOutputBytes uint64 `json:"terminal_output_bytes"`
+}
+
+// Body is the receipt proper.
+type Body struct {
+	SessionID            string `json:"session_id"`
+	ControllerPlanDigest string `json:"controller_plan_digest"`
+	PlanContentDigest    string `json:"plan_content_digest"`
+	PolicyRevision       uint64 `json:"policy_revision"`
+	// Termination is exited, signaled, failed or limit:<limit name>.
+	Termination string `json:"termination"`
+	ExitCode    int    `json:"exit_code"`
+	Signal      int    `json:"signal"`
+	Usage       Usage  `json:"usage"`
+	StartedAtMS int64  `json:"started_at_ms"`
+	EndedAtMS   int64  `json:"ended_at_ms"`
+}
+
+// Check validates a body. The charsets keep its JSON encoding canonical
+// (no escaping can differ between encoders).
+func (b *Body) Check() error {
+	switch {
+	case !sessionIDRe.MatchString(b.SessionID):
+		return fmt.Errorf("%w: session_id %q", ErrInvalid, b.SessionID)
+	case !hexRe.MatchString(b.ControllerPlanDigest):
+		return fmt.Errorf("%w: controller_plan_digest", ErrInvalid)
+	case !hexRe.MatchString(b.PlanContentDigest):
+		return fmt.Errorf("%w: plan_content_digest", ErrInvalid)
+	case !terminalRe.MatchString(b.Termination):
+		return fmt.Errorf("%w: termination %q", ErrInvalid, b.Termination)
+	case b.ExitCode < 0 || b.ExitCode > 255 || b.Signal < 0 || b.Signal > 64:
+		return fmt.Errorf("%w: exit code %d signal %d", ErrInvalid, b.ExitCode, b.Signal)
+	case b.StartedAtMS <= 0 || b.EndedAtMS < b.StartedAtMS:
+		return fmt.Errorf("%w: times %d..%d", ErrInvalid, b.StartedAtMS, b.EndedAtMS)
+	}
+	return nil
+}
+
+// Envelope is one delivered receipt: the body, its MAC, and its place in
+// the chain. Prev is the previous envelope's MAC, or the anchor for the
+// first one.
+type Envelope struct {
+	Seq         uint64 `json:"seq"`
+	Prev        string `json:"prev"`
+	Body        Body   `json:"receipt"`
+	ReceiptMAC  string `json:"receipt_mac"`
+	EnvelopeMAC string `json:"envelope_mac"`
+}
+
+// Keys derived from the service key, one per domain, so a MAC of one kind
+// can never verify as another (a start authorization as a receipt, a
+// receipt MAC as an envelope MAC).
+func receiptKey(master []byte) []byte  { return derive(master, "glove-receipt-key-v1") }
+func envelopeKey(master []byte) []byte { return derive(master, "glove-receipt-envelope-key-v1") }
+
+func derive(master []byte, label string) []byte {
+	h := hmac.New(sha256.New, master)
+	h.Write([]byte(label))
+	return h.Sum(nil)
+}
+
+func bodyMAC(master []byte, b *Body) (string, error) {
+	data, err := json.Marshal(b)
+	if err != nil {
+		return "", fmt.Errorf("encode receipt: %w", err)
+	}
+	h := hmac.New(sha256.New, receiptKey(master))
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func envMAC(master []byte, seq uint64, prev, receiptMAC string) string {
+	h := hmac.New(sha256.New, envelopeKey(master))
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], seq)
+	h.Write(n[:])
+	h.Write([]byte(prev))
+	h.Write([]byte(receiptMAC))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Seal computes an envelope's MACs.
+func Seal(master []byte, seq uint64, prev string, b Body) (Envelope, error) {
+	if err := b.Check(); err != nil {
+		return Envelope{}, err
+	}
+	rm, err := bodyMAC(master, &b)
+	if err != nil {
+		return Envelope{}, err
+	}
+	return Envelope{Seq: seq, Prev: prev, Body: b, ReceiptMAC: rm, EnvelopeMAC: envMAC(master, seq, prev, rm)}, nil
+}
+
+// Verify checks a run of envelopes: each MAC, consecutive sequence
+// numbers from the first one's, and the chain from prev (the anchor when
+// the run starts at 1, or the MAC of the envelope before the run).
+func Verify(master []byte, prev string, envs []Envelope) error {
+	for i, e := range envs {
+		if i > 0 && e.Seq != envs[i-1].Seq+1 {
+			return fmt.Errorf("%w: envelope %d follows %d", ErrVerify, e.Seq, envs[i-1].Seq)
+		}
+		if e.Prev != prev {
+			return fmt.Errorf("%w: envelope %d does not chain to its predecessor", ErrVerify, e.Seq)
+		}
+		want, err := Seal(master, e.Seq, e.Prev, e.Body)
+		if err != nil {
+			return fmt.Errorf("%w: envelope %d: %w", ErrVerify, e.Seq, err)
+		}
+		if !hmac.Equal([]byte(want.ReceiptMAC), []byte(e.ReceiptMAC)) {
+			return fmt.Errorf("%w: envelope %d: receipt MAC", ErrVerify, e.Seq)
+		}
+		if !hmac.Equal([]byte(want.EnvelopeMAC), []byte(e.EnvelopeMAC)) {
+			return fmt.Errorf("%w: envelope %d: envelope MAC", ErrVerify, e.Seq)
+		}
+		prev = e.EnvelopeMAC
+	}
+	return nil
+}
+
+// record is one journal entry; exactly the fields of its Type are set.
+type record struct {
+	Type     string    `json:"type"` // anchor, reserve, receipt, ack
+	Anchor   string    `json:"anchor,omitempty"`
+	Session  string    `json:"session,omitempty"`
+	Envelope *Envelope `json:"envelope,omitempty"`
+	Seq      uint64    `json:"seq,omitempty"`
+	MAC      string    `json:"mac,omitempty"`
+}
+
+// Options configure Open.
+type Options struct {
+	// Dir holds the journal: owned by the service user, mode 0700.
+	Dir string
+	// Key is the service key (store.LoadKey).
+	Key []byte
+	// Anchor is the controller's trusted anchor, 64 lowercase hex: the
+	// first envelope chains to it. It is recorded when the journal is
+	// created and must match on every later open.
+	Anchor string
+	// MaxRecords bounds the journal (the journal's default when 0).
+	MaxRecords int
+}
+
+// Journal is an open receipt journal. Safe for concurrent use.
+type Journal struct {
+	mu       sync.Mutex
+	j        *journal.Journal
+	key      []byte
+	anchor   string
+	envs     []Envelope
+	reserved map[string]bool // reserved, no receipt yet
+	done     map[string]bool // has a receipt
+	acked    uint64
+}
+
+// Open opens or creates the journal and replays it strictly.
+func Open(o Options) (*Journal, journal.OpenInfo, error) {
+	if !hexRe.MatchString(o.Anchor) {
+		return nil, journal.OpenInfo{}, fmt.Errorf("open receipts: anchor is not 64 lowercase hex characters")
+	}
+	if len(o.Key) < 32 {
+		return nil, journal.OpenInfo{}, fmt.Errorf("open receipts: key of %d bytes, need at least 32", len(o.Key))
+	}
+	j, recs, info, err := journal.Open(journal.Options{Dir: o.Dir, Name: FileName, Kind: Kind, MaxRecordBytes: MaxEnvelopeBytes, MaxRecords: o.MaxRecords})
+	if err != nil {
+		return nil, info, fmt.Errorf("open receipts: %w", err)
+	}
+	r := &Journal{j: j, key: append([]byte(nil), o.Key...), reserved: map[string]bool{}, done: map[string]bool{}}
+	for _, rec := range recs {
+		if err := r.replay(rec, o.Anchor); err != nil {
+			j.Close()
+			return nil, info, fmt.Errorf("open receipts: record %d: %w: %w", rec.Seq, ErrCorrupt, err)
+		}
+	}
+	if r.anchor == "" {
+		if err := r.append(record{Type: "anchor", Anchor: o.Anchor}); err != nil {
+			j.Close()
+			return nil, info, fmt.Errorf("open receipts: record anchor: %w", err)
+		}
+		r.anchor = o.Anchor
+	}
+	return r, info, nil
+}
+
+func (r *Journal) replay(rec journal.Record, anchor string) error {
+	var x record
+	dec := json.NewDecoder(bytes.NewReader(rec.Payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&x); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	if (x.Type == "anchor") != (r.anchor == "") {
+		return errors.New("the anchor must be the first record, and only the first")
+	}
+	switch x.Type {
+	case "anchor":
+		if x.Anchor != anchor {
+			return errors.New("journal was created for another anchor")
+		}
+		r.anchor = x.Anchor
+	case "reserve":
+		if r.reserved[x.Session] || r.done[x.Session] || !sessionIDRe.MatchString(x.Session) {
+			return fmt.Errorf("reservation of session %q repeated or invalid", x.Session)
+		}
+		r.reserved[x.Session] = true
+	case "receipt":
+		if x.Envelope == nil || !r.reserved[x.Envelope.Body.SessionID] {
+			return errors.New("receipt without a reservation")
+		}
+		if err := Verify(r.key, r.head(), []Envelope{*x.Envelope}); err != nil {
+			return err
+		}
+		if x.Envelope.Seq != uint64(len(r.envs))+1 {
+			return fmt.Errorf("receipt %d out of order", x.Envelope.Seq)
+		}
+		r.addReceipt(*x.Envelope)
+	case "ack":
+		if err := r.checkAck(x.Seq, x.MAC); err != nil {
+			return err
+		}
+		r.acked = x.Seq
+	default:
+		return fmt.Errorf("unknown record type %q", x.Type)
+	}
+	return nil
+}
+
+func (r *Journal) addReceipt(e Envelope) {
+	r.envs = append(r.envs, e)
+	delete(r.reserved, e.Body.SessionID)
+	r.done[e.Body.SessionID] = true
+}
+
+// head is the MAC the next envelope chains to.
+func (r *Journal) head() string {
+	if len(r.envs) == 0 {
+		return r.anchor
+	}
+	return r.envs[len(r.envs)-1].EnvelopeMAC
+}
+
+// Close closes the journal.
+func (r *Journal) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.j.Close()
+}
+
+// Reserve durably sets aside capacity for the session's terminal receipt.
+// A second reservation, or one for a session that already has its
+// receipt, is a replay.
+func (r *Journal) Reserve(sessionID string) error {
+	if !sessionIDRe.MatchString(sessionID) {
+		return fmt.Errorf("reserve: %w: session id %q", ErrInvalid, sessionID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reserved[sessionID] || r.done[sessionID] {
+		return fmt.Errorf("reserve %s: %w", sessionID, ErrReplay)
+	}
+	recs, bytes := r.j.Remaining()
+	outstanding := len(r.reserved) + 1
+	needRecs := 1 + outstanding + ackHeadroom
+	needBytes := journal.RecordSize(256) + int64(outstanding)*journal.RecordSize(MaxEnvelopeBytes) + ackHeadroom*journal.RecordSize(256)
+	if recs < needRecs || bytes < needBytes {
+		return fmt.Errorf("reserve %s: %w (%d records and %d bytes left, %d outstanding)", sessionID, ErrFull, recs, bytes, outstanding-1)
+	}
+	if err := r.append(record{Type: "reserve", Session: sessionID}); err != nil {
+		return fmt.Errorf("reserve %s: %w", sessionID, err)
+	}
+	r.reserved[sessionID] = true
+	return nil
+}
+
+// Finalize seals and durably appends the session's terminal receipt. It
+// returns only after the envelope is on disk.
+func (r *Journal) Finalize(b Body) (Envelope, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done[b.SessionID] {
+		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, ErrReplay)
+	}
+	if !r.reserved[b.SessionID] {
+		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, ErrNotFound)
+	}
+	e, err := Seal(r.key, uint64(len(r.envs))+1, r.head(), b)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, err)
+	}
+	if err := r.append(record{Type: "receipt", Envelope: &e}); err != nil {
+		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, err)
+	}
+	r.addReceipt(e)
+	return e, nil
+}
+
+// Page returns up to limit envelopes after sequence number after.
+func (r *Journal) Page(after uint64, limit int) ([]Envelope, error) {
+	if limit <= 0 || limit > 1000 {
+		return nil, fmt.Errorf("page: %w: limit %d outside 1..1000", ErrInvalid, limit)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if after > uint64(len(r.envs)) {
+		return nil, fmt.Errorf("page: %w: after %d, head is %d", ErrInvalid, after, len(r.envs))
+	}
+	end := min(after+uint64(limit), uint64(len(r.envs)))
+	return append([]Envelope(nil), r.envs[after:end]...), nil
+}
+
+// Acked is the highest acknowledged sequence number.
+func (r *Journal) Acked() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acked
+}
+
+// Head is the newest envelope's sequence number and MAC (0 and the anchor
+// when there is none).
+func (r *Journal) Head() (uint64, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return uint64(len(r.envs)), r.head()
+}
+
+// Ack records that the controller archived every envelope up to seq. The
+// MAC must be exactly that envelope's; an acknowledgement at or below the
+// acknowledged head is a replay.
+func (r *Journal) Ack(seq uint64, mac string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkAck(seq, mac); err != nil {
+		return err
+	}
+	if err := r.append(record{Type: "ack", Seq: seq, MAC: mac}); err != nil {
+		return fmt.Errorf("ack %d: %w", seq, err)
+	}
+	r.acked = seq
+	return nil
+}
+
+func (r *Journal) checkAck(seq uint64, mac string) error {
+	switch {
+	case seq <= r.acked:
+		return fmt.Errorf("ack %d: %w: already acknowledged up to %d (replay)", seq, ErrAck, r.acked)
+	case seq > uint64(len(r.envs)):
+		return fmt.Errorf("ack %d: %w: no such receipt (head is %d)", seq, ErrAck, len(r.envs))
+	case !hmac.Equal([]byte(mac), []byte(r.envs[seq-1].EnvelopeMAC)):
+		return fmt.Errorf("ack %d: %w: MAC does not match that receipt", seq, ErrAck)
+	}
+	return nil
+}
+
+// Outstanding lists sessions reserved without a receipt (recovery must
+// finish or fail each).
+func (r *Journal) Outstanding() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id := range r.reserved {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (r *Journal) append(rec record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode record: %w", err)
+	}
+	if len(data) > MaxEnvelopeBytes {
+		return fmt.Errorf("%w: record of %d bytes", ErrInvalid, len(data))
+	}
+	if _, err := r.j.Append(data); err != nil {
+		return fmt.Errorf("append record: %w", err)
+	}
+	return nil
+}
