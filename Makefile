@@ -19,7 +19,7 @@ CMDS := ./supervisor/cmd/glove ./supervisor/cmd/gloved ./shim/cmd/glove-shim \
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen
 
-.PHONY: all build install deps test unit lint fuzz demo clean
+.PHONY: all build install deps test lint fuzz bench demo clean
 
 all: build
 
@@ -52,6 +52,10 @@ fuzz:
 	@set -e; for t in $(FUZZ); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "fuzz $$pkg $$name $(FUZZTIME)"; \
 	  $(GO) test -run=NONE -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; done
+
+# Benchmarks, each beside its anchor in the same run (see each _test.go).
+bench:
+	$(GO) test -run=NONE -bench=. -benchtime=200x -count=5 ./supervisor/journal/
 
 demo:
 	@echo "make demo arrives with managed sessions (issue 7); until then: make test, or make install and 'glove helpers' as a member of group $(GROUP)." >&2
