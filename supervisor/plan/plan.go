@@ -92,57 +92,7 @@ func Decode(data []byte) (*Plan, error) {
 // strings are identifiers and hex digests and whose integers are below
 // 2^53, the result is exactly the RFC 8785 (JCS) encoding. It is what
 // gloved stores, and what ContentDigest hashes.
-func Canonical(p *Plan) []byte {
-	var w strictjson.Writer
-	w.BeginObject()
-	w.StringMember("adapter_command_digest", p.AdapterCommandDigest)
-	w.StringsMember("egress_policy_ids", p.EgressPolicyIDs)
-	w.UintMember("expires_at_unix_ms", p.ExpiresAtUnixMs)
-	w.Key("library_projections")
-	w.BeginArray()
-	for _, l := range p.LibraryProjections {
-		w.BeginObject()
-		w.StringMember("destination_alias", l.DestinationAlias)
-		w.StringMember("digest", l.Digest)
-		w.EndObject()
-	}
-	w.EndArray()
-	w.Key("path_grants")
-	w.BeginArray()
-	for _, g := range p.PathGrants {
-		w.BeginObject()
-		w.StringMember("access", g.Access)
-		w.StringMember("alias", g.Alias)
-		w.StringMember("cleanup_policy", g.CleanupPolicy)
-		w.StringMember("create_policy", g.CreatePolicy)
-		w.StringMember("materialization", g.Materialization)
-		w.UintMember("max_bytes", g.MaxBytes)
-		w.UintMember("ttl_secs", g.TTLSecs)
-		w.EndObject()
-	}
-	w.EndArray()
-	w.UintMember("policy_revision", p.PolicyRevision)
-	w.Key("resource_profile")
-	r := &p.ResourceProfile
-	w.BeginObject()
-	w.UintMember("cpu_time_ms", r.CPUTimeMs)
-	w.UintMember("disk_bytes", r.DiskBytes)
-	w.UintMember("memory_bytes", r.MemoryBytes)
-	w.UintMember("pids", r.Pids)
-	w.StringMember("profile_id", r.ProfileID)
-	w.UintMember("terminal_output_bytes", r.TerminalOutputBytes)
-	w.UintMember("wall_time_ms", r.WallTimeMs)
-	w.EndObject()
-	w.StringMember("runtime_id", p.RuntimeID)
-	w.StringMember("runtime_template_id", p.RuntimeTemplateID)
-	w.StringMember("sandbox_backend", p.SandboxBackend)
-	w.Key("schema_version")
-	w.Int(int64(p.SchemaVersion))
-	w.StringsMember("secret_handles", p.SecretHandles)
-	w.StringsMember("tool_policy_ids", p.ToolPolicyIDs)
-	w.EndObject()
-	return w.Bytes()
-}
+func Canonical(p *Plan) []byte { return strictjson.Canonical(p) }
 
 // ContentDigest is the plan_content_digest: lowercase hex SHA-256 of
 // Canonical(p). Two plans have the same content digest exactly when they

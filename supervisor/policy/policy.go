@@ -136,9 +136,9 @@ type RuntimeTemplate struct {
 // pinned executable) and RuntimeDiscovery (with ExecutableSearchPaths) is
 // set.
 type Launch struct {
-	ExecutablePath        string   `json:"executable_path"`
-	RuntimeDiscovery      string   `json:"runtime_discovery"`
-	ExecutableSearchPaths []string `json:"executable_search_paths"`
+	ExecutablePath        string   `json:"executable_path,omitzero"`
+	RuntimeDiscovery      string   `json:"runtime_discovery,omitzero"`
+	ExecutableSearchPaths []string `json:"executable_search_paths,omitzero"`
 	Arguments             []string `json:"arguments"`
 	Environment           []string `json:"environment"`
 	ReadOnlyPaths         []string `json:"read_only_paths"`
