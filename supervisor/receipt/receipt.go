@@ -34,6 +34,8 @@ import (
 	"sync"
 
 	"github.com/glove-sandbox/glove/supervisor/journal"
+	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/store"
 )
 
 // FileName is the journal's name inside the receipt directory.
@@ -61,9 +63,7 @@ var (
 )
 
 var (
-	sessionIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-	hexRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	terminalRe  = regexp.MustCompile(`^(exited|signaled|failed|limit:(cpu_time_ms|memory_bytes|pids|wall_time_ms|disk_bytes|terminal_output_bytes))$`)
+	terminalRe = regexp.MustCompile(`^(exited|signaled|failed|limit:(cpu_time_ms|memory_bytes|pids|wall_time_ms|disk_bytes|terminal_output_bytes))$`)
 )
 
 // Usage is what the session consumed, against its six limits.
@@ -95,11 +95,11 @@ type Body struct {
 // (no escaping can differ between encoders).
 func (b *Body) Check() error {
 	switch {
-	case !sessionIDRe.MatchString(b.SessionID):
+	case !store.ValidSessionID(b.SessionID):
 		return fmt.Errorf("%w: session_id %q", ErrInvalid, b.SessionID)
-	case !hexRe.MatchString(b.ControllerPlanDigest):
+	case !policy.ValidSHA256Hex(b.ControllerPlanDigest):
 		return fmt.Errorf("%w: controller_plan_digest", ErrInvalid)
-	case !hexRe.MatchString(b.PlanContentDigest):
+	case !policy.ValidSHA256Hex(b.PlanContentDigest):
 		return fmt.Errorf("%w: plan_content_digest", ErrInvalid)
 	case !terminalRe.MatchString(b.Termination):
 		return fmt.Errorf("%w: termination %q", ErrInvalid, b.Termination)
@@ -230,7 +230,7 @@ type Journal struct {
 
 // Open opens or creates the journal and replays it strictly.
 func Open(o Options) (*Journal, journal.OpenInfo, error) {
-	if !hexRe.MatchString(o.Anchor) {
+	if !policy.ValidSHA256Hex(o.Anchor) {
 		return nil, journal.OpenInfo{}, fmt.Errorf("open receipts: anchor is not 64 lowercase hex characters")
 	}
 	if len(o.Key) < 32 {
@@ -277,7 +277,7 @@ func (r *Journal) replay(rec journal.Record, anchor string) error {
 		}
 		r.anchor = x.Anchor
 	case "reserve":
-		if r.reserved[x.Session] || r.done[x.Session] || !sessionIDRe.MatchString(x.Session) {
+		if r.reserved[x.Session] || r.done[x.Session] || !store.ValidSessionID(x.Session) {
 			return fmt.Errorf("reservation of session %q repeated or invalid", x.Session)
 		}
 		r.reserved[x.Session] = true
@@ -328,7 +328,7 @@ func (r *Journal) Close() error {
 // A second reservation, or one for a session that already has its
 // receipt, is a replay.
 func (r *Journal) Reserve(sessionID string) error {
-	if !sessionIDRe.MatchString(sessionID) {
+	if !store.ValidSessionID(sessionID) {
 		return fmt.Errorf("reserve: %w: session id %q", ErrInvalid, sessionID)
 	}
 	r.mu.Lock()

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/journal"
+	"github.com/glove-sandbox/glove/supervisor/policy"
 )
 
 // FileName is the journal's name inside the store directory.
@@ -68,6 +69,12 @@ func legal(from, to State) bool {
 	return to == Failed || next[from] == to
 }
 
+// SessionIDPattern is the charset of session ids, shared with receipts.
+const SessionIDPattern = `^[a-z0-9][a-z0-9-]{0,63}$`
+
+// ValidSessionID reports whether s is a well-formed session id.
+func ValidSessionID(s string) bool { return sessionIDRe.MatchString(s) }
+
 // Errors callers tell apart with errors.Is.
 var (
 	ErrConflict   = errors.New("conflicts with an existing session")
@@ -78,9 +85,8 @@ var (
 )
 
 var (
-	sessionIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+	sessionIDRe = regexp.MustCompile(SessionIDPattern)
 	keyRe       = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-	hexRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	reasonRe    = regexp.MustCompile(`^[a-z0-9_:.-]{0,64}$`)
 )
 
@@ -229,9 +235,9 @@ func checkCreate(req CreateRequest) error {
 		return fmt.Errorf("%w: session id %q is not [a-z0-9][a-z0-9-]{0,63}", ErrInvalid, req.SessionID)
 	case !keyRe.MatchString(req.IdempotencyKey):
 		return fmt.Errorf("%w: idempotency key is not 1-128 of [A-Za-z0-9._:-]", ErrInvalid)
-	case !hexRe.MatchString(req.ControllerPlanDigest):
+	case !policy.ValidSHA256Hex(req.ControllerPlanDigest):
 		return fmt.Errorf("%w: controller_plan_digest is not 64 lowercase hex characters", ErrInvalid)
-	case !hexRe.MatchString(req.PlanContentDigest):
+	case !policy.ValidSHA256Hex(req.PlanContentDigest):
 		return fmt.Errorf("%w: plan_content_digest is not 64 lowercase hex characters", ErrInvalid)
 	case len(req.Plan) == 0 || len(req.Plan) > MaxPlanBytes || !json.Valid(req.Plan):
 		return fmt.Errorf("%w: plan is not 1..%d bytes of JSON", ErrInvalid, MaxPlanBytes)
