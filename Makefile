@@ -17,7 +17,7 @@ CMDS := ./supervisor/cmd/glove ./supervisor/cmd/gloved ./shim/cmd/glove-shim \
         ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen
 
 .PHONY: all build install deps test lint fuzz bench demo clean
 
@@ -56,6 +56,8 @@ fuzz:
 # Benchmarks, each beside its anchor in the same run (see each _test.go).
 bench:
 	$(GO) test -run=NONE -bench=. -benchtime=200x -count=5 ./supervisor/journal/
+	$(GO) test -run=NONE -bench=Loopext4 -benchtime=20x -count=3 ./helpers/integration/
+	$(GO) test -run=NONE -bench=Mounter -benchtime=200x -count=5 ./helpers/integration/
 
 demo:
 	@echo "make demo arrives with managed sessions (issue 7); until then: make test, or make install and 'glove helpers' as a member of group $(GROUP)." >&2

@@ -2,6 +2,15 @@ module github.com/glove-sandbox/glove
 
 go 1.26.0
 
+// Helpers run under a seccomp allowlist with every inherited descriptor
+// above 3 closed. Since Go 1.25 the runtime re-reads the cgroup CPU limit
+// about once a second with pread64 on a descriptor it opened before main:
+// the allowlist would kill an idle helper, and the descriptor number may
+// by then be one of the helper's own. No Glove program needs a changing
+// GOMAXPROCS, and a helper's environment must stay empty, so the refresh
+// is switched off here for every program of the module.
+godebug updatemaxprocs=0
+
 require (
 	github.com/go-json-experiment/json v1.27.2
 	github.com/sirupsen/logrus v1.10.2

@@ -111,6 +111,11 @@ func setup() (e *Env, err error) {
 	if err := os.Mkdir(e.ConfDir, 0o755); err != nil {
 		return e, fmt.Errorf("create configuration directory: %w", err)
 	}
+	// sources/ is the root glove-mounter may bind from (root-owned,
+	// like a host's shared tree).
+	if err := os.Mkdir(filepath.Join(e.Base, "sources"), 0o755); err != nil {
+		return e, fmt.Errorf("create sources directory: %w", err)
+	}
 	if err := run("useradd", "--system", "--user-group", "--no-create-home",
 		"--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name); err != nil {
 		return e, err
@@ -121,6 +126,15 @@ func setup() (e *Env, err error) {
 	}
 	e.UID, _ = strconv.Atoi(u.Uid)
 	e.GID, _ = strconv.Atoi(u.Gid)
+	// images/ is glove-loopext4's materialization root: the service
+	// user's own, mode 0700.
+	images := filepath.Join(e.Base, "images")
+	if err := os.Mkdir(images, 0o700); err != nil {
+		return e, fmt.Errorf("create images directory: %w", err)
+	}
+	if err := os.Chown(images, e.UID, e.GID); err != nil {
+		return e, fmt.Errorf("chown images directory: %w", err)
+	}
 
 	build := filepath.Join(e.Base, "build")
 	root, err := moduleRoot()
@@ -148,7 +162,7 @@ func setup() (e *Env, err error) {
 func DefaultConfigs(base string) map[string]any {
 	return map[string]any{
 		"mounter.json": map[string]any{
-			"schema_version": 1, "source_roots": []string{"/usr"},
+			"schema_version": 1, "source_roots": []string{"/usr", filepath.Join(base, "sources")},
 			"max_tmpfs_bytes": 64 << 20, "max_tmpfs_inodes": 4096,
 		},
 		"loopext4.json": map[string]any{

@@ -60,12 +60,12 @@ var Table = []Entry{
 	{
 		Binary: "glove-mounter", Dir: DirLibexec, Helper: true,
 		Caps: []Cap{SysAdmin},
-		Why:  "open_tree, fsopen/fsconfig/fsmount and mount_setattr create detached bind and tmpfs mounts; nothing is attached to the host mount table",
+		Why:  "open_tree_attr (a clone with its attributes) and fsopen/fsconfig/fsmount create detached bind and tmpfs mounts; nothing is attached to, or changed in, the host mount table",
 	},
 	{
 		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true,
 		Caps: []Cap{SysAdmin, DACOverride},
-		Why:  "CAP_SYS_ADMIN for loop configuration and fsmount of ext4; CAP_DAC_OVERRIDE to open the root-only /dev/loop-control and /dev/loopN",
+		Why:  "CAP_SYS_ADMIN for LOOP_CONFIGURE, fsopen/fsconfig/fsmount of ext4 and mount_setattr (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600) and /dev/loopN (0660 root:disk)",
 	},
 	{
 		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true,

@@ -52,8 +52,11 @@ type Spec struct {
 	// Syscalls are the helper's additions to BaseSyscalls (its own file).
 	Syscalls []bpf.Rule
 	// Handlers returns the handlers of the helper's messages other than
-	// Hello, once the configuration is loaded.
-	Handlers func() map[wire.MsgType]wire.Handler
+	// Hello. It runs once the configuration is loaded and BEFORE the
+	// helper restricts itself, so it may open what the handlers will need
+	// (bound roots, /dev/loop-control) while those calls are still
+	// allowed. peer is the control socket's peer (SO_PEERCRED).
+	Handlers func(peer *unix.Ucred) (map[wire.MsgType]wire.Handler, error)
 }
 
 // Main runs the helper and exits with its status.
@@ -123,7 +126,8 @@ func start(spec Spec) (*wire.Server, error) {
 	if os.Getuid() == 0 || os.Geteuid() == 0 {
 		return nil, errors.New("start: refusing to run as uid 0; run as the Glove service user")
 	}
-	if err := checkControl(); err != nil {
+	peer, err := checkControl()
+	if err != nil {
 		return nil, err
 	}
 	if err := LoadConfig(spec.ConfigFile, spec.Config); err != nil {
@@ -131,7 +135,9 @@ func start(spec Spec) (*wire.Server, error) {
 	}
 	handlers := map[wire.MsgType]wire.Handler{}
 	if spec.Handlers != nil {
-		handlers = spec.Handlers()
+		if handlers, err = spec.Handlers(peer); err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
 	}
 	handlers[wire.MsgHello] = helloHandler(spec.Name)
 	conn, err := wire.FromFile(os.NewFile(ControlFD, "control"))
@@ -150,15 +156,15 @@ func start(spec Spec) (*wire.Server, error) {
 // is root: the parties a helper serves are the supervisor, running as the
 // service user that may execute it, and root (operator tooling, tests),
 // who could run the helper's system calls directly anyway.
-func checkControl() error {
+func checkControl() (*unix.Ucred, error) {
 	cred, err := unix.GetsockoptUcred(ControlFD, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return fmt.Errorf("start: descriptor %d is not a connected unix socket: %w", ControlFD, err)
+		return nil, fmt.Errorf("start: descriptor %d is not a connected unix socket: %w", ControlFD, err)
 	}
 	if cred.Uid != uint32(os.Getuid()) && cred.Uid != 0 {
-		return fmt.Errorf("start: control socket peer runs as uid %d, not %d", cred.Uid, os.Getuid())
+		return nil, fmt.Errorf("start: control socket peer runs as uid %d, not %d", cred.Uid, os.Getuid())
 	}
-	return nil
+	return cred, nil
 }
 
 func helloHandler(name string) wire.Handler {

@@ -64,7 +64,7 @@ func helpersMarkdown() string {
 		s := f()
 		var acc []string
 		for _, a := range wire.Accepts[s.Name] {
-			x := msgName(a.Type)
+			x := a.Type.String()
 			if a.Once {
 				x += " (once)"
 			}
@@ -77,14 +77,6 @@ func helpersMarkdown() string {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, strings.Join(acc, ", "), own)
 	}
 	return b.String()
-}
-
-func msgName(m wire.MsgType) string {
-	names := map[wire.MsgType]string{wire.MsgHello: "Hello"}
-	if n, ok := names[m]; ok {
-		return n
-	}
-	return fmt.Sprintf("%#04x", uint16(m))
 }
 
 // ruleNames lists each system call once, in order, marking conditioned ones.

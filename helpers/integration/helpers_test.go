@@ -13,6 +13,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/supervisor/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
 )
 
@@ -109,6 +110,9 @@ func TestHelperProtocolFaults(t *testing.T) {
 		frame  []byte
 		// sendFDs is how many descriptors travel with frame.
 		sendFDs int
+		// foreign: frame is a well-formed one-descriptor request that
+		// another helper accepts and this one must not.
+		foreign bool
 	}
 	faults := []fault{
 		{name: "malformed: wrong version", frame: wire.EncodeRawHeader(wire.Version+1, uint16(wire.MsgHello), 1, 0, 0, 0)},
@@ -120,7 +124,7 @@ func TestHelperProtocolFaults(t *testing.T) {
 		{name: "fd count: declared 0, sent 1", frame: hello(1), sendFDs: 1},
 		{name: "fd count: declared 1, sent 1, type takes 0", frame: wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 0, 1, 0), sendFDs: 1},
 		{name: "unknown message type", frame: wire.EncodeRawHeader(wire.Version, 0x7777, 1, 0, 0, 0)},
-		{name: "unpermitted: another helper's range", frame: wire.EncodeRawHeader(wire.Version, 0x0101, 1, 0, 0, 0)},
+		{name: "unpermitted: another helper's request", foreign: true, sendFDs: 1},
 		{name: "unpermitted: a reply type", frame: wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHelloReply), 1, 0, 0, 0)},
 		{name: "request id zero", frame: hello(0)},
 		{name: "replayed request id", before: [][]byte{hello(5)}, frame: hello(5)},
@@ -144,6 +148,7 @@ func TestHelperProtocolFaults(t *testing.T) {
 				}
 				var fds []int
 				var files []*os.File
+				var err error
 				for i := 0; i < f.sendFDs; i++ {
 					r, w, err := os.Pipe()
 					if err != nil {
@@ -152,7 +157,17 @@ func TestHelperProtocolFaults(t *testing.T) {
 					files = append(files, r, w)
 					fds = append(fds, int(r.Fd()))
 				}
-				err := conn.SendRaw(f.frame, fds)
+				frame := f.frame
+				if f.foreign {
+					var m wire.Message = &wire.Freeze{}
+					if name == "glove-loopext4" {
+						m = &wire.Bind{}
+					}
+					if frame, err = wire.EncodeFrame(1, m); err != nil {
+						t.Fatal(err)
+					}
+				}
+				err = conn.SendRaw(frame, fds)
 				closeAll(files)
 				if err != nil {
 					t.Fatalf("send fault: %v", err)
@@ -334,6 +349,29 @@ func TestGloveHelpersCommand(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("glove helpers: no line %q for %s in:\n%s", want, name, out)
+		}
+	}
+}
+
+// TestHelpersServeAfterIdle checks every helper survives an idle spell
+// longer than the Go runtime's once-a-second GOMAXPROCS refresh, whose
+// pread64 the seccomp allowlists would kill (go.mod turns the refresh
+// off). A supervisor idles between sessions.
+func TestHelpersServeAfterIdle(t *testing.T) {
+	env := testenv.Get(t)
+	procs := map[string]*helperproc.Proc{}
+	logs := map[string]*testenv.SyncBuffer{}
+	testenv.CheckLeaks(t, env.UID)
+	for _, name := range servedHelpers {
+		procs[name], logs[name] = env.StartHelper(t, name)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	for _, name := range servedHelpers {
+		if _, err := procs[name].Hello(); err != nil {
+			t.Errorf("%s after 2.5 s idle: %v\nhelper log: %s", name, err, logs[name])
+		}
+		if err := procs[name].Close(); err != nil {
+			t.Errorf("%s exit: %v", name, err)
 		}
 	}
 }

@@ -1,11 +1,39 @@
 // Package loopext4 is glove-loopext4: it creates hard-sized ext4 images
 // under the materialization root, attaches them to autoclear loop devices
-// and hands back detached mount descriptors. It holds CAP_SYS_ADMIN and
-// CAP_DAC_OVERRIDE (for the root-only /dev/loop-control). This revision
-// serves Hello; Create, Attach and Freeze arrive with their requests.
+// and hands back detached mount descriptors. It holds CAP_SYS_ADMIN (loop
+// configuration, fsmount, mount_setattr) and CAP_DAC_OVERRIDE (to open
+// the root-only /dev/loop-control and /dev/loopN).
+//
+// It serves three requests besides Hello, each carrying one descriptor:
+//
+//   - Create{Name, SizeBytes} with the materialization root: a new image
+//     file of exactly SizeBytes, allocated (not sparse), owned by the
+//     service user, mode 0600, formatted by mkfs.ext4;
+//   - Attach{Name, ReadOnly} with the materialization root: the image on
+//     a free autoclear loop device, mounted ext4 (nosuid, nodev,
+//     errors=remount-ro) and returned as a detached mount descriptor;
+//   - Freeze with such a mount: the mount made read-only, after checking
+//     it is the root of a detached ext4 mount on a loop device whose
+//     backing file is an image of the materialization root.
+//
+// The supervisor is treated as possibly compromised: every request is
+// checked against the operator's bounds (Config) and the identities
+// recorded at start-up, and what a request names is only ever looked up
+// relative to the helper's own descriptor of the materialization root.
 package loopext4
 
-import "github.com/glove-sandbox/glove/helpers/helperkit"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"golang.org/x/sys/unix"
+)
 
 // Name is the executable and wire name.
 const Name = "glove-loopext4"
@@ -20,6 +48,7 @@ const HardMaxImageBytes = 1 << 40
 type Config struct {
 	SchemaVersion int `json:"schema_version"`
 	// MaterializationRoot is the only directory images are created in.
+	// It must be owned by the service user (the helper's uid), mode 0700.
 	MaterializationRoot string `json:"materialization_root"`
 	// MaxImageBytes caps each image.
 	MaxImageBytes uint64 `json:"max_image_bytes"`
@@ -38,5 +67,515 @@ func (c *Config) Validate() error {
 
 // Spec is glove-loopext4 for helperkit.Main.
 func Spec() helperkit.Spec {
-	return helperkit.Spec{Name: Name, ConfigFile: ConfigFile, Config: &Config{}, Syscalls: Syscalls}
+	cfg := &Config{}
+	return helperkit.Spec{
+		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Handlers: func(*unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+			h, err := newHelper(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return map[wire.MsgType]wire.Handler{
+				wire.MsgCreate: h.create,
+				wire.MsgAttach: h.attach,
+				wire.MsgFreeze: h.freeze,
+			}, nil
+		},
+	}
+}
+
+// helper is what start-up opened and recorded, while the calls to do so
+// were still allowed.
+type helper struct {
+	maxImage uint64
+	// uid and gid are the service user's: the helper runs as it, images
+	// and their file systems' root directories belong to it.
+	uid, gid uint32
+	// root is an O_PATH descriptor of the materialization root, and
+	// rootDev/rootIno its identity: a request's root descriptor must
+	// name the same directory, and names are then resolved relative to
+	// root, never to the request's descriptor.
+	root             *os.File
+	rootDev, rootIno uint64
+	// loopCtl is /dev/loop-control, opened once.
+	loopCtl *os.File
+	// mkfs is an O_PATH descriptor of the checked mkfs.ext4 binary, the
+	// one executed; mkfsPath is its resolved path, for messages.
+	mkfs     *os.File
+	mkfsPath string
+}
+
+// newHelper runs before the helper restricts itself (see helperkit.Spec):
+// it opens the materialization root, /dev/loop-control and mkfs.ext4,
+// each checked, and refuses to start when any check fails.
+func newHelper(cfg *Config) (*helper, error) {
+	// Threat: the umask is inherited from the supervisor; a permissive
+	// one must not loosen an image's 0600, a hostile one must not make
+	// images unusable. Nothing the helper creates is meant for anyone
+	// but the service user.
+	unix.Umask(0o077)
+	h := &helper{maxImage: cfg.MaxImageBytes, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	var err error
+	if h.root, h.rootDev, h.rootIno, err = openRoot(cfg.MaterializationRoot, h.uid); err != nil {
+		h.close()
+		return nil, err
+	}
+	if h.loopCtl, err = openLoopControl(); err != nil {
+		h.close()
+		return nil, err
+	}
+	if h.mkfs, h.mkfsPath, err = findMkfs(); err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *helper) close() {
+	for _, f := range []*os.File{h.root, h.loopCtl, h.mkfs} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// openRoot opens the materialization root and checks it is a directory
+// owned by uid with mode 0700. Threat: a root anyone else could write, or
+// read, would let them plant or read images; a symbolic link as its last
+// component would let whoever owns the link's directory redirect it.
+func openRoot(p string, uid uint32) (*os.File, uint64, uint64, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("open materialization root %s: %w", p, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, 0, 0, fmt.Errorf("stat materialization root %s: %w", p, err)
+	}
+	if st.Uid != uid {
+		unix.Close(fd)
+		return nil, 0, 0, fmt.Errorf("materialization root %s is owned by uid %d, not the service user %d", p, st.Uid, uid)
+	}
+	if st.Mode&0o7777 != 0o700 {
+		unix.Close(fd)
+		return nil, 0, 0, fmt.Errorf("materialization root %s has mode %04o, not 0700", p, st.Mode&0o7777)
+	}
+	return os.NewFile(uintptr(fd), p), st.Dev, st.Ino, nil
+}
+
+// refuse is a request-level refusal: the helper answers and keeps
+// serving.
+func refuse(code wire.ErrorCode, format string, args ...any) error {
+	return &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// checkRoot checks a request's descriptor is the materialization root.
+// Threat: a compromised supervisor passes another directory (/tmp, the
+// root's parent, a directory it owns elsewhere) to get images made or
+// mounted outside the operator's bound.
+func (h *helper) checkRoot(op string, f *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return refuse(wire.ErrRefused, "%s: stat the root descriptor: %v", op, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != h.rootDev || st.Ino != h.rootIno {
+		return refuse(wire.ErrRefused, "%s: the descriptor is not the materialization root", op)
+	}
+	return nil
+}
+
+// checkRequest applies the checks Create and Attach share: the name and
+// the root descriptor.
+func (h *helper) checkRequest(op, name string, fds []*os.File) error {
+	if err := validName(name); err != nil {
+		return refuse(wire.ErrBadRequest, "%s: %v", op, err)
+	}
+	return h.checkRoot(op, fds[0])
+}
+
+// create handles Create: a new image of exactly the requested size,
+// allocated, owned by the service user, mode 0600, formatted ext4. On any
+// failure after the file was made, the file is removed again.
+func (h *helper) create(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
+	req := m.(*wire.Create)
+	const op = "create"
+	if err := h.checkRequest(op, req.Name, fds); err != nil {
+		return nil, nil, err
+	}
+	if serr := checkSize(req.SizeBytes, h.maxImage); serr != nil {
+		return nil, nil, refuse(serr.code, "%s %s: %s", op, req.Name, serr.msg)
+	}
+	// O_EXCL|O_NOFOLLOW: an existing name, a symbolic link included, is
+	// refused, never reused or followed.
+	fd, err := unix.Openat(int(h.root.Fd()), req.Name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		return nil, nil, refuse(wire.ErrRefused, "%s %s: the name exists", op, req.Name)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: open: %w", op, req.Name, err)
+	}
+	img := os.NewFile(uintptr(fd), req.Name)
+	defer img.Close()
+	done := false
+	defer func() {
+		if !done {
+			h.removeImage(img, req.Name)
+		}
+	}()
+	if err := h.allocate(img, req.SizeBytes); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
+	}
+	if err := runMkfs(h.mkfs, img, h.uid, h.gid); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
+	}
+	// mkfs.ext4 must have left the file as it found it: same size, still
+	// allocated (nodiscard), still 0600 and the service user's.
+	st, err := h.checkImage(img, req.Name, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: after mkfs.ext4: %w", op, req.Name, err)
+	}
+	if uint64(st.Size) != req.SizeBytes {
+		return nil, nil, fmt.Errorf("%s %s: after mkfs.ext4: size is %d, want %d", op, req.Name, st.Size, req.SizeBytes)
+	}
+	if err := h.syncRoot(); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
+	}
+	done = true
+	return &wire.CreateReply{}, nil, nil
+}
+
+// allocate gives the new image its size with real blocks, and checks the
+// file system did allocate them. Threat: a sparse image would let the
+// sandbox's writes fail with ENOSPC of the host file system instead of
+// its own, long after the size was granted.
+func (h *helper) allocate(img *os.File, size uint64) error {
+	if err := unix.Fallocate(int(img.Fd()), 0, 0, int64(size)); err != nil {
+		return fmt.Errorf("fallocate %d bytes: %w", size, err)
+	}
+	st, err := h.checkImage(img, img.Name(), false)
+	if err != nil {
+		return err
+	}
+	if uint64(st.Size) != size {
+		return fmt.Errorf("fallocate: size is %d, want %d", st.Size, size)
+	}
+	return nil
+}
+
+// checkImage checks an open image: a regular file with one link, owned
+// by the service user, mode 0600, on the materialization root's file
+// system, its size a non-zero multiple of BlockSize within the bound and,
+// unless sparseOK, backed by allocated blocks for all of it.
+func (h *helper) checkImage(img *os.File, name string, sparseOK bool) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(img.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("stat image %s: %w", name, err)
+	}
+	if err := h.checkImageStat(&st, name); err != nil {
+		return nil, err
+	}
+	if !sparseOK && uint64(st.Blocks)*512 < uint64(st.Size) {
+		return nil, fmt.Errorf("image %s has %d bytes allocated of %d: sparse", name, st.Blocks*512, st.Size)
+	}
+	return &st, nil
+}
+
+// checkImageStat is checkImage on a stat result, for images opened with
+// O_PATH before they are opened for reading or writing.
+func (h *helper) checkImageStat(st *unix.Stat_t, name string) error {
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return refuse(wire.ErrRefused, "image %s is not a regular file (mode %06o)", name, st.Mode)
+	case st.Nlink != 1:
+		return refuse(wire.ErrRefused, "image %s has %d links, not 1", name, st.Nlink)
+	case st.Uid != h.uid:
+		return refuse(wire.ErrRefused, "image %s is owned by uid %d, not the service user %d", name, st.Uid, h.uid)
+	case st.Mode&0o7777 != 0o600:
+		return refuse(wire.ErrRefused, "image %s has mode %04o, not 0600", name, st.Mode&0o7777)
+	case st.Dev != h.rootDev:
+		return refuse(wire.ErrRefused, "image %s is not on the materialization root's file system", name)
+	}
+	if serr := checkSize(uint64(st.Size), h.maxImage); serr != nil {
+		return refuse(wire.ErrRefused, "image %s: %s", name, serr.msg)
+	}
+	return nil
+}
+
+// removeImage unlinks a half-made image, but only if the name still
+// refers to the file the helper created: the service user owns the
+// directory and may have renamed something else into place meanwhile.
+func (h *helper) removeImage(img *os.File, name string) {
+	var mine, now unix.Stat_t
+	if unix.Fstat(int(img.Fd()), &mine) != nil {
+		return
+	}
+	if unix.Fstatat(int(h.root.Fd()), name, &now, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return
+	}
+	if now.Dev == mine.Dev && now.Ino == mine.Ino {
+		_ = unix.Unlinkat(int(h.root.Fd()), name, 0)
+	}
+}
+
+// syncRoot makes a new image's directory entry durable: a retained image
+// must survive a crash of the host as well as of the helper.
+func (h *helper) syncRoot() error {
+	fd, err := unix.Openat(int(h.root.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the materialization root: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("fsync the materialization root: %w", err)
+	}
+	return nil
+}
+
+// loopRetries bounds attempts to bind a loop device: another process may
+// take the device LOOP_CTL_GET_FREE named before LOOP_CONFIGURE binds it
+// (EBUSY), and the helper then asks again.
+const loopRetries = 8
+
+// attach handles Attach: the image on a free autoclear loop device,
+// mounted, as a detached mount descriptor. The loop device and image
+// descriptors are closed before replying; the mount keeps the device
+// busy, and when the supervisor's last reference to the mount goes the
+// device unbinds itself.
+func (h *helper) attach(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
+	req := m.(*wire.Attach)
+	const op = "attach"
+	if err := h.checkRequest(op, req.Name, fds); err != nil {
+		return nil, nil, err
+	}
+	img, err := h.openImage(req.Name, req.ReadOnly)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer img.Close()
+	st, err := h.checkImage(img, req.Name, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	// Threat: the same image attached twice read-write is two ext4
+	// instances writing one file, which corrupts it under the kernel's
+	// feet. The lock lives on the open file description the loop device
+	// keeps, so it holds exactly as long as the attachment.
+	lock := unix.LOCK_EX
+	if req.ReadOnly {
+		lock = unix.LOCK_SH
+	}
+	if err := unix.Flock(int(img.Fd()), lock|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil, refuse(wire.ErrRefused, "%s %s: the image is attached already", op, req.Name)
+		}
+		return nil, nil, fmt.Errorf("%s %s: lock: %w", op, req.Name, err)
+	}
+	dev, err := h.bindLoop(img, uint64(st.Size), req.ReadOnly)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
+	}
+	// Closing dev before a successful mount unbinds the device
+	// (autoclear); after it, the mount holds it.
+	defer dev.Close()
+	mnt, err := mountExt4(dev.Name(), req.ReadOnly)
+	if errors.Is(err, errNotMountable) {
+		return nil, nil, refuse(wire.ErrRefused, "%s %s: %v", op, req.Name, err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
+	}
+	// The server sends the mount descriptor and then closes it.
+	return &wire.AttachReply{}, []int{mnt}, nil
+}
+
+// openImage opens an existing image relative to the helper's root. It
+// first opens it O_PATH (no access, no side effect on a FIFO or device)
+// and checks it, and only then reopens that very inode for reading or
+// writing through /proc/self/fd. Threat: with CAP_DAC_OVERRIDE an open
+// for writing succeeds on files the service user could not open itself
+// (a hard link to a root-owned file, left possible if the operator turned
+// fs.protected_hardlinks off); they are refused before any such open.
+func (h *helper) openImage(name string, readOnly bool) (*os.File, error) {
+	pfd, err := unix.Openat(int(h.root.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, refuse(wire.ErrRefused, "image %s does not exist", name)
+	case err != nil:
+		return nil, fmt.Errorf("open image %s: %w", name, err)
+	}
+	defer unix.Close(pfd)
+	var before unix.Stat_t
+	if err := unix.Fstat(pfd, &before); err != nil {
+		return nil, fmt.Errorf("stat image %s: %w", name, err)
+	}
+	if before.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil, refuse(wire.ErrRefused, "image %s is a symbolic link", name)
+	}
+	if err := h.checkImageStat(&before, name); err != nil {
+		return nil, err
+	}
+	flags := unix.O_RDWR
+	if readOnly {
+		flags = unix.O_RDONLY
+	}
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reopen image %s: %w", name, err)
+	}
+	img := os.NewFile(uintptr(fd), name)
+	var after unix.Stat_t
+	if err := unix.Fstat(fd, &after); err != nil || after.Dev != before.Dev || after.Ino != before.Ino {
+		img.Close()
+		return nil, fmt.Errorf("reopen image %s: not the file checked", name)
+	}
+	return img, nil
+}
+
+// bindLoop binds img to a free loop device and returns the device, open.
+func (h *helper) bindLoop(img *os.File, size uint64, readOnly bool) (*os.File, error) {
+	var lastErr error
+	for range loopRetries {
+		n, err := loopGetFree(h.loopCtl)
+		if err != nil {
+			return nil, err
+		}
+		dev, err := openLoop(n, unix.O_RDWR)
+		if err != nil {
+			return nil, err
+		}
+		err = loopConfigure(dev, img, size, readOnly)
+		if err == nil {
+			return dev, nil
+		}
+		dev.Close()
+		if !errors.Is(err, unix.EBUSY) {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("bind a loop device: %d attempts: %w", loopRetries, lastErr)
+}
+
+// maxMountinfo bounds /proc/self/mountinfo as read by Freeze.
+const maxMountinfo = 16 << 20
+
+// maxRootEntries bounds the entries Freeze reads from the
+// materialization root looking for the image behind a mount. Threat: the
+// service user can fill the directory to make every Freeze slow.
+const maxRootEntries = 1 << 16
+
+// freeze handles Freeze: the carried mount made read-only, recursively.
+// Threat: with CAP_SYS_ADMIN, mount_setattr on a descriptor of an
+// attached mount ("/" opened O_PATH by a compromised supervisor) would
+// make the host read-only. So the descriptor must be (a) the root of a
+// mount that is not in the helper's mount table, i.e. detached, (b) ext4,
+// (c) on a loop device whose backing file is an image of the
+// materialization root: what Attach made, and nothing else.
+func (h *helper) freeze(_ uint32, _ wire.Message, fds []*os.File) (wire.Message, []int, error) {
+	const op = "freeze"
+	fd := int(fds[0].Fd())
+	mi, err := statMount(fd)
+	if err != nil {
+		return nil, nil, refuse(wire.ErrRefused, "%s: %v", op, err)
+	}
+	if !mi.mountRoot {
+		return nil, nil, refuse(wire.ErrRefused, "%s: the descriptor is not the root of a mount", op)
+	}
+	attached, err := inMountTable(mi.mountID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if attached {
+		return nil, nil, refuse(wire.ErrRefused, "%s: mount %d is attached to the mount table, not a detached image mount", op, mi.mountID)
+	}
+	magic, err := fsMagic(fd)
+	if err != nil {
+		return nil, nil, refuse(wire.ErrRefused, "%s: %v", op, err)
+	}
+	if magic != unix.EXT4_SUPER_MAGIC {
+		return nil, nil, refuse(wire.ErrRefused, "%s: the mount is not ext4 (magic %#x)", op, magic)
+	}
+	if mi.devMajor != loopMajor {
+		return nil, nil, refuse(wire.ErrRefused, "%s: the mount is on device %d:%d, not a loop device", op, mi.devMajor, mi.devMinor)
+	}
+	dev, err := openLoop(int(mi.devMinor), unix.O_RDONLY)
+	if err != nil {
+		return nil, nil, refuse(wire.ErrRefused, "%s: %v", op, err)
+	}
+	bdev, bino, err := loopBacking(dev)
+	dev.Close()
+	if err != nil {
+		return nil, nil, refuse(wire.ErrRefused, "%s: %v", op, err)
+	}
+	name, err := h.imageByIdentity(bdev, bino)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if name == "" {
+		return nil, nil, refuse(wire.ErrRefused, "%s: the mount's loop device is not backed by an image of the materialization root", op)
+	}
+	if err := setReadOnly(fd); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, name, err)
+	}
+	return &wire.FreezeReply{}, nil, nil
+}
+
+// inMountTable reports whether mount id appears in the helper's
+// /proc/self/mountinfo, read now: a mount attached since start-up counts.
+func inMountTable(id uint64) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("open mountinfo: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxMountinfo+1))
+	if err != nil {
+		return false, fmt.Errorf("read mountinfo: %w", err)
+	}
+	if len(data) > maxMountinfo {
+		return false, fmt.Errorf("read mountinfo: more than %d bytes", maxMountinfo)
+	}
+	want := strconv.FormatUint(id, 10)
+	for _, line := range strings.Split(string(data), "\n") {
+		if first, _, ok := strings.Cut(line, " "); ok && first == want {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// imageByIdentity returns the name of the image in the materialization
+// root whose device and inode numbers are dev and ino, or "" if none.
+func (h *helper) imageByIdentity(dev, ino uint64) (string, error) {
+	if dev != h.rootDev {
+		return "", nil
+	}
+	fd, err := unix.Openat(int(h.root.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("open the materialization root: %w", err)
+	}
+	dir := os.NewFile(uintptr(fd), h.root.Name())
+	defer dir.Close()
+	for seen := 0; seen < maxRootEntries; {
+		names, err := dir.Readdirnames(1024)
+		for _, n := range names {
+			if validName(n) != nil {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Fstatat(int(h.root.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+				st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == dev && st.Ino == ino {
+				return n, nil
+			}
+		}
+		seen += len(names)
+		if errors.Is(err, io.EOF) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("list the materialization root: %w", err)
+		}
+	}
+	return "", fmt.Errorf("the materialization root has more than %d entries", maxRootEntries)
 }

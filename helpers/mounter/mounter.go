@@ -1,11 +1,32 @@
 // Package mounter is glove-mounter: it hands the supervisor detached bind
-// and tmpfs mounts (open_tree/fsmount descriptors) within root-owned
-// bounds. It holds CAP_SYS_ADMIN and nothing else. This revision serves
-// Hello; Bind and Tmpfs arrive with their requests.
+// and tmpfs mounts (open_tree_attr/fsmount descriptors) within root-owned
+// bounds. It holds CAP_SYS_ADMIN and nothing else, and never attaches a
+// mount to any mount table: it has no mount, move_mount or mount_setattr
+// in its allowlist.
+//
+// The supervisor is presumed compromised. Every request is checked
+// against the bounds in mounter.json:
+//
+//   - Bind: the source descriptor must be a directory or a regular file
+//     lying beneath one of source_roots by identity (bind.go); the clone
+//     is always nosuid, nodev and private, read-only and noexec on request.
+//   - Tmpfs: size and inode limit within max_tmpfs_bytes and
+//     max_tmpfs_inodes, permission-only mode, root owned by the peer of
+//     the control socket (tmpfs.go).
+//
+// A refused request is answered with a wire.Error (ErrBadRequest for a
+// malformed request, ErrRefused for one outside the bounds) and the
+// helper keeps serving.
 package mounter
 
 import (
+	"fmt"
+	"os"
+	"strings"
+
 	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Name is the executable and wire name.
@@ -46,5 +67,103 @@ func (c *Config) Validate() error {
 
 // Spec is glove-mounter for helperkit.Main.
 func Spec() helperkit.Spec {
-	return helperkit.Spec{Name: Name, ConfigFile: ConfigFile, Config: &Config{}, Syscalls: Syscalls}
+	cfg := &Config{}
+	return helperkit.Spec{
+		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Handlers: func(peer *unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+			s, err := newServer(cfg, peer)
+			if err != nil {
+				return nil, err
+			}
+			return map[wire.MsgType]wire.Handler{wire.MsgBind: s.bind, wire.MsgTmpfs: s.tmpfs}, nil
+		},
+	}
+}
+
+// root is one source root, opened at start-up.
+type root struct {
+	// name is the kernel's name of the opened root (canonical, whatever
+	// symbolic links the configured path went through); parentOf matches
+	// a regular file's kernel name against it.
+	name string
+	fd   int
+	id   ident
+}
+
+// server holds what the handlers need, all of it opened or read before
+// the helper restricts itself: once the seccomp filter is installed it
+// can no longer open a path from the file system root.
+type server struct {
+	cfg   *Config
+	roots []root
+	// procFD is this process's /proc/self/fd: the kernel's name of a
+	// regular-file source is read from it (bind.go).
+	procFD int
+	// uid and gid own the root of every tmpfs: the control socket's peer.
+	uid, gid uint32
+	pageSize uint64
+}
+
+// newServer opens every source root and /proc/self/fd. A missing or
+// unusable root is a start-up error: serving with fewer roots than the
+// operator wrote would silently change the bounds.
+func newServer(cfg *Config, peer *unix.Ucred) (*server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("mounter: configuration not loaded: %w", err)
+	}
+	if peer == nil {
+		return nil, fmt.Errorf("mounter: no peer credentials")
+	}
+	s := &server{cfg: cfg, procFD: -1, uid: peer.Uid, gid: peer.Gid, pageSize: uint64(os.Getpagesize())}
+	if err := s.open(); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *server) open() error {
+	var err error
+	if s.procFD, err = openDir(unix.AT_FDCWD, "/proc/self/fd"); err != nil {
+		return fmt.Errorf("mounter: open /proc/self/fd: %w", err)
+	}
+	for _, p := range s.cfg.SourceRoots {
+		fd, err := openDir(unix.AT_FDCWD, p)
+		if err != nil {
+			return fmt.Errorf("mounter: open source root %s: %w", p, err)
+		}
+		s.roots = append(s.roots, root{fd: fd})
+		r := &s.roots[len(s.roots)-1]
+		if r.id, err = identOf(fd); err != nil {
+			return fmt.Errorf("mounter: source root %s: %w", p, err)
+		}
+		if r.name, err = fdName(s.procFD, fd); err != nil {
+			return fmt.Errorf("mounter: source root %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func (s *server) close() {
+	for _, r := range s.roots {
+		unix.Close(r.fd)
+	}
+	s.roots = nil
+	if s.procFD >= 0 {
+		unix.Close(s.procFD)
+		s.procFD = -1
+	}
+}
+
+// refuse is a request-level refusal: the server sends it as the reply and
+// keeps serving.
+func refuse(code wire.ErrorCode, format string, args ...any) error {
+	// The messages name no path and no peer-controlled bytes; the cut is
+	// only a guard so an overlong text cannot turn a refusal into an
+	// encoding failure.
+	msg := fmt.Sprintf(format, args...)
+	if len(msg) > wire.MaxErrorLen {
+		msg = strings.ToValidUTF8(msg[:wire.MaxErrorLen], "")
+	}
+	return &wire.Error{Code: code, Message: msg}
 }

@@ -1,8 +1,64 @@
 package mounter
 
-import "github.com/glove-sandbox/glove/seccomp/bpf"
+import (
+	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"golang.org/x/sys/unix"
+)
 
-// Syscalls is glove-mounter's addition to helperkit.BaseSyscalls. It is
-// empty while the helper serves only Hello; open_tree, fsopen, fsconfig,
-// fsmount and mount_setattr arrive with the Bind and Tmpfs requests.
-var Syscalls = []bpf.Rule{}
+// This file is data: glove-mounter's additions to helperkit.BaseSyscalls,
+// each call made only from syscalls_unsafe.go with the flags named there.
+// A condition is set wherever the argument is a plain integer, so the
+// exact flags are enforced by the kernel even in a helper subverted
+// through a request. Pointer arguments (names, strings, struct
+// mount_attr) cannot be read by a seccomp filter; what that leaves open
+// is said at each rule and in SECURITY.md's known limits.
+//
+// Not allowed, on purpose: mount, umount2, move_mount, pivot_root,
+// mount_setattr, unshare, setns. Nothing this helper creates is ever
+// attached to a mount table, and no mount that is attached can be changed:
+// mount_setattr would accept a descriptor of any mount in the helper's
+// namespace (a source root, say) and could clear its read-only or nosuid
+// flags; open_tree_attr applies the same attributes, but only to a fresh
+// clone.
+
+// exact matches all 64 bits of an argument.
+const exact = ^uint64(0)
+
+// Syscalls is glove-mounter's addition to helperkit.BaseSyscalls.
+var Syscalls = []bpf.Rule{
+	// Bind: the identity walk. openat only ever makes O_PATH directory
+	// handles (nothing readable or writable); the path is a pointer, so a
+	// subverted helper could name any directory the service user can
+	// search, and get a handle no more capable than the supervisor's own.
+	{Name: "openat", Nr: unix.SYS_OPENAT, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: walkOpenFlags}}},
+	// statx of a descriptor itself, or of a name in a directory, never
+	// following a final symbolic link.
+	{Name: "statx", Nr: unix.SYS_STATX, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: statFDFlags}}},
+	{Name: "statx", Nr: unix.SYS_STATX, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: statAtFlags}}},
+	// The kernel's name of a regular-file source, through /proc/self/fd.
+	// Its arguments are a descriptor and pointers: nothing to restrict;
+	// reading a link's text grants no access.
+	{Name: "readlinkat", Nr: unix.SYS_READLINKAT},
+	// Bind: the clone. OPEN_TREE_CLONE is required (the kernel refuses
+	// attributes without it), so only a new detached copy is ever made or
+	// changed; the size pins struct mount_attr's first version.
+	{Name: "open_tree_attr", Nr: unix.SYS_OPEN_TREE_ATTR, Conds: []bpf.Cond{
+		{Arg: 2, Mask: exact, Value: openTreeFlags},
+		{Arg: 4, Mask: exact, Value: uint64(mountAttrSize)},
+	}},
+	// Tmpfs. fsopen's file system name is a pointer and cannot be
+	// checked here: a subverted helper could open another file system
+	// type (see SECURITY.md). Only the close-on-exec flag is allowed.
+	{Name: "fsopen", Nr: unix.SYS_FSOPEN, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: fsopenFlags}}},
+	// fsconfig: string options and the create command only; no
+	// FSCONFIG_SET_FD or FSCONFIG_SET_PATH (which would resolve a path or
+	// take a descriptor as a source), no reconfiguration.
+	{Name: "fsconfig", Nr: unix.SYS_FSCONFIG, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.FSCONFIG_SET_STRING}}},
+	{Name: "fsconfig", Nr: unix.SYS_FSCONFIG, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.FSCONFIG_CMD_CREATE}}},
+	// fsmount: close-on-exec, and nosuid,nodev always with nothing else
+	// but noexec (no read-write toggling, no idmapping flag).
+	{Name: "fsmount", Nr: unix.SYS_FSMOUNT, Conds: []bpf.Cond{
+		{Arg: 1, Mask: exact, Value: fsmountFlags},
+		{Arg: 2, Mask: exact &^ unix.MOUNT_ATTR_NOEXEC, Value: alwaysAttrs},
+	}},
+}

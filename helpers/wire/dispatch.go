@@ -16,8 +16,8 @@ type Accept struct {
 // compromised supervisor must not reach code paths a helper never meant to
 // expose.
 var Accepts = map[string][]Accept{
-	"glove-mounter":     {{MsgHello, true}},
-	"glove-loopext4":    {{MsgHello, true}},
+	"glove-mounter":     {{MsgHello, true}, {MsgBind, false}, {MsgTmpfs, false}},
+	"glove-loopext4":    {{MsgHello, true}, {MsgCreate, false}, {MsgAttach, false}, {MsgFreeze, false}},
 	"glove-cgroup":      {{MsgHello, true}},
 	"glove-streamproxy": {{MsgHello, true}},
 }

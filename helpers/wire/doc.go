@@ -87,6 +87,16 @@
 //	2     HelloReply  helper -> supervisor  0   Name string(64), Protocol u16,
 //	                                            CapEffective u64, CapPermitted u64
 //	3     Error       helper -> supervisor  0   Code u16, Message string(512)
+//	0x0101 Bind        supervisor -> mounter  1   Flags u32 (1 read-only, 2 noexec); fd: source
+//	0x0102 BindReply   mounter -> supervisor  1   (empty); fd: detached mount
+//	0x0103 Tmpfs       supervisor -> mounter  0   SizeBytes u64, Inodes u64, Mode u32, Flags u32 (1 noexec)
+//	0x0104 TmpfsReply  mounter -> supervisor  1   (empty); fd: detached tmpfs
+//	0x0201 Create      supervisor -> loopext4 1   Name string(64), SizeBytes u64; fd: materialization root
+//	0x0202 CreateReply loopext4 -> supervisor 0   (empty)
+//	0x0203 Attach      supervisor -> loopext4 1   Name string(64), ReadOnly bool; fd: materialization root
+//	0x0204 AttachReply loopext4 -> supervisor 1   (empty); fd: detached ext4 mount
+//	0x0205 Freeze      supervisor -> loopext4 1   (empty); fd: the image mount
+//	0x0206 FreezeReply loopext4 -> supervisor 0   (empty)
 //
 // # Which helper accepts which message
 //
@@ -96,8 +106,8 @@
 // protocol error too.
 //
 //	helper              accepts
-//	glove-mounter       Hello (once)
-//	glove-loopext4      Hello (once)
+//	glove-mounter       Hello (once), Bind, Tmpfs
+//	glove-loopext4      Hello (once), Create, Attach, Freeze
 //	glove-cgroup        Hello (once)
 //	glove-streamproxy   Hello (once)
 //

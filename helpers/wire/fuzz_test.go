@@ -20,6 +20,11 @@ func FuzzDecodeFrame(f *testing.F) {
 		&Error{Code: ErrUnsupported},
 		&testPing{Tag: 3},
 		&testFD{Flag: true, Tag: 1, Blob: []byte("blob")},
+		&Bind{Flags: BindReadOnly}, &BindReply{},
+		&Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o700, Flags: TmpfsNoExec}, &TmpfsReply{},
+		&Create{Name: "s1.img", SizeBytes: 64 << 20}, &CreateReply{},
+		&Attach{Name: "s1.img", ReadOnly: true}, &AttachReply{},
+		&Freeze{}, &FreezeReply{},
 	}
 	for i, m := range valid {
 		buf, err := EncodeFrame(uint32(i+1), m)

@@ -38,6 +38,17 @@ var registry = map[MsgType]func() Message{
 	MsgHello:      func() Message { return &Hello{} },
 	MsgHelloReply: func() Message { return &HelloReply{} },
 	MsgError:      func() Message { return &Error{} },
+
+	MsgBind:        func() Message { return &Bind{} },
+	MsgBindReply:   func() Message { return &BindReply{} },
+	MsgTmpfs:       func() Message { return &Tmpfs{} },
+	MsgTmpfsReply:  func() Message { return &TmpfsReply{} },
+	MsgCreate:      func() Message { return &Create{} },
+	MsgCreateReply: func() Message { return &CreateReply{} },
+	MsgAttach:      func() Message { return &Attach{} },
+	MsgAttachReply: func() Message { return &AttachReply{} },
+	MsgFreeze:      func() Message { return &Freeze{} },
+	MsgFreezeReply: func() Message { return &FreezeReply{} },
 }
 
 // New returns a pointer to a zero value of the struct for type t, and false

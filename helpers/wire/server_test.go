@@ -91,6 +91,15 @@ func startServer(t *testing.T, name string) (peer, <-chan error) {
 			delete(handlers, typ)
 		}
 	}
+	// Every accepted type needs a handler (Serve checks); the ones the
+	// fake table lacks answer with an Error.
+	for _, a := range Accepts[name] {
+		if _, ok := handlers[a.Type]; !ok {
+			handlers[a.Type] = func(uint32, Message, []*os.File) (Message, []int, error) {
+				return nil, nil, &Error{Code: ErrUnsupported, Message: "test"}
+			}
+		}
+	}
 	logf := func(msg string, kv ...any) { t.Log(append([]any{"server:", msg}, kv...)...) }
 	s := &Server{Name: name, Conn: connOf(t, b), Handlers: handlers, Log: logf}
 	done := make(chan error, 1)

@@ -1,0 +1,219 @@
+package loopext4
+
+// This file holds every system call of glove-loopext4 that uses its
+// capabilities: opening the root-only loop devices (CAP_DAC_OVERRIDE),
+// configuring them, and creating, inspecting and freezing ext4 mounts
+// (CAP_SYS_ADMIN). An auditor reads this file to know what the helper can
+// do with its privilege; the rest of the package decides when.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Device numbers the helper trusts /dev to name: /dev is root's, but a
+// node that is not the device it is expected to be is refused rather
+// than configured.
+const (
+	loopMajor        = 7
+	loopControlMajor = 10
+	loopControlMinor = 237
+)
+
+// openLoopControl opens /dev/loop-control (mode 0600 root: this open is
+// why the helper holds CAP_DAC_OVERRIDE) and checks it is the loop
+// control device.
+func openLoopControl() (*os.File, error) {
+	fd, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open /dev/loop-control: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("stat /dev/loop-control: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(loopControlMajor, loopControlMinor) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("/dev/loop-control is not the loop control device %d:%d", loopControlMajor, loopControlMinor)
+	}
+	return os.NewFile(uintptr(fd), "/dev/loop-control"), nil
+}
+
+// loopGetFree returns the number of a free loop device, creating one if
+// none is free (LOOP_CTL_GET_FREE).
+func loopGetFree(ctl *os.File) (int, error) {
+	n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+	if err != nil {
+		return 0, fmt.Errorf("LOOP_CTL_GET_FREE: %w", err)
+	}
+	return n, nil
+}
+
+// loopPath is the device node of loop device n.
+func loopPath(n int) string { return fmt.Sprintf("/dev/loop%d", n) }
+
+// openLoop opens /dev/loopN (mode 0660 root:disk, hence CAP_DAC_OVERRIDE)
+// and checks it is the whole loop device N, not a partition or another
+// device under that name.
+func openLoop(n int, flags int) (*os.File, error) {
+	p := loopPath(n)
+	fd, err := unix.Open(p, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != unix.Mkdev(loopMajor, uint32(n)) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is not block device %d:%d", p, loopMajor, n)
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// loopConfigure binds img to the loop device in one call
+// (LOOP_CONFIGURE), capped at sizeLimit bytes, with LO_FLAGS_AUTOCLEAR:
+// the device unbinds itself when its last opener goes, which for an
+// attached image is the mount, so nothing has to remember to detach it.
+// No LO_FLAGS_PARTSCAN: the image's contents are the service user's to
+// write, and the kernel's partition parsers need not read them.
+func loopConfigure(dev, img *os.File, sizeLimit uint64, readOnly bool) error {
+	cfg := unix.LoopConfig{
+		Fd: uint32(img.Fd()),
+		Info: unix.LoopInfo64{
+			Sizelimit: sizeLimit,
+			Flags:     unix.LO_FLAGS_AUTOCLEAR,
+		},
+	}
+	if readOnly {
+		cfg.Info.Flags |= unix.LO_FLAGS_READ_ONLY
+	}
+	if err := unix.IoctlLoopConfigure(int(dev.Fd()), &cfg); err != nil {
+		return fmt.Errorf("LOOP_CONFIGURE %s: %w", dev.Name(), err)
+	}
+	return nil
+}
+
+// loopBacking returns the device and inode numbers of the file bound to
+// a loop device (LOOP_GET_STATUS64).
+func loopBacking(dev *os.File) (device, inode uint64, err error) {
+	info, err := unix.IoctlLoopGetStatus64(int(dev.Fd()))
+	if err != nil {
+		return 0, 0, fmt.Errorf("LOOP_GET_STATUS64 %s: %w", dev.Name(), err)
+	}
+	return info.Device, info.Inode, nil
+}
+
+// errNotMountable marks an image the kernel refused to mount as ext4.
+var errNotMountable = errors.New("not a mountable ext4 file system")
+
+// mountExt4 creates a detached ext4 mount of the block device at source
+// (fsopen, fsconfig, fsmount) and returns its descriptor, close-on-exec,
+// for the caller to send and close. The mount is
+// nosuid and nodev; errors=remount-ro overrides whatever the image's
+// superblock asks for (threat: the service user writes the image and
+// could set errors=panic, turning any corruption into a host panic).
+func mountExt4(source string, readOnly bool) (int, error) {
+	fs, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen ext4: %w", err)
+	}
+	defer unix.Close(fs)
+	fail := func(op string, err error) error {
+		if msg := fsLog(fs); msg != "" {
+			return fmt.Errorf("%s %s: %w: %w (%s)", op, source, errNotMountable, err, msg)
+		}
+		return fmt.Errorf("%s %s: %w: %w", op, source, errNotMountable, err)
+	}
+	if err := unix.FsconfigSetString(fs, "source", source); err != nil {
+		return -1, fail("fsconfig source", err)
+	}
+	if err := unix.FsconfigSetString(fs, "errors", "remount-ro"); err != nil {
+		return -1, fail("fsconfig errors=remount-ro", err)
+	}
+	attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	if readOnly {
+		if err := unix.FsconfigSetFlag(fs, "ro"); err != nil {
+			return -1, fail("fsconfig ro", err)
+		}
+		attrs |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fail("fsconfig create", err)
+	}
+	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, attrs)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount %s: %w", source, err)
+	}
+	return mfd, nil
+}
+
+// fsLog reads the messages the kernel left in a file system context,
+// which say why a mount was refused far better than the errno does.
+func fsLog(fs int) string {
+	var msgs []string
+	buf := make([]byte, 256)
+	for range 4 {
+		n, err := unix.Read(fs, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		msgs = append(msgs, string(bytes.TrimSpace(buf[:n])))
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// mountInfo is what Freeze learns about a descriptor from statx.
+type mountInfo struct {
+	mountID   uint64
+	mountRoot bool
+	devMajor  uint32
+	devMinor  uint32
+}
+
+// statMount reads a descriptor's mount id, whether it is the root of its
+// mount, and the device of its file system.
+func statMount(fd int) (mountInfo, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_MNT_ID, &stx); err != nil {
+		return mountInfo{}, fmt.Errorf("statx: %w", err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 || stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return mountInfo{}, errors.New("statx: the kernel reports no mount id or mount-root attribute")
+	}
+	return mountInfo{
+		mountID:   stx.Mnt_id,
+		mountRoot: stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0,
+		devMajor:  stx.Dev_major,
+		devMinor:  stx.Dev_minor,
+	}, nil
+}
+
+// fsMagic returns the file system type of a descriptor (fstatfs).
+func fsMagic(fd int) (int64, error) {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return 0, fmt.Errorf("fstatfs: %w", err)
+	}
+	return sfs.Type, nil
+}
+
+// setReadOnly makes a mount tree read-only (mount_setattr with
+// MOUNT_ATTR_RDONLY, recursively). The caller has checked the descriptor
+// is the root of a detached image mount: with CAP_SYS_ADMIN this call
+// could otherwise freeze any mount of the host the descriptor names.
+func setReadOnly(fd int) error {
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("mount_setattr read-only: %w", err)
+	}
+	return nil
+}

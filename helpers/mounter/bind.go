@@ -1,0 +1,242 @@
+package mounter
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"golang.org/x/sys/unix"
+)
+
+// maxWalk bounds the identity walk. Each step is one openat and one statx;
+// a tree deeper than this is refused rather than walked without end.
+const maxWalk = 4096
+
+// checkBindFlags refuses undefined flag bits: a bit this helper does not
+// know could be one a newer supervisor meant as a restriction, and
+// ignoring it would hand out a mount with less protection than asked.
+func checkBindFlags(flags uint32) error {
+	if flags&^wire.BindAll != 0 {
+		return refuse(wire.ErrBadRequest, "bind: undefined flags %#x", flags&^wire.BindAll)
+	}
+	return nil
+}
+
+// bindAttr is what every mount of the clone gets: nosuid and nodev
+// always, read-only and noexec on request, and private propagation so
+// that nothing mounted or unmounted later beneath the source (or in the
+// sandbox) propagates between the host and the clone.
+func bindAttr(flags uint32) *unix.MountAttr {
+	set := uint64(alwaysAttrs)
+	if flags&wire.BindReadOnly != 0 {
+		set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if flags&wire.BindNoExec != 0 {
+		set |= unix.MOUNT_ATTR_NOEXEC
+	}
+	return &unix.MountAttr{Attr_set: set, Propagation: unix.MS_PRIVATE}
+}
+
+// bind answers Bind: a detached recursive clone of the source descriptor,
+// once the source is shown to lie beneath a source root by identity. The
+// server closes the received descriptor.
+func (s *server) bind(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
+	req, ok := m.(*wire.Bind)
+	if !ok || len(fds) != 1 {
+		return nil, nil, fmt.Errorf("bind: dispatched %T with %d descriptors", m, len(fds))
+	}
+	if err := checkBindFlags(req.Flags); err != nil {
+		return nil, nil, err
+	}
+	src := int(fds[0].Fd())
+	if err := s.checkSource(src); err != nil {
+		return nil, nil, err
+	}
+	mfd, err := cloneTree(src, bindAttr(req.Flags))
+	if err != nil {
+		return nil, nil, fmt.Errorf("bind: %w", err)
+	}
+	return &wire.BindReply{}, []int{mfd}, nil
+}
+
+// checkSource decides whether the object src refers to lies beneath one
+// of the roots, by identity, never by a path the supervisor names:
+//
+//  1. statx the descriptor itself: only a directory or a regular file is
+//     accepted. A socket, FIFO or device node is not something to bind
+//     into a sandbox, and an O_PATH|O_NOFOLLOW descriptor of a symbolic
+//     link is the link, whose target could be anywhere.
+//  2. From the directory (or, for a file, the directory holding it) walk
+//     up with openat(.., "..") and compare each directory's device and
+//     inode with the roots'. Every step must stay on the source's mount:
+//     ".." at the root of a mount leads into the parent mount, so a source
+//     on any other mount than its root's (a bind mount inside a root that
+//     leads elsewhere, another file system mounted beneath a root, a mount
+//     of another namespace, a detached mount) is refused. This is the
+//     supervisor's own openat2 RESOLVE_NO_XDEV rule. Reaching the top
+//     ("..": itself) without meeting a root refuses.
+//  3. statx the descriptor again: nothing it refers to may have changed
+//     while it was checked.
+//
+// Mount ids are compared while both mounts are pinned by open
+// descriptors (the root's and the source's), so an id cannot have been
+// freed and reused in between.
+func (s *server) checkSource(src int) error {
+	si, err := identOf(src)
+	if err != nil {
+		return refuse(wire.ErrRefused, "bind: source: %v", err)
+	}
+	switch si.mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		if err := s.walk(src, si.mnt); err != nil {
+			return err
+		}
+	case unix.S_IFREG:
+		dir, err := s.parentOf(src, si)
+		if err != nil {
+			return err
+		}
+		err = s.walk(dir, si.mnt)
+		unix.Close(dir)
+		if err != nil {
+			return err
+		}
+	default:
+		return refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", typeName(si.mode))
+	}
+	again, err := identOf(src)
+	if err != nil {
+		return refuse(wire.ErrRefused, "bind: source: %v", err)
+	}
+	if again != si {
+		return refuse(wire.ErrRefused, "bind: source changed while it was checked")
+	}
+	return nil
+}
+
+// walk climbs from directory dir to the top and succeeds when it meets a
+// root on mount mnt, which must also be the mount of every directory on
+// the way. dir stays open; every directory the walk opens is closed.
+func (s *server) walk(dir int, mnt uint64) error {
+	cur := dir
+	defer func() {
+		if cur != dir {
+			unix.Close(cur)
+		}
+	}()
+	id, err := identOf(cur)
+	if err != nil {
+		return refuse(wire.ErrRefused, "bind: walk: %v", err)
+	}
+	for step := 0; ; step++ {
+		if id.mnt != mnt {
+			return refuse(wire.ErrRefused, "bind: source is not on the mount of a source root (the walk up leaves mount %d for %d)", mnt, id.mnt)
+		}
+		for _, r := range s.roots {
+			if id.sameObject(r.id) {
+				if r.id.mnt != id.mnt {
+					return refuse(wire.ErrRefused, "bind: source reaches a source root through another mount (%d, not %d)", id.mnt, r.id.mnt)
+				}
+				return nil
+			}
+		}
+		if step == maxWalk {
+			return refuse(wire.ErrRefused, "bind: source lies more than %d directories deep", maxWalk)
+		}
+		up, err := openDir(cur, "..")
+		if err != nil {
+			return refuse(wire.ErrRefused, "bind: walk up: %v", err)
+		}
+		upID, err := identOf(up)
+		if err != nil {
+			unix.Close(up)
+			return refuse(wire.ErrRefused, "bind: walk up: %v", err)
+		}
+		if upID.sameObject(id) {
+			unix.Close(up)
+			return refuse(wire.ErrRefused, "bind: source is outside every source root")
+		}
+		if cur != dir {
+			unix.Close(cur)
+		}
+		cur, id = up, upID
+	}
+}
+
+// parentOf returns an O_PATH descriptor of the directory holding regular
+// file src. A file descriptor has no "..", so the directory is found from
+// the kernel's own name for the descriptor (/proc/self/fd, never a name
+// the supervisor sends), opened relative to the root it names, and
+// accepted only if the file's name in it leads to the same inode on the
+// same mount. The name is only a hint: a stale or forged one makes the
+// lookup miss and the request refused, and the walk from the directory
+// still decides. A file reached through a bind mount of the file itself
+// is on another mount than its directory and is refused.
+func (s *server) parentOf(src int, si ident) (int, error) {
+	name, err := fdName(s.procFD, src)
+	if err != nil {
+		return -1, refuse(wire.ErrRefused, "bind: source file: %v", err)
+	}
+	i := strings.LastIndexByte(name, '/')
+	if !strings.HasPrefix(name, "/") || i < 0 || i == len(name)-1 {
+		// Unreachable from this process's root, or not a file system
+		// object at all (memfd, anonymous inodes).
+		return -1, refuse(wire.ErrRefused, "bind: source file has no name beneath the helper's root")
+	}
+	dir, base := name[:i], name[i+1:]
+	if dir == "" {
+		dir = "/"
+	}
+	for _, r := range s.roots {
+		rel, ok := beneathPath(r.name, dir)
+		if !ok {
+			continue
+		}
+		pfd, err := openDir(r.fd, rel)
+		if err != nil {
+			return -1, refuse(wire.ErrRefused, "bind: source file's directory: %v", err)
+		}
+		bi, err := identAt(pfd, base)
+		if err != nil || !bi.sameObject(si) || bi.mnt != si.mnt {
+			unix.Close(pfd)
+			return -1, refuse(wire.ErrRefused, "bind: source file is not the file its name leads to beneath a source root")
+		}
+		return pfd, nil
+	}
+	return -1, refuse(wire.ErrRefused, "bind: source file is outside every source root")
+}
+
+// beneathPath returns dir relative to rootPath when dir is rootPath or
+// lies beneath it (both absolute kernel names).
+func beneathPath(rootPath, dir string) (string, bool) {
+	switch {
+	case dir == rootPath:
+		return ".", true
+	case rootPath == "/":
+		return dir[1:], true
+	case strings.HasPrefix(dir, rootPath+"/"):
+		return dir[len(rootPath)+1:], true
+	}
+	return "", false
+}
+
+func typeName(mode uint16) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFLNK:
+		return "symbolic link"
+	case unix.S_IFBLK:
+		return "block device"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFREG:
+		return "regular file"
+	case unix.S_IFDIR:
+		return "directory"
+	}
+	return fmt.Sprintf("file of type %#o", mode&unix.S_IFMT)
+}

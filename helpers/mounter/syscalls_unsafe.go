@@ -1,0 +1,150 @@
+package mounter
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file is the only place glove-mounter makes a system call beyond the
+// helperkit base, privileged or not, so an auditor can compare it line by
+// line with the allowlist in seccomp.go. The flag constants below are used
+// both by the calls and by the allowlist, so the two cannot drift: a call
+// made with other flags than these is killed.
+//
+// It is named *_unsafe.go because open_tree_attr has no wrapper in
+// golang.org/x/sys and its mount_attr argument is a pointer.
+
+const (
+	// walkOpenFlags opens a directory during the identity walk: O_PATH
+	// (no read or write access to anything, only a handle to compare),
+	// never following a final symbolic link.
+	walkOpenFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
+	// statFDFlags stats a descriptor itself (an O_PATH descriptor of a
+	// symbolic link is the link, not its target); statAtFlags stats a
+	// name inside a directory without following it.
+	statFDFlags = unix.AT_EMPTY_PATH | unix.AT_SYMLINK_NOFOLLOW
+	statAtFlags = unix.AT_SYMLINK_NOFOLLOW
+	statMask    = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_MNT_ID
+
+	// openTreeFlags clones the source and everything mounted beneath it
+	// into a new, detached mount tree (OPEN_TREE_CLONE): without
+	// OPEN_TREE_CLONE open_tree would hand back the attached mount itself.
+	openTreeFlags = unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE | unix.AT_EMPTY_PATH
+
+	// mountAttrSize is struct mount_attr as this helper passes it
+	// (MOUNT_ATTR_SIZE_VER0).
+	mountAttrSize = unsafe.Sizeof(unix.MountAttr{})
+
+	fsopenFlags  = unix.FSOPEN_CLOEXEC
+	fsmountFlags = unix.FSMOUNT_CLOEXEC
+	// alwaysAttrs are set on every mount this helper creates: a set-id
+	// file or a device node on a source must not become one inside a
+	// sandbox.
+	alwaysAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+)
+
+// ident is what the identity checks compare: device, inode and the mount
+// a descriptor was reached through, plus its file type and permission bits.
+type ident struct {
+	dev, ino, mnt uint64
+	mode          uint16
+}
+
+func (i ident) sameObject(o ident) bool { return i.dev == o.dev && i.ino == o.ino }
+
+func statx(dirfd int, name string, flags int) (ident, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(dirfd, name, flags, statMask, &st); err != nil {
+		return ident{}, fmt.Errorf("statx: %w", err)
+	}
+	const need = unix.STATX_TYPE | unix.STATX_INO | unix.STATX_MNT_ID
+	if st.Mask&need != need {
+		return ident{}, fmt.Errorf("statx: the kernel did not report type, inode and mount id (mask %#x)", st.Mask)
+	}
+	return ident{
+		dev:  unix.Mkdev(st.Dev_major, st.Dev_minor),
+		ino:  st.Ino,
+		mnt:  st.Mnt_id,
+		mode: st.Mode,
+	}, nil
+}
+
+// identOf stats the object a descriptor refers to.
+func identOf(fd int) (ident, error) { return statx(fd, "", statFDFlags) }
+
+// identAt stats name inside directory dirfd.
+func identAt(dirfd int, name string) (ident, error) { return statx(dirfd, name, statAtFlags) }
+
+// openDir opens name relative to dirfd as an O_PATH directory handle.
+func openDir(dirfd int, name string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, walkOpenFlags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("openat: %w", err)
+	}
+	return fd, nil
+}
+
+// fdName returns the kernel's name for descriptor fd, read through
+// procFD (this process's /proc/self/fd, opened at start-up). It is only
+// ever a hint, checked by identity afterwards.
+func fdName(procFD, fd int) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(procFD, strconv.Itoa(fd), buf)
+	if err != nil {
+		return "", fmt.Errorf("readlinkat: %w", err)
+	}
+	if n >= len(buf) {
+		return "", fmt.Errorf("readlinkat: name longer than %d bytes", len(buf)-1)
+	}
+	return string(buf[:n]), nil
+}
+
+// cloneTree is open_tree_attr(2) (Linux 6.15): a detached recursive clone
+// of src with attr applied to every mount of the clone before the
+// descriptor exists. The kernel refuses attributes without
+// OPEN_TREE_CLONE, so unlike mount_setattr(2) this call cannot change a
+// mount that is attached to a mount table, which is why the helper uses
+// it and is not allowed mount_setattr at all.
+func cloneTree(src int, attr *unix.MountAttr) (int, error) {
+	empty := []byte{0}
+	r, _, errno := unix.Syscall6(unix.SYS_OPEN_TREE_ATTR, uintptr(src), uintptr(unsafe.Pointer(&empty[0])),
+		openTreeFlags, uintptr(unsafe.Pointer(attr)), mountAttrSize, 0)
+	runtime.KeepAlive(empty)
+	runtime.KeepAlive(attr)
+	if errno != 0 {
+		return -1, fmt.Errorf("open_tree_attr: %w", errno)
+	}
+	return int(r), nil
+}
+
+// tmpfsOptions are the fsconfig(2) strings of one tmpfs, in order.
+type tmpfsOptions [][2]string
+
+// newTmpfs creates a detached tmpfs: fsopen, one FSCONFIG_SET_STRING per
+// option, FSCONFIG_CMD_CREATE, fsmount with attrs. The file system
+// context is closed before returning whatever happens.
+func newTmpfs(opts tmpfsOptions, attrs int) (int, error) {
+	fsfd, err := unix.Fsopen("tmpfs", fsopenFlags)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for _, o := range opts {
+		if err := unix.FsconfigSetString(fsfd, o[0], o[1]); err != nil {
+			return -1, fmt.Errorf("fsconfig %s=%s: %w", o[0], o[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("fsconfig create: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, fsmountFlags, attrs)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount: %w", err)
+	}
+	return mfd, nil
+}
