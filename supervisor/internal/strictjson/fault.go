@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Fault is a rejected document: the JSON Pointer of the offending value
@@ -30,7 +31,26 @@ func (f *Fault) Error() string {
 	if p == "" {
 		p = "(root)"
 	}
-	return p + ": " + f.Msg
+	return oneLine(p + ": " + f.Msg)
+}
+
+// oneLine escapes control characters (a member name may hold a newline,
+// and it reaches the pointer unquoted), so a fault stays one line and
+// hostile input cannot forge a second line in a log.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Faultf makes a Fault at ptr.

@@ -77,3 +77,12 @@ func TestFaultError(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestFaultIsOneLine: a member name with control characters reaches the
+// pointer; the rendered fault must still be one line.
+func TestFaultIsOneLine(t *testing.T) {
+	f := Faultf(Ptr("a\nb", 0), "bad %s", "x\ty")
+	if got := f.Error(); strings.ContainsAny(got, "\n\t") || got != `/a\nb/0: bad x\ty` {
+		t.Fatalf("fault %q", got)
+	}
+}
