@@ -124,18 +124,12 @@ func loops() ([]string, error) {
 
 // cgroups lists every cgroup directory of every mounted hierarchy.
 func cgroups() ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := CgroupMounts()
 	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
+		return nil, err
 	}
 	var out []string
-	for _, l := range lines(string(data)) {
-		f := strings.Fields(l)
-		i := indexOf(f, "-")
-		if i < 0 || i+1 >= len(f) || (f[i+1] != "cgroup" && f[i+1] != "cgroup2") {
-			continue
-		}
-		root := f[4]
+	for _, root := range mounts {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil // removed during the walk

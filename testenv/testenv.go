@@ -49,6 +49,8 @@ type Env struct {
 	// User and Group name the service account; UID and GID are its ids.
 	User, Group string
 	UID, GID    int
+	// cgroupDirs are the delegated cgroup parents setup created.
+	cgroupDirs []string
 }
 
 var (
@@ -126,6 +128,9 @@ func setup() (e *Env, err error) {
 	}
 	e.UID, _ = strconv.Atoi(u.Uid)
 	e.GID, _ = strconv.Atoi(u.Gid)
+	if err := e.delegateCgroups(); err != nil {
+		return e, err
+	}
 	// images/ is glove-loopext4's materialization root: the service
 	// user's own, mode 0700.
 	images := filepath.Join(e.Base, "images")
@@ -170,7 +175,7 @@ func DefaultConfigs(base string) map[string]any {
 			"max_image_bytes": 256 << 20,
 		},
 		"cgroup.json": map[string]any{
-			"schema_version": 1, "parent": "/" + filepath.Base(base),
+			"schema_version": 1, "parent": CgroupParent(base),
 			"max_memory_bytes": 1 << 30, "max_pids": 256,
 		},
 		"streamproxy.json": map[string]any{
@@ -242,6 +247,9 @@ func (e *Env) StartHelper(t testing.TB, binary string) (*helperproc.Proc, *SyncB
 
 func (e *Env) teardown() error {
 	var errs []string
+	if err := e.removeCgroups(); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if e.User != "" {
 		if _, err := user.Lookup(e.User); err == nil {
 			if err := run("userdel", e.User); err != nil {
@@ -325,4 +333,21 @@ func WaitExit(t testing.TB, p *helperproc.Proc, timeout time.Duration) (code int
 		return -1, ws.Signal()
 	}
 	return ws.ExitStatus(), 0
+}
+
+// WaitCount waits until s occurs at least n times in the buffer and
+// reports whether it did within timeout. A helper's log reaches the
+// buffer through a pipe and a copying goroutine, so a line written
+// before a reply may arrive after it.
+func (b *SyncBuffer) WaitCount(s string, n int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if strings.Count(b.String(), s) >= n {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -1,10 +1,22 @@
 // Package cgroup is glove-cgroup: it owns every cgroup write of a
 // session (create with limits, place, kill, remove, stat) inside the
-// subtree delegated to the service user. It holds no capability. This
-// revision serves Hello; its operations arrive with their requests.
+// subtree delegated to the service user. It holds no capability: the
+// delegation (the parent cgroups chowned to the service user) is its
+// whole authority, and the kernel's cgroupfs permission checks bound it.
+//
+// The supervisor is presumed compromised. A session name is one path
+// component in [a-z0-9][a-z0-9-]{0,63}, only ever resolved relative to
+// the parent directories opened at start-up; limits must be non-zero
+// (ErrBadRequest) and within cgroup.json (ErrRefused); a process is named
+// by a pidfd, never a pid, and must belong to the service user (see
+// place.go).
 package cgroup
 
-import "github.com/glove-sandbox/glove/helpers/helperkit"
+import (
+	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"golang.org/x/sys/unix"
+)
 
 // Name is the executable and wire name.
 const Name = "glove-cgroup"
@@ -48,5 +60,18 @@ func (c *Config) Validate() error {
 
 // Spec is glove-cgroup for helperkit.Main.
 func Spec() helperkit.Spec {
-	return helperkit.Spec{Name: Name, ConfigFile: ConfigFile, Config: &Config{}, Syscalls: Syscalls}
+	cfg := &Config{}
+	return helperkit.Spec{
+		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Handlers: func(_ *unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+			s, err := newServer(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return map[wire.MsgType]wire.Handler{
+				wire.MsgCgCreate: s.create, wire.MsgCgPlace: s.place, wire.MsgCgKill: s.kill,
+				wire.MsgCgRemove: s.remove, wire.MsgCgStat: s.stat,
+			}, nil
+		},
+	}
 }

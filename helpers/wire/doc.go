@@ -97,6 +97,17 @@
 //	0x0204 AttachReply loopext4 -> supervisor 1   (empty); fd: detached ext4 mount
 //	0x0205 Freeze      supervisor -> loopext4 1   (empty); fd: the image mount
 //	0x0206 FreezeReply loopext4 -> supervisor 0   (empty)
+//	0x0301 CgCreate      supervisor -> cgroup 0   Session string(64), MemoryBytes u64, Pids u64
+//	0x0302 CgCreateReply cgroup -> supervisor 2   Inode u64; fds: v2 session directory, its cgroup.events
+//	0x0303 CgPlace       supervisor -> cgroup 1   Session string(64); fd: pidfd of the process
+//	0x0304 CgPlaceReply  cgroup -> supervisor 0   (empty)
+//	0x0305 CgKill        supervisor -> cgroup 0   Session string(64)
+//	0x0306 CgKillReply   cgroup -> supervisor 0   Empty bool
+//	0x0307 CgRemove      supervisor -> cgroup 0   Session string(64)
+//	0x0308 CgRemoveReply cgroup -> supervisor 0   (empty)
+//	0x0309 CgStat        supervisor -> cgroup 0   Session string(64)
+//	0x030a CgStatReply   cgroup -> supervisor 0   MemoryPeakBytes u64, OOMKills u64, PidsCurrent u64,
+//	                                              PidsPeak u64, CPUTimeNS u64
 //
 // # Which helper accepts which message
 //
@@ -108,7 +119,7 @@
 //	helper              accepts
 //	glove-mounter       Hello (once), Bind, Tmpfs
 //	glove-loopext4      Hello (once), Create, Attach, Freeze
-//	glove-cgroup        Hello (once)
+//	glove-cgroup        Hello (once), CgCreate, CgPlace, CgKill, CgRemove, CgStat
 //	glove-streamproxy   Hello (once)
 //
 // # Error codes

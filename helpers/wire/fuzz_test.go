@@ -25,6 +25,11 @@ func FuzzDecodeFrame(f *testing.F) {
 		&Create{Name: "s1.img", SizeBytes: 64 << 20}, &CreateReply{},
 		&Attach{Name: "s1.img", ReadOnly: true}, &AttachReply{},
 		&Freeze{}, &FreezeReply{},
+		&CgCreate{Session: "s1", MemoryBytes: 64 << 20, Pids: 32}, &CgCreateReply{Inode: 4242},
+		&CgPlace{Session: "s1"}, &CgPlaceReply{},
+		&CgKill{Session: "s1"}, &CgKillReply{Empty: true},
+		&CgRemove{Session: "s1"}, &CgRemoveReply{},
+		&CgStat{Session: "s1"}, &CgStatReply{MemoryPeakBytes: 1, OOMKills: 2, PidsCurrent: 3, PidsPeak: 4, CPUTimeNS: 5},
 	}
 	for i, m := range valid {
 		buf, err := EncodeFrame(uint32(i+1), m)

@@ -49,6 +49,17 @@ var registry = map[MsgType]func() Message{
 	MsgAttachReply: func() Message { return &AttachReply{} },
 	MsgFreeze:      func() Message { return &Freeze{} },
 	MsgFreezeReply: func() Message { return &FreezeReply{} },
+
+	MsgCgCreate:      func() Message { return &CgCreate{} },
+	MsgCgCreateReply: func() Message { return &CgCreateReply{} },
+	MsgCgPlace:       func() Message { return &CgPlace{} },
+	MsgCgPlaceReply:  func() Message { return &CgPlaceReply{} },
+	MsgCgKill:        func() Message { return &CgKill{} },
+	MsgCgKillReply:   func() Message { return &CgKillReply{} },
+	MsgCgRemove:      func() Message { return &CgRemove{} },
+	MsgCgRemoveReply: func() Message { return &CgRemoveReply{} },
+	MsgCgStat:        func() Message { return &CgStat{} },
+	MsgCgStatReply:   func() Message { return &CgStatReply{} },
 }
 
 // New returns a pointer to a zero value of the struct for type t, and false

@@ -7,6 +7,9 @@ var msgNames = map[MsgType]string{
 	MsgBind: "Bind", MsgBindReply: "BindReply", MsgTmpfs: "Tmpfs", MsgTmpfsReply: "TmpfsReply",
 	MsgCreate: "Create", MsgCreateReply: "CreateReply", MsgAttach: "Attach", MsgAttachReply: "AttachReply",
 	MsgFreeze: "Freeze", MsgFreezeReply: "FreezeReply",
+	MsgCgCreate: "CgCreate", MsgCgCreateReply: "CgCreateReply", MsgCgPlace: "CgPlace", MsgCgPlaceReply: "CgPlaceReply",
+	MsgCgKill: "CgKill", MsgCgKillReply: "CgKillReply", MsgCgRemove: "CgRemove", MsgCgRemoveReply: "CgRemoveReply",
+	MsgCgStat: "CgStat", MsgCgStatReply: "CgStatReply",
 }
 
 // String names a message type for logs and documentation, e.g. "Bind",

@@ -1,0 +1,97 @@
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"golang.org/x/sys/unix"
+)
+
+// place moves the process of a pidfd into the session. Threat: a
+// compromised supervisor names a process that is not its own (root's,
+// another user's) to confine or later kill it through cgroup.kill, or
+// races a pid's reuse. So the process is named by a pidfd, never a pid;
+// the pid is read from the pidfd's fdinfo, the owner from /proc/PID/status
+// AFTER that, and the pidfd is checked alive again after reading the
+// owner: if the pid had been reused in between, the pidfd (bound to the
+// original process) reports it gone. The kernel checks again on write:
+// v1 requires the writer's uid to match the process's, v2 write access to
+// the common ancestor's cgroup.procs, which only the delegated subtree
+// grants.
+func (s *server) place(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
+	req := m.(*wire.CgPlace)
+	dir, err := s.session(req.Session)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unix.Close(dir)
+	pidfd := int(fds[0].Fd())
+	ok, err := isPidfd(pidfd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
+	}
+	if !ok {
+		return nil, nil, refuse(wire.ErrBadRequest, "descriptor is not a pidfd")
+	}
+	info, err := readFile(s.fdinfoFD, fdName(pidfd))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
+	}
+	pid, _ := strconv.Atoi(field(info, "Pid:"))
+	if pid <= 0 {
+		// -1: the process exited; 0: it is in a pid namespace we
+		// cannot see into.
+		return nil, nil, refuse(wire.ErrRefused, "process exited or not visible")
+	}
+	status, err := readFile(s.procFD, strconv.Itoa(pid)+"/status")
+	if isNotExist(err) {
+		return nil, nil, refuse(wire.ErrRefused, "process exited")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
+	}
+	uids := strings.Fields(field(status, "Uid:"))
+	if len(uids) == 0 || uids[0] != strconv.Itoa(s.uid) {
+		return nil, nil, refuse(wire.ErrRefused, "process does not belong to the service user")
+	}
+	if st := field(status, "State:"); strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X") {
+		return nil, nil, refuse(wire.ErrRefused, "process exited")
+	}
+	live, err := alive(pidfd)
+	if err != nil {
+		return nil, nil, refuse(wire.ErrRefused, "process cannot be signalled by the service user")
+	}
+	if !live {
+		return nil, nil, refuse(wire.ErrRefused, "process exited")
+	}
+	// v2 first: a process in the v2 session can always be killed with
+	// it, even if a v1 write below fails.
+	if err := writeFile(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+		return nil, nil, fmt.Errorf("cgroup: place into %s: %w", req.Session, err)
+	}
+	for _, h := range s.v1 {
+		d, err := openSession(h.parent, req.Session)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cgroup: place into %s in %s: %w", req.Session, h.name, err)
+		}
+		err = writeFile(d, "cgroup.procs", strconv.Itoa(pid))
+		unix.Close(d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cgroup: place into %s in %s: %w", req.Session, h.name, err)
+		}
+	}
+	return &wire.CgPlaceReply{}, nil, nil
+}
+
+// field is the text after "key" on the first line starting with it.
+func field(text, key string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

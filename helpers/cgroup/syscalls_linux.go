@@ -1,0 +1,123 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Every system call glove-cgroup makes on cgroup file systems and
+// processes is in this file, with the exact flags its seccomp.go allows.
+// Paths are always a single name (or "PID/status") relative to a
+// descriptor opened at start-up: nothing from a request is ever resolved
+// from the file system root.
+
+// Open flags, each matched exactly by the filter.
+const (
+	// dirOpenFlags opens a session cgroup directory: readable (so it can
+	// serve as CLONE_INTO_CGROUP's descriptor), never a symbolic link.
+	dirOpenFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	// readOpenFlags and writeOpenFlags open an existing control file;
+	// neither can create or truncate one.
+	readOpenFlags  = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	writeOpenFlags = unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	// parentOpenFlags opens a delegated parent at start-up, before the
+	// filter: a handle that grants nothing but a place to resolve from.
+	parentOpenFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	// cgroupMode is the mode of a session cgroup directory.
+	cgroupMode = 0o755
+)
+
+// pidfsMagic is PIDFS_MAGIC: a pidfd lives on pidfs since Linux 6.9.
+const pidfsMagic = 0x50494446
+
+func openParent(path string) (int, error) {
+	fd, err := unix.Openat(unix.AT_FDCWD, path, parentOpenFlags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", path, err)
+	}
+	return fd, nil
+}
+
+func openSession(parent int, name string) (int, error) {
+	return unix.Openat(parent, name, dirOpenFlags, 0)
+}
+
+func mkdirSession(parent int, name string) error {
+	return unix.Mkdirat(parent, name, cgroupMode)
+}
+
+func rmdirSession(parent int, name string) error {
+	return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+}
+
+// writeFile writes data to an existing file in one write(2): a cgroup
+// control file takes one value per write.
+func writeFile(dir int, name, data string) error {
+	fd, err := unix.Openat(dir, name, writeOpenFlags, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(data)); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// maxControlFile bounds what is read from one control or proc file.
+const maxControlFile = 64 << 10
+
+func readFile(dir int, name string) (string, error) {
+	fd, err := unix.Openat(dir, name, readOpenFlags, 0)
+	if err != nil {
+		return "", fmt.Errorf("open %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 4096)
+	chunk := make([]byte, 4096)
+	for len(buf) < maxControlFile {
+		n, err := unix.Read(fd, chunk)
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", name, err)
+		}
+		if n == 0 {
+			break
+		}
+		buf = append(buf, chunk[:n]...)
+	}
+	return string(buf), nil
+}
+
+func fstat(fd int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(fd, &st)
+	return st, err
+}
+
+// isPidfd tells a pidfd from any other descriptor by its file system.
+func isPidfd(fd int) (bool, error) {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return false, fmt.Errorf("fstatfs: %w", err)
+	}
+	return sfs.Type == pidfsMagic, nil
+}
+
+// alive reports whether the pidfd's process can still be signalled by
+// us: signal 0 checks existence and permission and sends nothing.
+func alive(pidfd int) (bool, error) {
+	err := unix.PidfdSendSignal(pidfd, 0, nil, 0)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ESRCH):
+		return false, nil
+	default:
+		return false, fmt.Errorf("pidfd_send_signal 0: %w", err)
+	}
+}
+
+func fdName(fd int) string { return strconv.Itoa(fd) }

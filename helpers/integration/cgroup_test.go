@@ -1,0 +1,506 @@
+package integration
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// cgHelper is a running glove-cgroup seen from the supervisor's side.
+type cgHelper struct {
+	t   testing.TB
+	env *testenv.Env
+	c   interface {
+		Call(wire.Message, []int) (wire.Message, []*os.File, error)
+	}
+	log *testenv.SyncBuffer
+}
+
+func startCgroup(t testing.TB, env *testenv.Env) *cgHelper {
+	t.Helper()
+	p, log := env.StartHelper(t, "glove-cgroup")
+	t.Cleanup(func() {
+		if p.Cmd.ProcessState != nil {
+			return
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("glove-cgroup exit after EOF: %v (want 0)\nhelper log: %s", err, log)
+		}
+	})
+	if _, err := p.Hello(); err != nil {
+		t.Fatalf("hello: %v\nhelper log: %s", err, log)
+	}
+	return &cgHelper{t: t, env: env, c: p.Client, log: log}
+}
+
+func (h *cgHelper) call(req wire.Message, fds ...int) (wire.Message, error) {
+	reply, files, err := h.c.Call(req, fds)
+	closeAll(files)
+	return reply, err
+}
+
+// create makes a session and removes it when the test ends.
+func (h *cgHelper) create(name string, mem, pids uint64) *wire.CgCreateReply {
+	h.t.Helper()
+	reply, files, err := h.c.Call(&wire.CgCreate{Session: name, MemoryBytes: mem, Pids: pids}, nil)
+	if err != nil {
+		h.t.Fatalf("create %s: %v\nhelper log: %s", name, err, h.log)
+	}
+	closeAll(files)
+	if len(files) != 2 {
+		h.t.Fatalf("create reply carries %d descriptors, want 2", len(files))
+	}
+	h.t.Cleanup(func() {
+		if _, err := h.call(&wire.CgRemove{Session: name}); err != nil {
+			h.t.Errorf("remove %s: %v\nhelper log: %s", name, err, h.log)
+		}
+	})
+	return reply.(*wire.CgCreateReply)
+}
+
+func (h *cgHelper) mustCall(req wire.Message, fds ...int) wire.Message {
+	h.t.Helper()
+	r, err := h.call(req, fds...)
+	if err != nil {
+		h.t.Fatalf("%T: %v\nhelper log: %s", req, err, h.log)
+	}
+	return r
+}
+
+// hierarchies maps "unified" and each v1 controller this machine mounts
+// to its mount point.
+func hierarchies(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, l := range strings.Split(mountinfo(t), "\n") {
+		f := strings.Fields(l)
+		i := slicesIndex(f, "-")
+		if i < 0 || i+3 >= len(f) {
+			continue
+		}
+		switch f[i+1] {
+		case "cgroup2":
+			out["unified"] = f[4]
+		case "cgroup":
+			for _, o := range strings.Split(f[i+3], ",") {
+				if o == "memory" || o == "pids" || o == "cpuacct" || o == "freezer" {
+					out[o] = f[4]
+				}
+			}
+		}
+	}
+	return out
+}
+
+func slicesIndex(xs []string, x string) int {
+	for i, y := range xs {
+		if y == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// sessionPath is a session's directory in hierarchy h.
+func sessionPath(t testing.TB, env *testenv.Env, h, session string) string {
+	t.Helper()
+	mp, ok := hierarchies(t)[h]
+	if !ok {
+		t.Skipf("no %s hierarchy mounted", h)
+	}
+	return filepath.Join(mp, testenv.CgroupParent(env.Base), session)
+}
+
+func readTrim(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// target is a process of the service user the test controls through its
+// stdin and stdout.
+type target struct {
+	cmd   *exec.Cmd
+	pidfd int
+	in    io.WriteCloser
+	out   *bufio.Reader
+	done  chan struct{}
+}
+
+// startTarget runs argv as the service user, started (as the supervisor
+// would be, living in its delegated subtree) in the v2 parent, so that
+// the helper may move it: v2 requires write access to the common
+// ancestor's cgroup.procs.
+func startTarget(t testing.TB, env *testenv.Env, argv ...string) *target {
+	t.Helper()
+	parent := filepath.Join(hierarchies(t)["unified"], testenv.CgroupParent(env.Base))
+	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(cg)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: env.Credential(), UseCgroupFD: true, CgroupFD: cg}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{cmd: cmd, pidfd: pidfd, in: in, out: bufio.NewReader(outR), done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(tg.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-tg.done
+		unix.Close(pidfd)
+	})
+	return tg
+}
+
+func (tg *target) wait(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case <-tg.done:
+	case <-time.After(d):
+		t.Fatalf("target %d still running after %v", tg.cmd.Process.Pid, d)
+	}
+}
+
+// waitReaped waits until the killed processes are reaped: orphans of a
+// killed session are zombies until init collects them, and the leak
+// check lists them until then.
+func waitReaped(t testing.TB, pids []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for {
+			if _, err := os.Stat("/proc/" + pid); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("process %s not reaped after its session was killed", pid)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestCgroupPlaceAndLimits: a process placed by pidfd lands in the
+// session in every hierarchy; a fork bomb stops at the pids limit.
+func TestCgroupPlaceAndLimits(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	const pids = 16
+	rep := h.create("bomb", 64<<20, pids)
+	var st unix.Stat_t
+	if err := unix.Stat(sessionPath(t, env, "unified", "bomb"), &st); err != nil || st.Ino != rep.Inode {
+		t.Errorf("reply inode %d, directory inode %d (%v)", rep.Inode, st.Ino, err)
+	}
+	if got := readTrim(t, filepath.Join(sessionPath(t, env, "pids", "bomb"), "pids.max")); got != strconv.Itoa(pids) {
+		t.Errorf("pids.max %s", got)
+	}
+	mem := sessionPath(t, env, "memory", "bomb")
+	if got := readTrim(t, filepath.Join(mem, "memory.limit_in_bytes")); got != strconv.Itoa(64<<20) {
+		t.Errorf("memory.limit_in_bytes %s", got)
+	}
+	if got := readTrim(t, filepath.Join(mem, "memory.memsw.limit_in_bytes")); got != strconv.Itoa(64<<20) {
+		t.Errorf("memory.memsw.limit_in_bytes %s", got)
+	}
+
+	tg := startTarget(t, env, "/bin/sh", "-c", `read x; i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo forked; read x`)
+	h.mustCall(&wire.CgPlace{Session: "bomb"}, tg.pidfd)
+	cg := readTrim(t, fmt.Sprintf("/proc/%d/cgroup", tg.cmd.Process.Pid))
+	parent := testenv.CgroupParent(env.Base)
+	for _, want := range []string{"0::" + parent + "/bomb", "memory:" + parent + "/bomb", "pids:" + parent + "/bomb"} {
+		if !strings.Contains(cg, want) {
+			t.Errorf("/proc/PID/cgroup lacks %q:\n%s", want, cg)
+		}
+	}
+	fmt.Fprintln(tg.in)
+	line, _ := tg.out.ReadString('\n')
+	if line != "forked\n" {
+		t.Logf("shell said %q (it may stop at the first failed fork)", line)
+	}
+	stat := h.mustCall(&wire.CgStat{Session: "bomb"}).(*wire.CgStatReply)
+	events := readTrim(t, filepath.Join(sessionPath(t, env, "pids", "bomb"), "pids.events"))
+	t.Logf("fork bomb: pids limit %d, Stat PidsCurrent %d PidsPeak %d, pids.events %q", pids, stat.PidsCurrent, stat.PidsPeak, events)
+	if stat.PidsPeak != pids || stat.PidsCurrent > pids {
+		t.Errorf("PidsPeak %d PidsCurrent %d, want peak = limit %d", stat.PidsPeak, stat.PidsCurrent, pids)
+	}
+	if n := strings.TrimPrefix(events, "max "); n == events || n == "0" {
+		t.Errorf("no fork refused: pids.events %q", events)
+	}
+	procs := strings.Fields(readTrim(t, filepath.Join(sessionPath(t, env, "unified", "bomb"), "cgroup.procs")))
+	kill := h.mustCall(&wire.CgKill{Session: "bomb"}).(*wire.CgKillReply)
+	if !kill.Empty {
+		t.Error("Kill: session not empty")
+	}
+	tg.wait(t, 5*time.Second)
+	waitReaped(t, procs)
+	for _, hier := range []string{"unified", "memory", "pids"} {
+		if procs := readTrim(t, filepath.Join(sessionPath(t, env, hier, "bomb"), "cgroup.procs")); procs != "" {
+			t.Errorf("%s: processes left after Kill: %s", hier, procs)
+		}
+	}
+}
+
+// TestCgroupOOM: a process allocating past the memory limit is
+// OOM-killed and Stat counts it.
+func TestCgroupOOM(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	const limit = 32 << 20
+	h.create("hog", limit, 32)
+	tg := startTarget(t, env, "/usr/bin/python3", "-c", "import sys\nsys.stdin.readline()\nx = b'\\x01' * (256 << 20)\nprint('survived')")
+	h.mustCall(&wire.CgPlace{Session: "hog"}, tg.pidfd)
+	fmt.Fprintln(tg.in)
+	tg.wait(t, 30*time.Second)
+	ws := tg.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	stat := h.mustCall(&wire.CgStat{Session: "hog"}).(*wire.CgStatReply)
+	t.Logf("memory hog: limit %d, signal %v, Stat OOMKills %d MemoryPeakBytes %d", limit, ws.Signal(), stat.OOMKills, stat.MemoryPeakBytes)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("hog ended with %v, want SIGKILL", ws)
+	}
+	if stat.OOMKills < 1 {
+		t.Errorf("OOMKills %d, want ≥ 1", stat.OOMKills)
+	}
+	if stat.MemoryPeakBytes > limit || stat.MemoryPeakBytes < limit/2 {
+		t.Errorf("MemoryPeakBytes %d, want near the limit %d", stat.MemoryPeakBytes, limit)
+	}
+}
+
+// TestCgroupCPUTime: the CPU time of a ~1 s busy loop, reported by Stat,
+// is within 10% of the kernel's per-process utime+stime.
+func TestCgroupCPUTime(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	h.create("cpu", 64<<20, 8)
+	tg := startTarget(t, env, "/usr/bin/python3", "-c",
+		"import sys, time\nsys.stdin.readline()\nt = time.process_time()\nwhile time.process_time() - t < 1: pass\nprint('done', flush=True)\nsys.stdin.readline()")
+	h.mustCall(&wire.CgPlace{Session: "cpu"}, tg.pidfd)
+	fmt.Fprintln(tg.in)
+	if line, err := tg.out.ReadString('\n'); err != nil || line != "done\n" {
+		t.Fatalf("busy loop: %q %v", line, err)
+	}
+	stat := readTrim(t, fmt.Sprintf("/proc/%d/stat", tg.cmd.Process.Pid))
+	f := strings.Fields(stat[strings.LastIndexByte(stat, ')')+2:])
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	procNS := float64(utime+stime) * 1e9 / 100 // USER_HZ is 100 on Linux
+	reply := h.mustCall(&wire.CgStat{Session: "cpu"}).(*wire.CgStatReply)
+	ratio := float64(reply.CPUTimeNS) / procNS
+	t.Logf("busy loop: Stat CPUTimeNS %d, /proc utime+stime %.0f ns, ratio %.3f", reply.CPUTimeNS, procNS, ratio)
+	if ratio < 0.9 || ratio > 1.1 {
+		t.Errorf("CPU time ratio %.3f, want within 10%%", ratio)
+	}
+	fmt.Fprintln(tg.in)
+	tg.wait(t, 5*time.Second)
+}
+
+// TestCgroupRemove: Remove kills what is left, removes the session in
+// every hierarchy and is idempotent.
+func TestCgroupRemove(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	if _, err := h.call(&wire.CgCreate{Session: "rm", MemoryBytes: 64 << 20, Pids: 8}); err != nil {
+		t.Fatal(err)
+	}
+	tg := startTarget(t, env, "/bin/sh", "-c", "read x; sleep 30 & sleep 30 & echo started; read x")
+	h.mustCall(&wire.CgPlace{Session: "rm"}, tg.pidfd)
+	fmt.Fprintln(tg.in)
+	if line, _ := tg.out.ReadString('\n'); line != "started\n" {
+		t.Fatalf("target said %q", line)
+	}
+	procs := strings.Fields(readTrim(t, filepath.Join(sessionPath(t, env, "unified", "rm"), "cgroup.procs")))
+	if len(procs) != 3 {
+		t.Errorf("session holds %v, want the shell and two sleeps", procs)
+	}
+	h.mustCall(&wire.CgRemove{Session: "rm"})
+	tg.wait(t, 5*time.Second)
+	waitReaped(t, procs)
+	for _, hier := range []string{"unified", "memory", "pids"} {
+		if _, err := os.Stat(sessionPath(t, env, hier, "rm")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: session directory after Remove: %v", hier, err)
+		}
+	}
+	h.mustCall(&wire.CgRemove{Session: "rm"})
+	if _, err := h.call(&wire.CgStat{Session: "rm"}); wireCode(err) != wire.ErrRefused {
+		t.Errorf("Stat of a removed session: %v", err)
+	}
+}
+
+// TestCgroupCompromisedSupervisor plays a compromised supervisor: every
+// request is refused with the right code, creates nothing (the leak
+// check compares the cgroup tree) and the helper keeps serving.
+func TestCgroupCompromisedSupervisor(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	h.create("live", 64<<20, 8)
+
+	// Descriptors a supervisor could pass instead of its own process's
+	// pidfd.
+	rootPidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rootPidfd)
+	gone := startTarget(t, env, "/bin/true")
+	gone.wait(t, 5*time.Second)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	file := openFD(t, "/etc/hostname", unix.O_RDONLY)
+	ok := startTarget(t, env, "/bin/sh", "-c", "read x")
+
+	long := strings.Repeat("a", 65)
+	cases := []struct {
+		name string
+		req  wire.Message
+		fd   int
+		want wire.ErrorCode
+	}{
+		{"name ..", &wire.CgCreate{Session: "..", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name with /", &wire.CgCreate{Session: "a/b", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name ../x", &wire.CgCreate{Session: "../x", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name uppercase", &wire.CgCreate{Session: "Abc", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name empty", &wire.CgCreate{Session: "", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name leading dash", &wire.CgCreate{Session: "-a", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name 64 bytes, too long with a dot", &wire.CgCreate{Session: long[:63] + ".", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"memory over the bound", &wire.CgCreate{Session: "x", MemoryBytes: 1<<30 + 1, Pids: 1}, -1, wire.ErrRefused},
+		{"pids over the bound", &wire.CgCreate{Session: "x", MemoryBytes: 1 << 20, Pids: 257}, -1, wire.ErrRefused},
+		{"zero memory", &wire.CgCreate{Session: "x", MemoryBytes: 0, Pids: 1}, -1, wire.ErrBadRequest},
+		{"zero pids", &wire.CgCreate{Session: "x", MemoryBytes: 1 << 20, Pids: 0}, -1, wire.ErrBadRequest},
+		{"existing session", &wire.CgCreate{Session: "live", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrRefused},
+		{"place root's process", &wire.CgPlace{Session: "live"}, rootPidfd, wire.ErrRefused},
+		{"place an exited process", &wire.CgPlace{Session: "live"}, gone.pidfd, wire.ErrRefused},
+		{"place a pipe", &wire.CgPlace{Session: "live"}, int(r.Fd()), wire.ErrBadRequest},
+		{"place a regular file", &wire.CgPlace{Session: "live"}, file, wire.ErrBadRequest},
+		{"place into a missing session", &wire.CgPlace{Session: "nosuch"}, ok.pidfd, wire.ErrRefused},
+		{"place into session ..", &wire.CgPlace{Session: ".."}, ok.pidfd, wire.ErrBadRequest},
+		{"kill a missing session", &wire.CgKill{Session: "nosuch"}, -1, wire.ErrRefused},
+		{"kill the parent", &wire.CgKill{Session: "."}, -1, wire.ErrBadRequest},
+		{"stat session /", &wire.CgStat{Session: "/"}, -1, wire.ErrBadRequest},
+		{"remove ..", &wire.CgRemove{Session: ".."}, -1, wire.ErrBadRequest},
+	}
+	for _, c := range cases {
+		var fds []int
+		if c.fd >= 0 {
+			fds = []int{c.fd}
+		}
+		if _, err := h.call(c.req, fds...); wireCode(err) != c.want {
+			t.Errorf("%s: %v, want code %d", c.name, err, c.want)
+		}
+	}
+	// Still serving; root's process was not moved.
+	h.mustCall(&wire.CgStat{Session: "live"})
+	if cg := readTrim(t, "/proc/self/cgroup"); strings.Contains(cg, "/live") {
+		t.Errorf("the test process was moved: %s", cg)
+	}
+	if procs := readTrim(t, filepath.Join(sessionPath(t, env, "unified", "live"), "cgroup.procs")); procs != "" {
+		t.Errorf("processes placed by refused requests: %s", procs)
+	}
+}
+
+// TestCgroupDescriptorCounts: a request with the wrong number of
+// descriptors is a protocol error and the helper exits 2.
+func TestCgroupDescriptorCounts(t *testing.T) {
+	env := testenv.Get(t)
+	for _, c := range []struct {
+		name  string
+		typ   wire.MsgType
+		nfds  int
+		valid wire.Message
+	}{
+		{"place without a pidfd", wire.MsgCgPlace, 0, &wire.CgPlace{Session: "s"}},
+		{"place with two", wire.MsgCgPlace, 2, &wire.CgPlace{Session: "s"}},
+		{"create with one", wire.MsgCgCreate, 1, &wire.CgCreate{Session: "s", MemoryBytes: 1 << 20, Pids: 1}},
+		{"kill with one", wire.MsgCgKill, 1, &wire.CgKill{Session: "s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testenv.CheckLeaks(t, env.UID)
+			p, log := env.StartHelper(t, "glove-cgroup")
+			if _, err := p.Hello(); err != nil {
+				t.Fatal(err)
+			}
+			good, err := wire.EncodeFrame(2, c.valid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Same payload, header declaring the descriptors actually sent.
+			frame := append(wire.EncodeRawHeader(wire.Version, uint16(c.typ), 2, uint32(len(good)-wire.HeaderSize), uint16(c.nfds), 0), good[wire.HeaderSize:]...)
+			var fds []int
+			for i := 0; i < c.nfds; i++ {
+				fds = append(fds, openFD(t, "/etc/hostname", unix.O_RDONLY))
+			}
+			if err := p.Conn().SendRaw(frame, fds); err != nil {
+				t.Fatal(err)
+			}
+			if fr, err := p.Conn().Recv(); err == nil {
+				closeAll(fr.FDs)
+			}
+			code, sig := testenv.WaitExit(t, p, 10*time.Second)
+			if code != helperkit.ExitProtocol {
+				t.Errorf("exit %d (signal %v), want %d\nhelper log: %s", code, sig, helperkit.ExitProtocol, log)
+			}
+		})
+	}
+}
+
+// TestCgroupStartupParent: a missing delegated parent is a start-up
+// error.
+func TestCgroupStartupParent(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	const file = "cgroup.json"
+	good := testenv.DefaultConfigs(env.Base)[file]
+	t.Cleanup(func() {
+		if err := env.WriteConfig(file, good); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := env.WriteConfig(file, []byte(`{"schema_version":1,"parent":"/glove-no-such-parent","max_memory_bytes":1048576,"max_pids":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	p, log := env.StartHelper(t, "glove-cgroup")
+	code, sig := testenv.WaitExit(t, p, 10*time.Second)
+	if code != helperkit.ExitStartup || !strings.Contains(log.String(), "parent") {
+		t.Errorf("exit %d (signal %v), log %s; want %d naming the parent", code, sig, log, helperkit.ExitStartup)
+	}
+}

@@ -1,0 +1,139 @@
+package wire
+
+// Messages of glove-cgroup (0x0300-0x03ff). A session is named by a
+// string the helper checks against [a-z0-9][a-z0-9-]{0,63} and only ever
+// uses as one path component relative to its delegated parents.
+
+const (
+	MsgCgCreate      MsgType = 0x0301
+	MsgCgCreateReply MsgType = 0x0302
+	MsgCgPlace       MsgType = 0x0303
+	MsgCgPlaceReply  MsgType = 0x0304
+	MsgCgKill        MsgType = 0x0305
+	MsgCgKillReply   MsgType = 0x0306
+	MsgCgRemove      MsgType = 0x0307
+	MsgCgRemoveReply MsgType = 0x0308
+	MsgCgStat        MsgType = 0x0309
+	MsgCgStatReply   MsgType = 0x030a
+)
+
+// MaxSessionName bounds a session name.
+const MaxSessionName = 64
+
+// CgCreate asks glove-cgroup for a new session cgroup with a memory limit
+// (swap excluded) and a process limit.
+type CgCreate struct {
+	Session     string
+	MemoryBytes uint64
+	Pids        uint64
+}
+
+func (*CgCreate) Type() MsgType { return MsgCgCreate }
+func (*CgCreate) FDs() int      { return 0 }
+func (m *CgCreate) encode(e *Encoder) {
+	e.String(m.Session, MaxSessionName)
+	e.U64(m.MemoryBytes)
+	e.U64(m.Pids)
+}
+func (m *CgCreate) decode(d *Decoder) {
+	m.Session = d.String(MaxSessionName)
+	m.MemoryBytes = d.U64()
+	m.Pids = d.U64()
+}
+
+// CgCreateReply carries two descriptors, always both: the session's
+// cgroup v2 directory (for CLONE_INTO_CGROUP) and its cgroup.events (poll
+// for "populated 0"). Inode is the directory's inode, which tells this
+// cgroup from a later one of the same name.
+type CgCreateReply struct{ Inode uint64 }
+
+func (*CgCreateReply) Type() MsgType       { return MsgCgCreateReply }
+func (*CgCreateReply) FDs() int            { return 2 }
+func (m *CgCreateReply) encode(e *Encoder) { e.U64(m.Inode) }
+func (m *CgCreateReply) decode(d *Decoder) { m.Inode = d.U64() }
+
+// CgPlace asks glove-cgroup to move the process of the carried pidfd
+// into the session's cgroups.
+type CgPlace struct{ Session string }
+
+func (*CgPlace) Type() MsgType       { return MsgCgPlace }
+func (*CgPlace) FDs() int            { return 1 }
+func (m *CgPlace) encode(e *Encoder) { e.String(m.Session, MaxSessionName) }
+func (m *CgPlace) decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
+
+// CgPlaceReply says the process is in every session cgroup.
+type CgPlaceReply struct{}
+
+func (*CgPlaceReply) Type() MsgType   { return MsgCgPlaceReply }
+func (*CgPlaceReply) FDs() int        { return 0 }
+func (*CgPlaceReply) encode(*Encoder) {}
+func (*CgPlaceReply) decode(*Decoder) {}
+
+// CgKill asks glove-cgroup to kill every process of the session.
+type CgKill struct{ Session string }
+
+func (*CgKill) Type() MsgType       { return MsgCgKill }
+func (*CgKill) FDs() int            { return 0 }
+func (m *CgKill) encode(e *Encoder) { e.String(m.Session, MaxSessionName) }
+func (m *CgKill) decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
+
+// CgKillReply says whether the session was seen empty before the
+// helper's bounded wait ended.
+type CgKillReply struct{ Empty bool }
+
+func (*CgKillReply) Type() MsgType       { return MsgCgKillReply }
+func (*CgKillReply) FDs() int            { return 0 }
+func (m *CgKillReply) encode(e *Encoder) { e.Bool(m.Empty) }
+func (m *CgKillReply) decode(d *Decoder) { m.Empty = d.Bool() }
+
+// CgRemove asks glove-cgroup to kill what is left of the session and
+// remove its cgroups; a session that does not exist is already removed.
+type CgRemove struct{ Session string }
+
+func (*CgRemove) Type() MsgType       { return MsgCgRemove }
+func (*CgRemove) FDs() int            { return 0 }
+func (m *CgRemove) encode(e *Encoder) { e.String(m.Session, MaxSessionName) }
+func (m *CgRemove) decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
+
+// CgRemoveReply says the session's cgroups are gone.
+type CgRemoveReply struct{}
+
+func (*CgRemoveReply) Type() MsgType   { return MsgCgRemoveReply }
+func (*CgRemoveReply) FDs() int        { return 0 }
+func (*CgRemoveReply) encode(*Encoder) {}
+func (*CgRemoveReply) decode(*Decoder) {}
+
+// CgStat asks for the session's accounting.
+type CgStat struct{ Session string }
+
+func (*CgStat) Type() MsgType       { return MsgCgStat }
+func (*CgStat) FDs() int            { return 0 }
+func (m *CgStat) encode(e *Encoder) { e.String(m.Session, MaxSessionName) }
+func (m *CgStat) decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
+
+// CgStatReply is the session's accounting. PidsPeak is 0 where the
+// kernel keeps no peak (v1 pids).
+type CgStatReply struct {
+	MemoryPeakBytes uint64
+	OOMKills        uint64
+	PidsCurrent     uint64
+	PidsPeak        uint64
+	CPUTimeNS       uint64
+}
+
+func (*CgStatReply) Type() MsgType { return MsgCgStatReply }
+func (*CgStatReply) FDs() int      { return 0 }
+func (m *CgStatReply) encode(e *Encoder) {
+	e.U64(m.MemoryPeakBytes)
+	e.U64(m.OOMKills)
+	e.U64(m.PidsCurrent)
+	e.U64(m.PidsPeak)
+	e.U64(m.CPUTimeNS)
+}
+func (m *CgStatReply) decode(d *Decoder) {
+	m.MemoryPeakBytes = d.U64()
+	m.OOMKills = d.U64()
+	m.PidsCurrent = d.U64()
+	m.PidsPeak = d.U64()
+	m.CPUTimeNS = d.U64()
+}
