@@ -49,6 +49,18 @@ func startMounter(t testing.TB, env *testenv.Env) *mounter {
 }
 
 // call sends one request and returns the single descriptor of the reply.
+// barrier makes one request that is always refused and carries no
+// descriptor. The helper serves one request at a time and closes a
+// reply's descriptors only after sending it, so once this answer is in,
+// every earlier request is finished: the helper's descriptor table can
+// be compared.
+func (m *mounter) barrier(t *testing.T) {
+	t.Helper()
+	if _, err := m.call(&wire.Tmpfs{}, nil); wireCode(err) != wire.ErrBadRequest {
+		t.Fatalf("barrier request: %v", err)
+	}
+}
+
 func (m *mounter) call(req wire.Message, fds []int) (*os.File, error) {
 	reply, files, err := m.p.Client.Call(req, fds)
 	if err != nil {
@@ -543,6 +555,7 @@ func TestMounterAttackTable(t *testing.T) {
 		t.Run(a.name, func(t *testing.T) {
 			req, fds := a.prepare(t)
 			mounts := mountinfo(t)
+			m.barrier(t)
 			held := helperFDs(t, m.p.Pid())
 			refusals := strings.Count(m.log.String(), "request refused")
 			f, err := m.call(req, fds)
