@@ -201,14 +201,56 @@ func (s *server) create(_ uint32, m wire.Message, _ []*os.File) (wire.Message, [
 		undo()
 		return nil, nil, fmt.Errorf("cgroup: stat session %s: %w", req.Session, err)
 	}
-	events, err := unix.Openat(dir, "cgroup.events", readOpenFlags, 0)
+	fds, err := s.watchFiles(dir, req.Session)
 	if err != nil {
 		unix.Close(dir)
 		undo()
-		return nil, nil, fmt.Errorf("cgroup: open cgroup.events of %s: %w", req.Session, err)
+		return nil, nil, err
 	}
 	s.inodes[req.Session] = st.Ino
-	return &wire.CgCreateReply{Inode: st.Ino}, []int{dir, events}, nil
+	return &wire.CgCreateReply{Inode: st.Ino}, append([]int{dir}, fds...), nil
+}
+
+// watchFiles opens, read-only, the files the supervisor watches: the v2
+// cgroup.events, the memory events (v2 memory.events when v2 holds the
+// limits, else the v1 memory.oom_control) and the v2 cpu.stat. On error
+// nothing stays open.
+func (s *server) watchFiles(v2dir int, session string) ([]int, error) {
+	var fds []int
+	fail := func(what string, err error) ([]int, error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("cgroup: open %s of %s: %w", what, session, err)
+	}
+	events, err := unix.Openat(v2dir, "cgroup.events", readOpenFlags, 0)
+	if err != nil {
+		return fail("cgroup.events", err)
+	}
+	fds = append(fds, events)
+	if s.v2Limits {
+		mem, err := unix.Openat(v2dir, "memory.events", readOpenFlags, 0)
+		if err != nil {
+			return fail("memory.events", err)
+		}
+		fds = append(fds, mem)
+	} else {
+		mdir, err := openSession(s.v1[0].parent, session)
+		if err != nil {
+			return fail("the v1 memory cgroup", err)
+		}
+		mem, err := unix.Openat(mdir, "memory.oom_control", readOpenFlags, 0)
+		unix.Close(mdir)
+		if err != nil {
+			return fail("memory.oom_control", err)
+		}
+		fds = append(fds, mem)
+	}
+	cpu, err := unix.Openat(v2dir, "cpu.stat", readOpenFlags, 0)
+	if err != nil {
+		return fail("cpu.stat", err)
+	}
+	return append(fds, cpu), nil
 }
 
 func (s *server) setLimits(req *wire.CgCreate) error {

@@ -28,6 +28,9 @@ type cgHelper struct {
 		Call(wire.Message, []int) (wire.Message, []*os.File, error)
 	}
 	log *testenv.SyncBuffer
+	// lastFiles are the descriptors of the last Create reply (directory,
+	// cgroup.events, memory events, cpu.stat); closed when the test ends.
+	lastFiles []*os.File
 }
 
 func startCgroup(t testing.TB, env *testenv.Env) *cgHelper {
@@ -60,9 +63,10 @@ func (h *cgHelper) create(name string, mem, pids uint64) *wire.CgCreateReply {
 	if err != nil {
 		h.t.Fatalf("create %s: %v\nhelper log: %s", name, err, h.log)
 	}
-	closeAll(files)
-	if len(files) != 2 {
-		h.t.Fatalf("create reply carries %d descriptors, want 2", len(files))
+	h.lastFiles = files
+	h.t.Cleanup(func() { closeAll(files) })
+	if len(files) != 4 {
+		h.t.Fatalf("create reply carries %d descriptors, want 4", len(files))
 	}
 	h.t.Cleanup(func() {
 		if _, err := h.call(&wire.CgRemove{Session: name}); err != nil {
@@ -298,6 +302,33 @@ func TestCgroupOOM(t *testing.T) {
 	if stat.MemoryPeakBytes > limit || stat.MemoryPeakBytes < limit/2 {
 		t.Errorf("MemoryPeakBytes %d, want near the limit %d", stat.MemoryPeakBytes, limit)
 	}
+	// The memory-events descriptor of the Create reply tells the same
+	// without asking the helper: its oom_kill line counts the kill.
+	if n := counter(t, h.lastFiles[2], "oom_kill"); n < 1 {
+		t.Errorf("memory events descriptor: oom_kill %d, want ≥ 1", n)
+	}
+}
+
+// counter reads "name value" from a cgroup key-value file through a
+// descriptor the helper handed out.
+func counter(t *testing.T, f *os.File, name string) uint64 {
+	t.Helper()
+	buf := make([]byte, 4096)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("read %s: %v", name, err)
+	}
+	for _, l := range strings.Split(string(buf[:n]), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok && k == name {
+			x, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q", name, l)
+			}
+			return x
+		}
+	}
+	t.Fatalf("no %s line in %q", name, buf[:n])
+	return 0
 }
 
 // TestCgroupCPUTime: the CPU time of a ~1 s busy loop, reported by Stat,
@@ -324,6 +355,12 @@ func TestCgroupCPUTime(t *testing.T) {
 	t.Logf("busy loop: Stat CPUTimeNS %d, /proc utime+stime %.0f ns, ratio %.3f", reply.CPUTimeNS, procNS, ratio)
 	if ratio < 0.9 || ratio > 1.1 {
 		t.Errorf("CPU time ratio %.3f, want within 10%%", ratio)
+	}
+	// The cpu.stat descriptor of the Create reply, read by the
+	// supervisor for the CPU budget, agrees.
+	usec := counter(t, h.lastFiles[3], "usage_usec")
+	if r := float64(usec*1000) / procNS; r < 0.9 || r > 1.1 {
+		t.Errorf("cpu.stat usage_usec %d through the descriptor: ratio %.3f to /proc", usec, r)
 	}
 	fmt.Fprintln(tg.in)
 	tg.wait(t, 5*time.Second)

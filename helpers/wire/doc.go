@@ -98,7 +98,8 @@
 //	0x0205 Freeze      supervisor -> loopext4 1   (empty); fd: the image mount
 //	0x0206 FreezeReply loopext4 -> supervisor 0   (empty)
 //	0x0301 CgCreate      supervisor -> cgroup 0   Session string(64), MemoryBytes u64, Pids u64
-//	0x0302 CgCreateReply cgroup -> supervisor 2   Inode u64; fds: v2 session directory, its cgroup.events
+//	0x0302 CgCreateReply cgroup -> supervisor 4   Inode u64; fds: v2 session directory, cgroup.events,
+//	                                              memory events, cpu.stat
 //	0x0303 CgPlace       supervisor -> cgroup 1   Session string(64); fd: pidfd of the process
 //	0x0304 CgPlaceReply  cgroup -> supervisor 0   (empty)
 //	0x0305 CgKill        supervisor -> cgroup 0   Session string(64)

@@ -41,14 +41,20 @@ func (m *CgCreate) decode(d *Decoder) {
 	m.Pids = d.U64()
 }
 
-// CgCreateReply carries two descriptors, always both: the session's
-// cgroup v2 directory (for CLONE_INTO_CGROUP) and its cgroup.events (poll
-// for "populated 0"). Inode is the directory's inode, which tells this
-// cgroup from a later one of the same name.
+// CgCreateReply carries four descriptors, always all, in this order: the
+// session's cgroup v2 directory (for CLONE_INTO_CGROUP), its
+// cgroup.events (poll for "populated 0"), its memory events (v2
+// memory.events where v2 holds the memory controller, else the v1
+// memory.oom_control, whose oom_kill line counts OOM kills), and its CPU
+// usage (v2 cpu.stat, whose usage_usec exists even without controllers).
+// The supervisor reads them to enforce the CPU budget and report the
+// terminal reason without asking the helper again. Inode is the
+// directory's inode, which tells this cgroup from a later one of the
+// same name.
 type CgCreateReply struct{ Inode uint64 }
 
 func (*CgCreateReply) Type() MsgType       { return MsgCgCreateReply }
-func (*CgCreateReply) FDs() int            { return 2 }
+func (*CgCreateReply) FDs() int            { return 4 }
 func (m *CgCreateReply) encode(e *Encoder) { e.U64(m.Inode) }
 func (m *CgCreateReply) decode(d *Decoder) { m.Inode = d.U64() }
 

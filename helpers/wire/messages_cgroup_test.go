@@ -51,6 +51,7 @@ func TestCgroupMessagesRejected(t *testing.T) {
 		{"create name too long", body(MsgCgCreate, 0, append([]byte{65, 0}, make([]byte, 65+16)...)...), 0, ErrFieldTooLong},
 		{"create name with NUL", body(MsgCgCreate, 0, name("a\x00", make([]byte, 16)...)...), 0, ErrNUL},
 		{"create reply with one descriptor", body(MsgCgCreateReply, 1, make([]byte, 8)...), 1, ErrFDCount},
+		{"create reply with two descriptors", body(MsgCgCreateReply, 2, make([]byte, 8)...), 2, ErrFDCount},
 		{"place without the pidfd", body(MsgCgPlace, 0, name("s")...), 0, ErrFDCount},
 		{"place with two descriptors", body(MsgCgPlace, 2, name("s")...), 2, ErrFDCount},
 		{"place name past the end", body(MsgCgPlace, 1, 9, 0, 's'), 1, ErrShortPayload},
