@@ -318,6 +318,40 @@ func (s *server) kill(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []i
 	return &wire.CgKillReply{Empty: empty}, nil, nil
 }
 
+// freeze writes the v2 cgroup.freeze and waits, bounded, until
+// cgroup.events reports the state: the kernel freezes tasks
+// asynchronously, and the supervisor must know the session is really
+// stopped before it inspects it.
+func (s *server) freeze(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
+	req := m.(*wire.CgFreeze)
+	dir, err := s.session(req.Session)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unix.Close(dir)
+	want := "0"
+	if req.Frozen {
+		want = "1"
+	}
+	if err := writeFile(dir, "cgroup.freeze", want); err != nil {
+		return nil, nil, fmt.Errorf("cgroup: freeze %s: %w", req.Session, err)
+	}
+	deadline := time.Now().Add(killWait)
+	for {
+		ev, err := readFile(dir, "cgroup.events")
+		if err != nil {
+			return nil, nil, fmt.Errorf("cgroup: events of %s: %w", req.Session, err)
+		}
+		if strings.Contains("\n"+ev, "\nfrozen "+want+"\n") {
+			return &wire.CgFreezeReply{Settled: true}, nil, nil
+		}
+		if time.Now().After(deadline) {
+			return &wire.CgFreezeReply{Settled: false}, nil, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // killWait writes cgroup.kill (SIGKILL to every process of the v2
 // session and its descendants, including ones forked meanwhile) and
 // waits, bounded, until no process is left in any hierarchy.

@@ -109,6 +109,8 @@
 //	0x0309 CgStat        supervisor -> cgroup 0   Session string(64)
 //	0x030a CgStatReply   cgroup -> supervisor 0   MemoryPeakBytes u64, OOMKills u64, PidsCurrent u64,
 //	                                              PidsPeak u64, CPUTimeNS u64
+//	0x030b CgFreeze      supervisor -> cgroup 0   Session string(64), Frozen bool
+//	0x030c CgFreezeReply cgroup -> supervisor 0   Settled bool
 //
 // # Which helper accepts which message
 //
@@ -120,7 +122,7 @@
 //	helper              accepts
 //	glove-mounter       Hello (once), Bind, Tmpfs
 //	glove-loopext4      Hello (once), Create, Attach, Freeze
-//	glove-cgroup        Hello (once), CgCreate, CgPlace, CgKill, CgRemove, CgStat
+//	glove-cgroup        Hello (once), CgCreate, CgPlace, CgKill, CgRemove, CgStat, CgFreeze
 //	glove-streamproxy   Hello (once)
 //
 // # Error codes

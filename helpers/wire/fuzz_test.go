@@ -29,6 +29,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		&CgPlace{Session: "s1"}, &CgPlaceReply{},
 		&CgKill{Session: "s1"}, &CgKillReply{Empty: true},
 		&CgRemove{Session: "s1"}, &CgRemoveReply{},
+		&CgFreeze{Session: "s1", Frozen: true}, &CgFreezeReply{Settled: true},
 		&CgStat{Session: "s1"}, &CgStatReply{MemoryPeakBytes: 1, OOMKills: 2, PidsCurrent: 3, PidsPeak: 4, CPUTimeNS: 5},
 	}
 	for i, m := range valid {

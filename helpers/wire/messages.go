@@ -60,6 +60,8 @@ var registry = map[MsgType]func() Message{
 	MsgCgRemoveReply: func() Message { return &CgRemoveReply{} },
 	MsgCgStat:        func() Message { return &CgStat{} },
 	MsgCgStatReply:   func() Message { return &CgStatReply{} },
+	MsgCgFreeze:      func() Message { return &CgFreeze{} },
+	MsgCgFreezeReply: func() Message { return &CgFreezeReply{} },
 }
 
 // New returns a pointer to a zero value of the struct for type t, and false

@@ -15,6 +15,8 @@ const (
 	MsgCgRemoveReply MsgType = 0x0308
 	MsgCgStat        MsgType = 0x0309
 	MsgCgStatReply   MsgType = 0x030a
+	MsgCgFreeze      MsgType = 0x030b
+	MsgCgFreezeReply MsgType = 0x030c
 )
 
 // MaxSessionName bounds a session name.
@@ -143,3 +145,31 @@ func (m *CgStatReply) decode(d *Decoder) {
 	m.PidsPeak = d.U64()
 	m.CPUTimeNS = d.U64()
 }
+
+// CgFreeze asks glove-cgroup to freeze (Frozen) or thaw the session
+// through the v2 cgroup.freeze: a frozen session runs nothing and forks
+// nothing while the supervisor inspects or winds it down.
+type CgFreeze struct {
+	Session string
+	Frozen  bool
+}
+
+func (*CgFreeze) Type() MsgType { return MsgCgFreeze }
+func (*CgFreeze) FDs() int      { return 0 }
+func (m *CgFreeze) encode(e *Encoder) {
+	e.String(m.Session, MaxSessionName)
+	e.Bool(m.Frozen)
+}
+func (m *CgFreeze) decode(d *Decoder) {
+	m.Session = d.String(MaxSessionName)
+	m.Frozen = d.Bool()
+}
+
+// CgFreezeReply says the kernel reported the requested state (cgroup.events
+// "frozen 1" or "frozen 0") within the helper's bounded wait.
+type CgFreezeReply struct{ Settled bool }
+
+func (*CgFreezeReply) Type() MsgType       { return MsgCgFreezeReply }
+func (*CgFreezeReply) FDs() int            { return 0 }
+func (m *CgFreezeReply) encode(e *Encoder) { e.Bool(m.Settled) }
+func (m *CgFreezeReply) decode(d *Decoder) { m.Settled = d.Bool() }

@@ -13,6 +13,7 @@ func TestCgroupMessagesRoundTrip(t *testing.T) {
 		&CgPlace{Session: "s-1"}, &CgPlaceReply{},
 		&CgKill{Session: "s-1"}, &CgKillReply{Empty: true},
 		&CgRemove{Session: "s-1"}, &CgRemoveReply{},
+		&CgFreeze{Session: "s-1", Frozen: true}, &CgFreezeReply{Settled: true},
 		&CgStat{Session: "s-1"}, &CgStatReply{MemoryPeakBytes: 1, OOMKills: 2, PidsCurrent: 3, PidsPeak: 4, CPUTimeNS: 5},
 	}
 	for _, m := range msgs {
@@ -59,6 +60,9 @@ func TestCgroupMessagesRejected(t *testing.T) {
 		{"kill reply bool 2", body(MsgCgKillReply, 0, 2), 0, ErrBool},
 		{"remove trailing", body(MsgCgRemove, 0, name("s", 0)...), 0, ErrTrailing},
 		{"stat empty payload", body(MsgCgStat, 0), 0, ErrShortPayload},
+		{"freeze bool 2", body(MsgCgFreeze, 0, 1, 0, 'a', 2), 0, ErrBool},
+		{"freeze without state", body(MsgCgFreeze, 0, 1, 0, 'a'), 0, ErrShortPayload},
+		{"freeze with a descriptor", body(MsgCgFreeze, 1, 1, 0, 'a', 1), 1, ErrFDCount},
 		{"stat reply short", body(MsgCgStatReply, 0, make([]byte, 39)...), 0, ErrShortPayload},
 	}
 	for _, c := range cases {

@@ -9,7 +9,7 @@ var msgNames = map[MsgType]string{
 	MsgFreeze: "Freeze", MsgFreezeReply: "FreezeReply",
 	MsgCgCreate: "CgCreate", MsgCgCreateReply: "CgCreateReply", MsgCgPlace: "CgPlace", MsgCgPlaceReply: "CgPlaceReply",
 	MsgCgKill: "CgKill", MsgCgKillReply: "CgKillReply", MsgCgRemove: "CgRemove", MsgCgRemoveReply: "CgRemoveReply",
-	MsgCgStat: "CgStat", MsgCgStatReply: "CgStatReply",
+	MsgCgStat: "CgStat", MsgCgStatReply: "CgStatReply", MsgCgFreeze: "CgFreeze", MsgCgFreezeReply: "CgFreezeReply",
 }
 
 // String names a message type for logs and documentation, e.g. "Bind",
