@@ -38,10 +38,13 @@ deps:
 	scripts/install-deps.sh
 
 # Everything: lint, unit, root-only integration and attack tests with leak
-# checks, and a short run of every fuzz target.
+# checks, and every fuzz target's seed corpus (go test runs those, with
+# the saved crashers under testdata/fuzz). Fuzzing itself is `make fuzz`:
+# short -fuzztime runs fail at random with "context deadline exceeded"
+# when the engine is still minimizing a new input, which would make this
+# target flaky without finding anything.
 test: deps lint
 	$(GO) test -count=1 -timeout 20m ./...
-	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
 lint: deps
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi
