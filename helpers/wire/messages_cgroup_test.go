@@ -16,19 +16,7 @@ func TestCgroupMessagesRoundTrip(t *testing.T) {
 		&CgFreeze{Session: "s-1", Frozen: true}, &CgFreezeReply{Settled: true},
 		&CgStat{Session: "s-1"}, &CgStatReply{MemoryPeakBytes: 1, OOMKills: 2, PidsCurrent: 3, PidsPeak: 4, CPUTimeNS: 5},
 	}
-	for _, m := range msgs {
-		buf, err := EncodeFrame(9, m)
-		if err != nil {
-			t.Fatalf("%T: %v", m, err)
-		}
-		_, got, err := DecodeFrame(buf, m.FDs())
-		if err != nil {
-			t.Fatalf("%T: %v", m, err)
-		}
-		if again, _ := EncodeFrame(9, got); string(again) != string(buf) {
-			t.Errorf("%T: re-encoding differs", m)
-		}
-	}
+	roundTrip(t, msgs)
 }
 
 // TestCgroupMessagesRejected is the bad-input table of the cgroup

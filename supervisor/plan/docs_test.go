@@ -1,32 +1,13 @@
 package plan
 
 import (
+	"github.com/glove-sandbox/glove/supervisor/internal/jsonedit"
 	"os"
 	"strings"
 	"testing"
 )
 
 const planDoc = "../../docs/plan.md"
-
-func fencedBlocks(t *testing.T, doc, info string) []string {
-	t.Helper()
-	var out []string
-	lines := strings.Split(doc, "\n")
-	for i := 0; i < len(lines); i++ {
-		if lines[i] != "```"+info {
-			continue
-		}
-		var body []string
-		for i++; i < len(lines) && lines[i] != "```"; i++ {
-			body = append(body, lines[i])
-		}
-		if i == len(lines) {
-			t.Fatalf("unterminated %s block", info)
-		}
-		out = append(out, strings.Join(body, "\n"))
-	}
-	return out
-}
 
 // TestPlanDocument keeps docs/plan.md and the code in step: the example
 // is the test example, and its canonical form and content digest are
@@ -55,4 +36,8 @@ func TestPlanDocument(t *testing.T) {
 	if got, want := ContentDigest(p), one("text example-plan-content-digest"); got != want {
 		t.Fatalf("content digest: code %s, document %s", got, want)
 	}
+}
+
+func fencedBlocks(t *testing.T, doc, info string) []string {
+	return jsonedit.FencedBlocks(t, doc, info)
 }

@@ -47,38 +47,6 @@ func loadPolicy(t testing.TB, text string) *policy.Policy {
 	return p
 }
 
-type mutation func(t testing.TB, s string) string
-
-func rep(old, new string) mutation {
-	return func(t testing.TB, s string) string {
-		t.Helper()
-		if n := strings.Count(s, old); n != 1 {
-			t.Fatalf("mutation: %q occurs %d times, want 1", old, n)
-		}
-		return strings.Replace(s, old, new, 1)
-	}
-}
-
-func set(p string, v any) mutation {
-	return func(t testing.TB, s string) string {
-		t.Helper()
-		out, err := jsonedit.Edit([]byte(s), jsonedit.EditOp{Pointer: p, Value: v, Delete: v == nil})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
-}
-
-func all(ms ...mutation) mutation {
-	return func(t testing.TB, s string) string {
-		for _, m := range ms {
-			s = m(t, s)
-		}
-		return s
-	}
-}
-
 func expiry(deltaMs int64) func(now time.Time) mutation {
 	return func(now time.Time) mutation {
 		return rep(`"expires_at_unix_ms": `+fmt.Sprint(now.UnixMilli()+60000), `"expires_at_unix_ms": `+fmt.Sprint(now.UnixMilli()+deltaMs))
@@ -334,3 +302,12 @@ func TestValidateNil(t *testing.T) {
 		t.Fatalf("clock before 1970: %v", err)
 	}
 }
+
+// Short names for the table rows.
+type mutation = jsonedit.Mutation
+
+var (
+	rep = jsonedit.Rep
+	set = jsonedit.Set
+	all = jsonedit.All
+)

@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"encoding/hex"
+	"github.com/glove-sandbox/glove/supervisor/internal/jsonedit"
 	"os"
 	"strings"
 	"testing"
@@ -11,28 +12,6 @@ import (
 )
 
 const digestDoc = "../../docs/adapter-digest.md"
-
-// fencedBlocks returns the bodies of the fenced code blocks whose info
-// string is exactly info.
-func fencedBlocks(t *testing.T, doc, info string) []string {
-	t.Helper()
-	var out []string
-	lines := strings.Split(doc, "\n")
-	for i := 0; i < len(lines); i++ {
-		if lines[i] != "```"+info {
-			continue
-		}
-		var body []string
-		for i++; i < len(lines) && lines[i] != "```"; i++ {
-			body = append(body, lines[i])
-		}
-		if i == len(lines) {
-			t.Fatalf("unterminated %s block", info)
-		}
-		out = append(out, strings.Join(body, "\n"))
-	}
-	return out
-}
 
 type digestVector struct {
 	RuntimeID      string `json:"runtime_id"`
@@ -128,4 +107,8 @@ func TestAdapterDigestCoversEveryField(t *testing.T) {
 		}
 		seen[d] = name
 	}
+}
+
+func fencedBlocks(t *testing.T, doc, info string) []string {
+	return jsonedit.FencedBlocks(t, doc, info)
 }

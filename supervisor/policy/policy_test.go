@@ -44,43 +44,6 @@ func TestExamplePolicyValidates(t *testing.T) {
 	}
 }
 
-// mutation derives a policy document from the example.
-type mutation func(t testing.TB, s string) string
-
-// rep replaces exactly one occurrence of old, so a case can never pass
-// because its mutation silently did nothing.
-func rep(old, new string) mutation {
-	return func(t testing.TB, s string) string {
-		t.Helper()
-		if n := strings.Count(s, old); n != 1 {
-			t.Fatalf("mutation: %q occurs %d times, want 1", old, n)
-		}
-		return strings.Replace(s, old, new, 1)
-	}
-}
-
-// set edits by JSON Pointer (nil deletes).
-func set(p string, v any) mutation {
-	return func(t testing.TB, s string) string {
-		t.Helper()
-		out, err := jsonedit.Edit([]byte(s), jsonedit.EditOp{Pointer: p, Value: v, Delete: v == nil})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
-}
-
-// all applies mutations in order.
-func all(ms ...mutation) mutation {
-	return func(t testing.TB, s string) string {
-		for _, m := range ms {
-			s = m(t, s)
-		}
-		return s
-	}
-}
-
 // redigest recomputes every template's adapter digest, so a case that
 // changes launch fields tests the rule it names rather than the digest.
 func redigest(t testing.TB, s string) string {
@@ -400,3 +363,12 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("Load of a mode-0644 policy: %v", err)
 	}
 }
+
+// Short names for the table rows.
+type mutation = jsonedit.Mutation
+
+var (
+	rep = jsonedit.Rep
+	set = jsonedit.Set
+	all = jsonedit.All
+)
