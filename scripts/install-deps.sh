@@ -18,6 +18,7 @@ declare -A want=(
   [runc]=/usr/sbin/runc
   [passwd]=/usr/sbin/useradd
   [make]=/usr/bin/make
+  [python3-minimal]=/usr/bin/python3   # the cgroup tests' memory hog and busy loop
 )
 missing=()
 for pkg in "${!want[@]}"; do
