@@ -17,7 +17,7 @@ CMDS := ./supervisor/cmd/glove ./supervisor/cmd/gloved ./shim/cmd/glove-shim \
         ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict
 
 .PHONY: all build install deps test lint fuzz bench demo clean
 
