@@ -13,8 +13,10 @@ godebug updatemaxprocs=0
 
 require (
 	github.com/go-json-experiment/json v1.27.2
+	github.com/moby/profiles/seccomp v0.3.0
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/seccomp/libseccomp-golang v0.11.1
 	github.com/sirupsen/logrus v1.10.2
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0

@@ -1,0 +1,99 @@
+package seccomp
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func uptr(v uint) *uint { return &v }
+
+func eperm() specs.LinuxSeccomp {
+	return specs.LinuxSeccomp{DefaultAction: specs.ActErrno}
+}
+
+// TestCompileTable checks the translation: what is accepted and what the
+// exported pseudo-filter says, and what is refused.
+func TestCompileTable(t *testing.T) {
+	rule := func(r ...specs.LinuxSyscall) *specs.LinuxSeccomp { s := eperm(); s.Syscalls = r; return &s }
+	allow := func(name string, args ...specs.LinuxSeccompArg) specs.LinuxSyscall {
+		return specs.LinuxSyscall{Names: []string{name}, Action: specs.ActAllow, Args: args}
+	}
+	arg := func(i uint, op specs.LinuxSeccompOperator, v, v2 uint64) specs.LinuxSeccompArg {
+		return specs.LinuxSeccompArg{Index: i, Op: op, Value: v, ValueTwo: v2}
+	}
+	cases := []struct {
+		name    string
+		s       *specs.LinuxSeccomp
+		refused string   // substring of the error, "" if accepted
+		pfc     []string // substrings of the PFC when accepted
+	}{
+		{"nil profile", nil, "no profile", nil},
+		{"plain allow", rule(allow("read")), "", []string{"if ($syscall == 0)", "action ALLOW", "action ERRNO(1)"}},
+		{"ANDed conditions", rule(allow("getsockopt", arg(0, specs.OpEqualTo, 3, 0), arg(1, specs.OpEqualTo, 1, 0), arg(2, specs.OpEqualTo, 3, 0))),
+			"", []string{"if ($a0.hi32 == 0)", "if ($a0.lo32 == 3)", "if ($a1.lo32 == 1)", "if ($a2.lo32 == 3)"}},
+		{"two conditions on one argument refused", rule(allow("getsockopt", arg(0, specs.OpGreaterEqual, 3, 0), arg(0, specs.OpLessThan, 4, 0))),
+			"two conditions on argument 0", nil},
+		{"unknown syscall refused", rule(specs.LinuxSyscall{Names: []string{"read", "no_such_call"}, Action: specs.ActAllow}), `unknown syscall "no_such_call"`, nil},
+		{"known-missing name skipped in allow rule", rule(allow("mseal")), "", nil},
+		{"known-missing name refused in deny rule", &specs.LinuxSeccomp{DefaultAction: specs.ActAllow,
+			Syscalls: []specs.LinuxSyscall{{Names: []string{"mseal"}, Action: specs.ActErrno}}}, `unknown syscall "mseal"`, nil},
+		{"unknown action refused", rule(specs.LinuxSyscall{Names: []string{"read"}, Action: "SCMP_ACT_MAYBE"}), "unknown action", nil},
+		{"unknown default action refused", &specs.LinuxSeccomp{DefaultAction: "SCMP_ACT_NOPE"}, "unknown action", nil},
+		{"notify refused", rule(specs.LinuxSyscall{Names: []string{"read"}, Action: specs.ActNotify}), "unsupported action", nil},
+		{"unknown operator refused", rule(allow("read", arg(0, "SCMP_CMP_ABOUT", 1, 0))), "unknown operator", nil},
+		{"argument index refused", rule(allow("read", arg(6, specs.OpEqualTo, 1, 0))), "index 6", nil},
+		{"masked equal", rule(allow("clone", arg(0, specs.OpMaskedEqual, 0x10000000, 0))), "", []string{"if ($a0.hi32 & 0x00000000 == 0)", "if ($a0.lo32 & 0x10000000 == 0)"}},
+		{"masked equal impossible value refused", rule(allow("clone", arg(0, specs.OpMaskedEqual, 0xf0, 0x1))), "outside mask", nil},
+		{"valueTwo outside masked equal refused", rule(allow("read", arg(0, specs.OpEqualTo, 1, 2))), "valueTwo", nil},
+		{"errnoRet honoured", rule(allow("read"), specs.LinuxSyscall{Names: []string{"write"}, Action: specs.ActErrno, ErrnoRet: uptr(38)}), "",
+			[]string{"action ERRNO(38)"}},
+		{"default errnoRet honoured", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, DefaultErrnoRet: uptr(13)}, "", []string{"action ERRNO(13)"}},
+		{"errnoRet zero refused", rule(specs.LinuxSyscall{Names: []string{"write"}, Action: specs.ActErrno, ErrnoRet: uptr(0)}), "errnoRet 0", nil},
+		{"errnoRet on allow refused", rule(specs.LinuxSyscall{Names: []string{"write"}, Action: specs.ActAllow, ErrnoRet: uptr(1)}), "errnoRet given", nil},
+		{"rule with default action refused", rule(specs.LinuxSyscall{Names: []string{"write"}, Action: specs.ActErrno}), "is the default action", nil},
+		{"empty names refused", rule(specs.LinuxSyscall{Action: specs.ActAllow}), "names no syscall", nil},
+		{"architectures", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86}}, "",
+			[]string{"if ($arch == 1073741827)", "if ($arch == 3221225534)"}},
+		{"unknown architecture refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Architectures: []specs.Arch{"SCMP_ARCH_Z80"}}, "unknown architecture", nil},
+		{"architectures without native refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Architectures: []specs.Arch{specs.ArchX86}}, "omit the native", nil},
+		{"unknown flag refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Flags: []specs.LinuxSeccompFlag{"SECCOMP_FILTER_FLAG_NEW"}}, "unsupported flag", nil},
+		{"listener refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, ListenerPath: "/run/x"}, "listenerPath", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pfc, err := ExportPFC(c.s)
+			if c.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refused) || !errors.Is(err, ErrRefused) {
+					t.Fatalf("err = %v, want ErrRefused containing %q", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ExportPFC: %v", err)
+			}
+			// One spec rule with ANDed conditions is one nested chain
+			// ending in a single ALLOW, never several ORed ones.
+			if c.name == "ANDed conditions" && strings.Count(pfc, "action ALLOW") != 1 {
+				t.Errorf("ANDed rule became %d ALLOW paths:\n%s", strings.Count(pfc, "action ALLOW"), pfc)
+			}
+			for _, want := range c.pfc {
+				if !strings.Contains(pfc, want) {
+					t.Errorf("PFC lacks %q:\n%s", want, pfc)
+				}
+			}
+		})
+	}
+}
+
+func TestExportBPF(t *testing.T) {
+	b, err := ExportBPF(DefaultProfile(ProfileOptions{InheritedFDs: []uint32{3}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) == 0 || len(b)%8 != 0 {
+		t.Fatalf("BPF program of %d bytes is not a whole number of instructions", len(b))
+	}
+}

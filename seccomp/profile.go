@@ -1,0 +1,136 @@
+package seccomp
+
+import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// ProfileOptions are the per-session inputs of the default profile.
+type ProfileOptions struct {
+	// InheritedFDs is the committed inherited descriptor range (for the
+	// inherited-stream-v1 transport), possibly empty. Only on these
+	// descriptors may the sandbox inspect a socket, and only with
+	// getsockname and getsockopt(SOL_SOCKET, SO_TYPE).
+	InheritedFDs []uint32
+}
+
+// defaultErrno is returned for every call outside the allowlist. EPERM, as
+// Docker does, rather than KILL_PROCESS: runtimes (node, glibc, Go) probe
+// optional syscalls and fall back on an error, and a killed session tells
+// the user nothing. The protection is the same, since the call never runs.
+const defaultErrno = uint(unix.EPERM)
+
+// allowed is the unconditional allowlist: Docker's default profile as
+// resolved for a container with no capabilities on amd64 (moby/profiles
+// v0.3.0), without its 32-bit-only names (the filter holds only the native
+// architecture, so i386/x32 calls are killed) and without:
+//   - connect, bind, listen, accept, accept4, setsockopt, shutdown,
+//     getpeername: the offline network rules; socket creation is denied too,
+//     and a sandbox may not reach or serve anything through a socket it
+//     inherited (threat: exfiltration through, or hijacking of, the
+//     supervisor's stream);
+//   - getsockname, getsockopt: allowed only on the committed inherited
+//     descriptors (see DefaultProfile);
+//   - ptrace, process_vm_readv, process_vm_writev: reading or writing
+//     another process's memory (threat: a sandboxed program tampering with
+//     the shim's PID 1 or a sibling);
+//   - name_to_handle_at: half of the open_by_handle_at escape (CVE-2014-3519
+//     "shocker"); the other half is denied by Docker already;
+//   - modify_ldt: long history of kernel bugs (CVE-2015-5157, CVE-2017-17053)
+//     and unused by 64-bit programs.
+//
+// Everything Docker denies (keyctl, bpf, mount, unshare, setns, io_uring,
+// kexec, module loading, ...) is absent and so meets the default action;
+// profile_test.go checks that against moby/profiles.
+var allowed = []string{
+	"access", "adjtimex", "alarm", "arch_prctl", "brk", "cachestat", "capget", "capset",
+	"chdir", "chmod", "chown", "clock_adjtime", "clock_getres", "clock_gettime", "clock_nanosleep", "close",
+	"close_range", "copy_file_range", "creat", "dup", "dup2", "dup3", "epoll_create", "epoll_create1",
+	"epoll_ctl", "epoll_ctl_old", "epoll_pwait", "epoll_pwait2", "epoll_wait", "epoll_wait_old", "eventfd", "eventfd2",
+	"execve", "execveat", "exit", "exit_group", "faccessat", "faccessat2", "fadvise64", "fallocate",
+	"fanotify_mark", "fchdir", "fchmod", "fchmodat", "fchmodat2", "fchown", "fchownat", "fcntl",
+	"fdatasync", "fgetxattr", "flistxattr", "flock", "fork", "fremovexattr", "fsetxattr", "fstat",
+	"fstatfs", "fsync", "ftruncate", "futex", "futex_requeue", "futex_wait", "futex_waitv", "futex_wake",
+	"futimesat", "get_robust_list", "get_thread_area", "getcpu", "getcwd", "getdents", "getdents64", "getegid",
+	"geteuid", "getgid", "getgroups", "getitimer", "getpgid", "getpgrp", "getpid", "getppid",
+	"getpriority", "getrandom", "getresgid", "getresuid", "getrlimit", "getrusage", "getsid", "gettid",
+	"gettimeofday", "getuid", "getxattr", "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch", "io_cancel",
+	"io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit", "ioctl", "ioprio_get", "ioprio_set",
+	"kill", "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self", "lchown", "lgetxattr", "link", "linkat",
+	"listxattr", "llistxattr", "lremovexattr", "lseek", "lsetxattr", "lstat", "madvise", "map_shadow_stack",
+	"membarrier", "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod", "mknodat",
+	"mlock", "mlock2", "mlockall", "mmap", "mprotect", "mq_getsetattr", "mq_notify", "mq_open",
+	"mq_timedreceive", "mq_timedsend", "mq_unlink", "mremap", "msgctl", "msgget", "msgrcv", "msgsnd",
+	"msync", "munlock", "munlockall", "munmap", "nanosleep", "newfstatat", "open", "openat",
+	"openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2", "pkey_alloc", "pkey_free",
+	"pkey_mprotect", "poll", "ppoll", "prctl", "pread64", "preadv", "preadv2", "prlimit64",
+	"process_mrelease", "pselect6", "pwrite64", "pwritev", "pwritev2", "read", "readahead", "readlink",
+	"readlinkat", "readv", "recvfrom", "recvmmsg", "recvmsg", "remap_file_pages", "removexattr", "rename",
+	"renameat", "renameat2", "restart_syscall", "rmdir", "rseq", "rt_sigaction", "rt_sigpending", "rt_sigprocmask",
+	"rt_sigqueueinfo", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait", "rt_tgsigqueueinfo", "sched_get_priority_max", "sched_get_priority_min", "sched_getaffinity",
+	"sched_getattr", "sched_getparam", "sched_getscheduler", "sched_rr_get_interval", "sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler",
+	"sched_yield", "seccomp", "select", "semctl", "semget", "semop", "semtimedop", "sendfile",
+	"sendmmsg", "sendmsg", "sendto", "set_robust_list", "set_thread_area", "set_tid_address", "setfsgid", "setfsuid",
+	"setgid", "setgroups", "setitimer", "setpgid", "setpriority", "setregid", "setresgid", "setresuid",
+	"setreuid", "setrlimit", "setsid", "setuid", "setxattr", "shmat", "shmctl", "shmdt",
+	"shmget", "sigaltstack", "signalfd", "signalfd4", "socketpair", "splice", "stat", "statfs",
+	"statx", "symlink", "symlinkat", "sync", "sync_file_range", "syncfs", "sysinfo", "tee",
+	"tgkill", "time", "timer_create", "timer_delete", "timer_getoverrun", "timer_gettime", "timer_settime", "timerfd_create",
+	"timerfd_gettime", "timerfd_settime", "times", "tkill", "truncate", "umask", "uname", "unlink",
+	"unlinkat", "utime", "utimensat", "utimes", "vfork", "vmsplice", "wait4", "waitid",
+	"write", "writev",
+}
+
+// cloneNamespaceFlags are the clone(2) flags that create namespaces:
+// CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET, the mask Docker
+// uses. A new user namespace is the start of most container escapes (it
+// grants capabilities over fresh namespaces; CVE-2022-0185 and many more).
+// CLONE_NEWTIME (0x80) is not here: in clone(2) that bit is part of the
+// exit signal, and only clone3/unshare take it, both denied.
+const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
+	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+
+// personalities are the personality(2) values Docker allows: PER_LINUX,
+// UNAME26, PER_LINUX32, PER_LINUX32|UNAME26, and 0xffffffff (query). Others
+// would, for example, set READ_IMPLIES_EXEC or ADDR_NO_RANDOMIZE.
+var personalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
+
+// DefaultProfile returns Glove's sandbox profile: an allowlist for the
+// native architecture whose default action is ERRNO(EPERM), clone only
+// without namespace flags, clone3 answering ENOSYS (so libc and Go fall
+// back to clone, whose flags a filter can see; clone3 passes them in
+// memory), and getsockname/getsockopt(SOL_SOCKET, SO_TYPE) only on the
+// descriptors in o.InheritedFDs, each written as EQ conditions (never as a
+// range: see the package comment).
+func DefaultProfile(o ProfileOptions) *specs.LinuxSeccomp {
+	errno := defaultErrno
+	enosys := uint(unix.ENOSYS)
+	p := &specs.LinuxSeccomp{
+		DefaultAction:   specs.ActErrno,
+		DefaultErrnoRet: &errno,
+		Architectures:   []specs.Arch{nativeArch},
+		Syscalls: []specs.LinuxSyscall{
+			{Names: append([]string(nil), allowed...), Action: specs.ActAllow},
+			{Names: []string{"clone"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+				{Index: 0, Value: cloneNamespaceFlags, ValueTwo: 0, Op: specs.OpMaskedEqual},
+			}},
+			{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
+		},
+	}
+	for _, v := range personalities {
+		p.Syscalls = append(p.Syscalls, specs.LinuxSyscall{Names: []string{"personality"}, Action: specs.ActAllow,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: v, Op: specs.OpEqualTo}}})
+	}
+	for _, fd := range o.InheritedFDs {
+		p.Syscalls = append(p.Syscalls,
+			specs.LinuxSyscall{Names: []string{"getsockname"}, Action: specs.ActAllow,
+				Args: []specs.LinuxSeccompArg{{Index: 0, Value: uint64(fd), Op: specs.OpEqualTo}}},
+			specs.LinuxSyscall{Names: []string{"getsockopt"}, Action: specs.ActAllow,
+				Args: []specs.LinuxSeccompArg{
+					{Index: 0, Value: uint64(fd), Op: specs.OpEqualTo},
+					{Index: 1, Value: unix.SOL_SOCKET, Op: specs.OpEqualTo},
+					{Index: 2, Value: unix.SO_TYPE, Op: specs.OpEqualTo},
+				}})
+	}
+	return p
+}
