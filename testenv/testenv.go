@@ -245,6 +245,27 @@ func (e *Env) StartHelper(t testing.TB, binary string) (*helperproc.Proc, *SyncB
 	return p, log
 }
 
+// StartServing starts an installed helper as the service user, checks it
+// answers Hello, and, when the test ends, closes its connection and
+// fails the test unless it exits 0 (a helper that was stopped earlier is
+// left alone). It is how tests get a helper to send requests to.
+func (e *Env) StartServing(t testing.TB, binary string) (*helperproc.Proc, *SyncBuffer) {
+	t.Helper()
+	p, log := e.StartHelper(t, binary)
+	t.Cleanup(func() {
+		if p.Cmd.ProcessState != nil {
+			return
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("%s exit after EOF: %v (want 0)\nhelper log: %s", binary, err, log)
+		}
+	})
+	if _, err := p.Hello(); err != nil {
+		t.Fatalf("hello: %v\nhelper log: %s", err, log)
+	}
+	return p, log
+}
+
 func (e *Env) teardown() error {
 	var errs []string
 	if err := e.removeCgroups(); err != nil {

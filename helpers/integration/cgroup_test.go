@@ -35,18 +35,7 @@ type cgHelper struct {
 
 func startCgroup(t testing.TB, env *testenv.Env) *cgHelper {
 	t.Helper()
-	p, log := env.StartHelper(t, "glove-cgroup")
-	t.Cleanup(func() {
-		if p.Cmd.ProcessState != nil {
-			return
-		}
-		if err := p.Close(); err != nil {
-			t.Errorf("glove-cgroup exit after EOF: %v (want 0)\nhelper log: %s", err, log)
-		}
-	})
-	if _, err := p.Hello(); err != nil {
-		t.Fatalf("hello: %v\nhelper log: %s", err, log)
-	}
+	p, log := env.StartServing(t, "glove-cgroup")
 	return &cgHelper{t: t, env: env, c: p.Client, log: log}
 }
 

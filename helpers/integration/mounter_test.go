@@ -32,20 +32,8 @@ type mounter struct {
 // leak check the caller registered first.
 func startMounter(t testing.TB, env *testenv.Env) *mounter {
 	t.Helper()
-	p, log := env.StartHelper(t, "glove-mounter")
-	m := &mounter{t: t, p: p, log: log}
-	t.Cleanup(func() {
-		if p.Cmd.ProcessState != nil {
-			return
-		}
-		if err := p.Close(); err != nil {
-			t.Errorf("glove-mounter exit after EOF: %v (want 0)\nhelper log: %s", err, log)
-		}
-	})
-	if _, err := p.Hello(); err != nil {
-		t.Fatalf("hello: %v\nhelper log: %s", err, log)
-	}
-	return m
+	p, log := env.StartServing(t, "glove-mounter")
+	return &mounter{t: t, p: p, log: log}
 }
 
 // call sends one request and returns the single descriptor of the reply.

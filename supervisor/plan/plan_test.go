@@ -221,19 +221,7 @@ func TestBadPlans(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted:\n%s", doc)
 			}
-			var f *Fault
-			if !errors.As(err, &f) {
-				t.Fatalf("error %v (%T) is not a *Fault", err, err)
-			}
-			if f.Pointer != tc.ptr {
-				t.Fatalf("fault at %q, want %q: %v", f.Pointer, tc.ptr, err)
-			}
-			if !strings.Contains(f.Msg, tc.phrase) {
-				t.Fatalf("fault %q lacks %q", err, tc.phrase)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("fault is not one line: %q", err)
-			}
+			jsonedit.CheckFault(t, err, tc.ptr, tc.phrase)
 			// A fault goes back to the remote controller: it must not
 			// reveal the operator's local paths or launch command.
 			for _, local := range []string{"/srv/", "/usr/bin", "/opt/", "/workspace", "PATH=", "--version"} {

@@ -231,19 +231,7 @@ func TestBadPolicies(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted:\n%s", doc)
 			}
-			var f *Fault
-			if !errors.As(err, &f) {
-				t.Fatalf("error %v (%T) is not a *Fault", err, err)
-			}
-			if f.Pointer != tc.ptr {
-				t.Fatalf("fault at %q, want %q: %v", f.Pointer, tc.ptr, err)
-			}
-			if !strings.Contains(f.Msg, tc.phrase) {
-				t.Fatalf("fault %q lacks %q", err, tc.phrase)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("fault is not one line: %q", err)
-			}
+			jsonedit.CheckFault(t, err, tc.ptr, tc.phrase)
 		})
 	}
 }

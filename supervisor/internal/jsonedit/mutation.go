@@ -1,8 +1,11 @@
 package jsonedit
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/glove-sandbox/glove/supervisor/internal/strictjson"
 )
 
 // Mutation derives a document from a valid one; the bad-input tables of
@@ -64,4 +67,23 @@ func FencedBlocks(t testing.TB, doc, info string) []string {
 		out = append(out, strings.Join(body, "\n"))
 	}
 	return out
+}
+
+// CheckFault fails the test unless err is a one-line *strictjson.Fault at
+// JSON Pointer ptr whose message contains phrase.
+func CheckFault(t testing.TB, err error, ptr, phrase string) {
+	t.Helper()
+	var f *strictjson.Fault
+	if !errors.As(err, &f) {
+		t.Fatalf("error %v (%T) is not a *Fault", err, err)
+	}
+	if f.Pointer != ptr {
+		t.Fatalf("fault at %q, want %q: %v", f.Pointer, ptr, err)
+	}
+	if !strings.Contains(f.Msg, phrase) {
+		t.Fatalf("fault %q lacks %q", err, phrase)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("fault is not one line: %q", err)
+	}
 }
