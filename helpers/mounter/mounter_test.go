@@ -1,15 +1,12 @@
 package mounter
 
 import (
-	"encoding/binary"
 	"errors"
-	"runtime"
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
-	xbpf "golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -208,34 +205,12 @@ func TestAllowlist(t *testing.T) {
 	}
 }
 
-// runSeccomp evaluates prog on a seccomp_data for the native
-// architecture. golang.org/x/net/bpf's VM loads 32-bit words big-endian,
-// so each word of the little-endian seccomp_data is swapped first.
+// runSeccomp evaluates prog on one call for the native architecture.
 func runSeccomp(t *testing.T, prog []unix.SockFilter, nr uintptr, args [6]uint64) uint32 {
 	t.Helper()
-	arch := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
-	data := make([]byte, 64)
-	binary.BigEndian.PutUint32(data[0:], uint32(nr))
-	binary.BigEndian.PutUint32(data[4:], arch)
-	for i, a := range args {
-		binary.BigEndian.PutUint32(data[16+8*i:], uint32(a))
-		binary.BigEndian.PutUint32(data[20+8*i:], uint32(a>>32))
-	}
-	raw := make([]xbpf.RawInstruction, len(prog))
-	for i, f := range prog {
-		raw[i] = xbpf.RawInstruction{Op: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
-	}
-	insns, ok := xbpf.Disassemble(raw)
-	if !ok {
-		t.Fatal("cannot decode the seccomp program")
-	}
-	vm, err := xbpf.NewVM(insns)
+	a, err := bpf.Evaluate(prog, nr, args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := vm.Run(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uint32(n)
+	return uint32(a)
 }

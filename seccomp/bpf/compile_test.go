@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	xbpf "golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,32 +72,15 @@ func runFilter(t *testing.T, prog []unix.SockFilter, data []byte) uint32 {
 	return 0
 }
 
-// runXVM runs prog in golang.org/x/net/bpf's VM on a buffer whose 32-bit
-// words are byte-swapped, so its big-endian loads see the same values the
-// kernel would.
+// runXVM runs prog through Evaluate's x/net/bpf VM, the second
+// interpreter the kernel-semantics one is checked against.
 func runXVM(t *testing.T, prog []unix.SockFilter, data []byte) uint32 {
 	t.Helper()
-	raw := make([]xbpf.RawInstruction, len(prog))
-	for i, f := range prog {
-		raw[i] = xbpf.RawInstruction{Op: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
-	}
-	insns, ok := xbpf.Disassemble(raw)
-	if !ok {
-		t.Fatalf("x/net/bpf could not decode the program")
-	}
-	vm, err := xbpf.NewVM(insns)
+	a, err := EvaluateData(prog, data)
 	if err != nil {
-		t.Fatalf("x/net/bpf NewVM: %v", err)
+		t.Fatal(err)
 	}
-	swapped := make([]byte, len(data))
-	for i := 0; i < len(data); i += 4 {
-		binary.BigEndian.PutUint32(swapped[i:], binary.LittleEndian.Uint32(data[i:]))
-	}
-	n, err := vm.Run(swapped)
-	if err != nil {
-		t.Fatalf("x/net/bpf Run: %v", err)
-	}
-	return uint32(n)
+	return uint32(a)
 }
 
 // eval runs both interpreters and insists they agree.
