@@ -12,9 +12,12 @@ LDFLAGS := -X $(MODULE)/helpers/helperkit.ConfigDir=$(CONFDIR) \
            -X $(MODULE)/supervisor/cli.LibexecDir=$(PREFIX)/libexec/glove
 
 # One main package per executable; the directory name is the binary name.
-CMDS := ./supervisor/cmd/glove ./supervisor/cmd/gloved ./shim/cmd/glove-shim \
-        ./helpers/mounter/cmd/glove-mounter ./helpers/cgroup/cmd/glove-cgroup \
-        ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
+# CGO_CMDS are built with cgo, NOCGO_CMDS without (see build).
+CGO_CMDS   := ./supervisor/cmd/glove ./shim/cmd/glove-shim
+NOCGO_CMDS := ./supervisor/cmd/gloved \
+              ./helpers/mounter/cmd/glove-mounter ./helpers/cgroup/cmd/glove-cgroup \
+              ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
+CMDS := $(CGO_CMDS) $(NOCGO_CMDS)
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict
@@ -23,12 +26,16 @@ FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./superv
 
 all: build
 
-# Helpers must be built without cgo: they change capabilities on every
-# thread with syscall.AllThreadsSyscall, which refuses to run in a cgo
-# binary (see helpers/helperkit/restrict_unsafe.go).
+# glove and glove-shim are built with cgo: package seccomp compiles the
+# sandbox's seccomp profile with libseccomp; glove prints it (`glove
+# seccomp dump`) and glove-shim is to load it. Everything else is built
+# without cgo: the helpers change capabilities on every thread with
+# syscall.AllThreadsSyscall, which refuses to run in a cgo binary (see
+# helpers/helperkit/restrict_unsafe.go), and gloved needs no C.
 build:
 	@mkdir -p $(BINDIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(CMDS)
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(CGO_CMDS)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(NOCGO_CMDS)
 
 install: build
 	scripts/create-group.sh $(GROUP)

@@ -18,8 +18,12 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/seccomp/libseccomp-golang v0.11.1
 	github.com/sirupsen/logrus v1.10.2
+	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 )
 
-require golang.org/x/text v0.43.0 // indirect
+require (
+	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)

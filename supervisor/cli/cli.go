@@ -42,6 +42,11 @@ const usage = `usage:
                                 check a plan (docs/plan.md) against a policy now; print its
                                 plan_content_digest, or exit 2 with the first mismatch
                                 (policy and plan files: mode 0600, owned by you, one link)
+  glove seccomp dump [--pfc | --raw] [--inherited-fd N]...
+                                the sandbox's default seccomp filter as libseccomp compiles
+                                it: BPF one instruction per line, raw bytes, or pseudo-filter
+                                code; --inherited-fd (0..1023, repeatable) binds the profile
+                                to a committed inherited descriptor range
 `
 
 // Run runs the command line and returns the exit status.
@@ -63,6 +68,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return policyCommand(args[1:], stdout, stderr)
 	case "plan":
 		return planCommand(args[1:], stdout, stderr)
+	case "seccomp":
+		return seccompCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK

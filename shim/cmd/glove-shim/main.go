@@ -1,18 +1,11 @@
-// Command glove-shim will execute the OCI config.json the supervisor
-// writes. This revision has no sandbox yet: it refuses to run rather than
-// execute anything unconfined.
+// Command glove-shim executes an OCI bundle in Glove's sandbox; see package
+// shim.
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/glove-sandbox/glove/shim"
 )
 
-func main() {
-	if len(os.Args) == 2 && os.Args[1] == "--version" {
-		fmt.Println("glove-shim dev")
-		return
-	}
-	fmt.Fprintln(os.Stderr, "glove-shim: the sandbox is not part of this revision; refusing to run anything")
-	os.Exit(2)
-}
+func main() { os.Exit(shim.Main(os.Args)) }

@@ -1,0 +1,51 @@
+// Package shim is glove-shim: a small OCI runtime that executes the
+// config.json gloved writes (or any bundle within the subset below), with
+// a command line compatible with runc's:
+//
+//	glove-shim run --bundle DIR [--preserve-fds N] ID
+//
+// # Stages
+//
+//	stage 0 (host: the service user, no capability)
+//	  reads DIR/config.json strictly, refuses every field it does not
+//	  implement, compiles linux.seccomp to BPF, opens every path source
+//	  once with openat2, checks every inherited descriptor
+//	    │ clone(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP),
+//	    │ uid 0 ↦ service uid; plan sent over a socketpair
+//	    ▼
+//	stage 1 (PID 1 of the sandbox; root of user namespace 1)
+//	  makes the mount tree private, clones the root and attaches every
+//	  mount from a descriptor (open_tree/fsmount + mount_setattr +
+//	  move_mount), masks and write-protects /proc paths, makes the root
+//	  read-only, pivot_root, hostname, lo up; then stays as PID 1:
+//	  forwards signals, reaps, exits with the program's status
+//	    │ clone(NEWUSER|NEWNS), sandbox uid ↦ 0 of namespace 1
+//	    ▼
+//	stage 2 (user namespace 2: every mount is now locked)
+//	  working directory re-checked inside the root, rlimits, umask, no
+//	  capability (bounding set emptied, SECBIT_NOROOT), no_new_privs,
+//	  every descriptor but stdio and the passed ones close-on-exec,
+//	  Landlock (best effort), seccomp last, execve
+//
+// Why two user namespaces: a mount that a process attached in a user
+// namespace it owns can still be made writable (mount_setattr clearing
+// MOUNT_ATTR_RDONLY) or unmounted to reveal what is below. Once a further
+// user and mount namespace is entered, the copied mounts are locked:
+// clearing read-only fails with EPERM and unmounting with EINVAL. Stage 2
+// exists only to cross that line before the program runs.
+//
+// Why clone flags and not unshare: unshare(CLONE_NEWUSER) fails in a
+// multi-threaded process, and every Go program is one. Each stage is the
+// same executable, re-executed by the previous stage with clone flags.
+//
+// Descriptors: the bundle may name a preserved descriptor as a bind
+// source (/proc/self/fd/N, 3 <= N < 3+preserve-fds). Such a descriptor is
+// consumed by stage 1 and never reaches the program (threat: a directory
+// descriptor of the host would let the program walk out of its root with
+// openat(N, "..")). The other preserved descriptors are passed at their
+// numbers; a directory or O_PATH descriptor among them is refused.
+//
+// Every layer is tested on its own by the attack table in
+// shim/attack_test.go; the test-only switches that turn layers off exist
+// only in binaries built with the glove_testlayers build tag.
+package shim

@@ -1,0 +1,493 @@
+package shim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/glove-sandbox/glove/seccomp"
+	"github.com/glove-sandbox/glove/spec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Exit statuses of glove-shim itself. Any other status is the program's
+// own (128+N when it was killed by signal N).
+const (
+	ExitUsage  = 2   // bad command line
+	ExitFailed = 125 // the sandbox could not be built; nothing was executed
+)
+
+// Stage arguments: the re-executed binary's argv[1]. A user who runs
+// `glove-shim stage1` by hand gains nothing: a stage only restricts.
+const (
+	argStage1 = "--glove-stage1"
+	argStage2 = "--glove-stage2"
+)
+
+// maxPlan bounds the plan a stage reads from its parent.
+const maxPlan = 8 << 20
+
+// Layer names (see layers.go): each protection the attack table switches
+// off on its own in a test build.
+const (
+	LayerMountLock = "mountlock" // the second user + mount namespace
+	LayerSeccomp   = "seccomp"
+	LayerLandlock  = "landlock"
+	LayerCaps      = "caps"     // capability drop, bounding set, SECBIT_NOROOT
+	LayerProcMask  = "procmask" // maskedPaths and readonlyPaths
+)
+
+// Layers lists every layer name.
+var Layers = []string{LayerMountLock, LayerSeccomp, LayerLandlock, LayerCaps, LayerProcMask}
+
+// Main runs glove-shim with args (os.Args) and returns the exit status.
+func Main(args []string) int {
+	if len(args) >= 2 {
+		switch args[1] {
+		case argStage1:
+			return stage1()
+		case argStage2:
+			return stage2()
+		case "--version":
+			if len(args) == 2 {
+				fmt.Println("glove-shim dev")
+				return 0
+			}
+		case "run":
+			bundle, preserve, id, err := parseRun(args[2:])
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim run --bundle DIR [--preserve-fds N] ID\n", err)
+				return ExitUsage
+			}
+			code, err := run(bundle, preserve, id)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "glove-shim: %v\n", err)
+				return ExitFailed
+			}
+			return code
+		}
+	}
+	fmt.Fprintln(os.Stderr, "usage: glove-shim run --bundle DIR [--preserve-fds N] ID | glove-shim --version")
+	return ExitUsage
+}
+
+// parseRun parses runc's `run` subset: --bundle/-b DIR, --preserve-fds N
+// (both also as --flag=value), and one container id.
+func parseRun(args []string) (bundle string, preserve int, id string, err error) {
+	seen := map[string]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := a, "", false
+		if len(a) > 1 && a[0] == '-' {
+			if n, v, ok := cutFlag(a); ok {
+				name, value, hasValue = n, v, true
+			}
+		}
+		switch name {
+		case "--bundle", "-b", "--preserve-fds":
+			if seen[name] {
+				return "", 0, "", fmt.Errorf("%s given twice", name)
+			}
+			seen[name] = true
+			if !hasValue {
+				if i+1 >= len(args) {
+					return "", 0, "", fmt.Errorf("%s needs a value", name)
+				}
+				i++
+				value = args[i]
+			}
+			if name == "--preserve-fds" {
+				n, perr := strconv.Atoi(value)
+				if perr != nil || n < 0 || n > maxPreserveFDs || strconv.Itoa(n) != value {
+					return "", 0, "", fmt.Errorf("--preserve-fds %q: want a number 0..%d", value, maxPreserveFDs)
+				}
+				preserve = n
+			} else {
+				bundle = value
+			}
+		default:
+			if len(a) > 0 && a[0] == '-' {
+				return "", 0, "", fmt.Errorf("unknown flag %q", a)
+			}
+			if id != "" {
+				return "", 0, "", fmt.Errorf("unexpected argument %q", a)
+			}
+			id = a
+		}
+	}
+	if id == "" {
+		return "", 0, "", errors.New("missing container id")
+	}
+	if !validID(id) {
+		return "", 0, "", fmt.Errorf("container id %q: want 1..64 of [A-Za-z0-9_.-]", id)
+	}
+	if bundle == "" {
+		bundle = "."
+	}
+	return bundle, preserve, id, nil
+}
+
+func cutFlag(a string) (string, string, bool) {
+	for i := 0; i < len(a); i++ {
+		if a[i] == '=' {
+			return a[:i], a[i+1:], true
+		}
+	}
+	return a, "", false
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c == '_' || c == '.' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// run is stage 0. It returns the program's exit status, or an error when
+// the sandbox could not be built.
+func run(bundle string, preserve int, id string) (int, error) {
+	for fd := 3; fd < 3+preserve; fd++ {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			return 0, fmt.Errorf("--preserve-fds %d: descriptor %d: %w", preserve, fd, err)
+		}
+	}
+	bundleFD, err := unix.Openat2(unix.AT_FDCWD, bundle, &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("open bundle %s: %w", bundle, err)
+	}
+	defer unix.Close(bundleFD)
+	data, err := readBeneath(bundleFD, "config.json", 4<<20)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", filepath.Join(bundle, "config.json"), err)
+	}
+	s, err := spec.DecodeStrict(data)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Join(bundle, "config.json"), err)
+	}
+	p, err := Validate(s, preserve, uint32(os.Getuid()), uint32(os.Getgid()))
+	if err != nil {
+		return 0, err
+	}
+	p.Off = layersFromEnvironment()
+	if s.Linux.Seccomp != nil {
+		if p.Process.Seccomp, p.Process.SeccompFlags, err = compileSeccomp(s.Linux.Seccomp); err != nil {
+			return 0, err
+		}
+	}
+	if err := checkSources(p, bundleFD, s.Root.Path); err != nil {
+		return 0, err
+	}
+	files := make([]*os.File, preserve+1)
+	for i := range preserve {
+		files[i] = os.NewFile(uintptr(3+i), "preserved")
+	}
+	if p.Process.Terminal {
+		if _, err := unix.IoctlGetTermios(0, unix.TCGETS); err != nil {
+			return 0, fmt.Errorf("config.json: process.terminal: standard input is not a terminal: %w", err)
+		}
+	}
+	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1)
+	if err != nil {
+		return 0, err
+	}
+	defer ctl.Close()
+	// Stage 0 forwards signals (the supervisor's TERM reaches PID 1 of the
+	// sandbox, which passes it on) and waits; it reaps nothing else.
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	for {
+		select {
+		case s := <-sigs:
+			if forwarded(s) {
+				_ = unix.Kill(cmd.Process.Pid, s.(syscall.Signal))
+			}
+		case <-done:
+			return exitStatus(cmd.ProcessState.Sys().(syscall.WaitStatus)), nil
+		}
+	}
+}
+
+// compileSeccomp compiles the profile with libseccomp (exact translation or
+// refusal, see package seccomp) and returns the BPF program and the kernel
+// flags stage 2 loads it with.
+func compileSeccomp(s *specs.LinuxSeccomp) ([]byte, uint, error) {
+	prog, err := seccomp.ExportBPF(s)
+	if err != nil {
+		return nil, 0, fmt.Errorf("config.json: linux.seccomp: %w", err)
+	}
+	flags := uint(unix.SECCOMP_FILTER_FLAG_TSYNC)
+	for _, f := range s.Flags {
+		switch f {
+		case specs.LinuxSeccompFlagLog:
+			flags |= unix.SECCOMP_FILTER_FLAG_LOG
+		case specs.LinuxSeccompFlagSpecAllow:
+			flags |= unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW
+		}
+	}
+	return prog, flags, nil
+}
+
+// readBeneath reads a regular file beneath dir, refusing symlinks and
+// anything larger than limit.
+func readBeneath(dir int, name string, limit int64) ([]byte, error) {
+	fd, err := unix.Openat2(dir, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openat2: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, errors.New("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+// checkSources checks the preserved descriptors and every host path the
+// plan names, each opened once here with openat2, and records the
+// identities stage 1 must find again.
+func checkSources(p *Plan, bundleFD int, root string) error {
+	// The passed descriptors: a directory or an O_PATH descriptor would
+	// let the program walk the host from it (openat(fd, "..")), so only
+	// the mount sources may be such, and those never reach the program.
+	for _, fd := range p.Process.PassFDs {
+		if err := checkPassFD(fd); err != nil {
+			return fmt.Errorf("--preserve-fds: descriptor %d: %w", fd, err)
+		}
+	}
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	dir := unix.AT_FDCWD
+	if !filepath.IsAbs(root) {
+		if filepath.Clean(root) != root || root == ".." || strings.HasPrefix(root, "../") {
+			return bad("root.path", "%q leaves the bundle", root)
+		}
+		dir = bundleFD
+		how.Resolve |= unix.RESOLVE_BENEATH
+	}
+	rfd, err := unix.Openat2(dir, root, how)
+	if err != nil {
+		return fmt.Errorf("config.json: root.path %q: %w", root, err)
+	}
+	defer unix.Close(rfd)
+	if p.RootIdent, err = identify(rfd, true); err != nil {
+		return fmt.Errorf("config.json: root.path %q: %w", root, err)
+	}
+	if p.RootPath, err = os.Readlink("/proc/self/fd/" + strconv.Itoa(rfd)); err != nil || !filepath.IsAbs(p.RootPath) {
+		return fmt.Errorf("config.json: root.path %q: cannot name it: %v", root, err)
+	}
+	for i := range p.Mounts {
+		m := &p.Mounts[i]
+		if m.Kind != kindBind {
+			continue
+		}
+		f := fmt.Sprintf("mounts[%d].source", i)
+		if m.SourceFD >= 0 {
+			isDir, err := checkSourceFD(m.SourceFD)
+			if err != nil {
+				return fmt.Errorf("config.json: %s: descriptor %d: %w", f, m.SourceFD, err)
+			}
+			m.FileTarget = !isDir
+			continue
+		}
+		fd, err := unix.Openat2(unix.AT_FDCWD, m.SourcePath, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return fmt.Errorf("config.json: %s %q: %w", f, m.SourcePath, err)
+		}
+		isDir, err := checkSourceFD(fd)
+		if err == nil {
+			m.SourceIdent, err = identify(fd, isDir)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("config.json: %s %q: %w", f, m.SourcePath, err)
+		}
+		m.FileTarget = !isDir
+	}
+	return nil
+}
+
+// identify returns fd's identity, checking whether it is a directory.
+func identify(fd int, dir bool) (Ident, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Ident{}, fmt.Errorf("fstat: %w", err)
+	}
+	if (st.Mode&unix.S_IFMT == unix.S_IFDIR) != dir {
+		return Ident{}, fmt.Errorf("file type %#o is not what was expected", st.Mode&unix.S_IFMT)
+	}
+	return Ident{Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// checkSourceFD accepts a directory, a regular file or a character device
+// as a bind source and says whether it is a directory.
+func checkSourceFD(fd int) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, fmt.Errorf("fstat: %w", err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return true, nil
+	case unix.S_IFREG, unix.S_IFCHR:
+		return false, nil
+	}
+	return false, fmt.Errorf("file type %#o is not a directory, regular file or character device", st.Mode&unix.S_IFMT)
+}
+
+// checkPassFD refuses a descriptor the program must not receive.
+func checkPassFD(fd int) error {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return fmt.Errorf("fcntl: %w", err)
+	}
+	if fl&unix.O_PATH != 0 {
+		return errors.New("an O_PATH descriptor (only a mount source may be one)")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return errors.New("a directory (only a mount source may be one)")
+	}
+	return nil
+}
+
+// stage1Attr enters every namespace of the sandbox. Namespace 1's root is
+// the invoking user: it may mount inside its own namespaces and nowhere
+// else.
+func stage1Attr(p *Plan) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.HostUID), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.HostGID), Size: 1}},
+		// setgroups stays denied: with it, the program could drop a
+		// supplementary group that a host file denies access to.
+		GidMappingsEnableSetgroups: false,
+		// Threat: a stage outliving the shim that started it (killed
+		// supervisor) would keep the program running unsupervised.
+		Pdeathsig: unix.SIGKILL,
+	}
+}
+
+// startNext starts the next stage (exe with arg) with the plan and waits
+// for its report. files are the child's descriptors from 3 on; the control
+// socket takes slot p.PreserveFDs, and its number is the stage's second
+// argument. On success the program is executing and the returned socket is
+// still open: closing it is how a stage tells its own parent.
+func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg string) (*exec.Cmd, *os.File, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	mine := os.NewFile(uintptr(pair[0]), "control")
+	theirs := os.NewFile(uintptr(pair[1]), "control-child")
+	files[p.PreserveFDs] = theirs
+	plan, err := json.Marshal(p)
+	if err != nil {
+		theirs.Close()
+		mine.Close()
+		return nil, nil, fmt.Errorf("encode plan: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        exe,
+		Args:        []string{"glove-shim", arg, strconv.Itoa(3 + p.PreserveFDs)},
+		Stdin:       os.Stdin,
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		ExtraFiles:  files,
+		SysProcAttr: attr,
+		Env:         []string{},
+	}
+	err = cmd.Start()
+	theirs.Close()
+	files[p.PreserveFDs] = nil
+	if err != nil {
+		mine.Close()
+		return nil, nil, fmt.Errorf("start %s: %w", arg, err)
+	}
+	report, err := exchange(mine, plan)
+	if err != nil || len(report) > 0 {
+		mine.Close()
+		_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", arg, err)
+		}
+		return nil, nil, errors.New(string(report))
+	}
+	return cmd, mine, nil
+}
+
+// exchange sends the plan, then reads the child's report until EOF. An
+// empty report means the program is executing (the child's end of the
+// socket closed on execve); anything else is the error that stopped it.
+func exchange(c *os.File, plan []byte) ([]byte, error) {
+	if _, err := c.Write(plan); err != nil {
+		return nil, fmt.Errorf("send plan: %w", err)
+	}
+	if err := unix.Shutdown(int(c.Fd()), unix.SHUT_WR); err != nil {
+		return nil, fmt.Errorf("send plan: shutdown: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(c, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	return b, nil
+}
+
+// forwarded says which signals a stage passes on to the next: all but the
+// ones about the stage itself (SIGCHLD) and the Go runtime's preemption
+// signal (SIGURG), which is not meant for the program.
+func forwarded(s os.Signal) bool {
+	sig, ok := s.(syscall.Signal)
+	return ok && sig != unix.SIGCHLD && sig != unix.SIGURG
+}
+
+func exitStatus(ws syscall.WaitStatus) int {
+	switch {
+	case ws.Exited():
+		return ws.ExitStatus()
+	case ws.Signaled():
+		return 128 + int(ws.Signal())
+	}
+	return ExitFailed
+}

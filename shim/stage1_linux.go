@@ -1,0 +1,187 @@
+package shim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// readPlan reads the plan from the control socket named by argv[2]. Every
+// inherited descriptor is made close-on-exec first, so that nothing the
+// stage did not choose to pass reaches the next one.
+func readPlan() (*Plan, *os.File, error) {
+	if len(os.Args) != 3 {
+		return nil, nil, errors.New("bad stage arguments")
+	}
+	n, err := strconv.Atoi(os.Args[2])
+	if err != nil || n < 3 || n > 3+maxPreserveFDs {
+		return nil, nil, errors.New("bad stage arguments")
+	}
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("close_range: %w", err)
+	}
+	ctl := os.NewFile(uintptr(n), "control")
+	b, err := io.ReadAll(io.LimitReader(ctl, maxPlan+1))
+	if err != nil {
+		return nil, ctl, fmt.Errorf("read plan: %w", err)
+	}
+	if len(b) > maxPlan {
+		return nil, ctl, errors.New("read plan: too large")
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, ctl, fmt.Errorf("decode plan: %w", err)
+	}
+	if p.PreserveFDs != n-3 {
+		return nil, ctl, errors.New("plan does not match the stage arguments")
+	}
+	return &p, ctl, nil
+}
+
+// fail reports err to the parent stage, which prints it; the stage then
+// exits without running anything.
+func fail(ctl *os.File, stage string, err error) int {
+	msg := fmt.Sprintf("%s: %v", stage, err)
+	if ctl != nil {
+		if _, werr := ctl.Write([]byte(msg)); werr == nil {
+			return 1
+		}
+	}
+	fmt.Fprintf(os.Stderr, "glove-shim: %s\n", msg)
+	return 1
+}
+
+// stage1 is PID 1 of the sandbox: it builds the mount tree, then starts
+// stage 2, forwards signals to it, reaps every process that ends in the
+// sandbox and exits with the program's status.
+func stage1() int {
+	p, ctl, err := readPlan()
+	if err != nil {
+		return fail(ctl, "stage 1", err)
+	}
+	if os.Getpid() != 1 {
+		return fail(ctl, "stage 1", errors.New("not PID 1 of a new PID namespace"))
+	}
+	// Stage 2 is executed through this descriptor, since the binary is
+	// not inside the new root. It is placed above every number the
+	// child's descriptor shuffle may use (os/exec moves descriptors up to
+	// 3+len(ExtraFiles) and beyond before placing them).
+	exe, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(ctl, "stage 1", fmt.Errorf("open /proc/self/exe: %w", err))
+	}
+	high, err := unix.FcntlInt(uintptr(exe), unix.F_DUPFD_CLOEXEC, 2*(4+p.PreserveFDs)+16)
+	if err != nil {
+		return fail(ctl, "stage 1", fmt.Errorf("move executable descriptor: %w", err))
+	}
+	unix.Close(exe)
+	if err := buildSandbox(p); err != nil {
+		return fail(ctl, "stage 1", err)
+	}
+	files := make([]*os.File, p.PreserveFDs+1)
+	for _, fd := range p.Process.PassFDs {
+		files[fd-3] = os.NewFile(uintptr(fd), "preserved")
+	}
+	cmd, next, err := startNext(p, files, stage2Attr(p), "/proc/self/fd/"+strconv.Itoa(high), argStage2)
+	// The passed descriptors belong to the program now: PID 1 keeps no
+	// copy (a stream socket must have one holder inside the sandbox).
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+	unix.Close(high)
+	if err != nil {
+		return fail(ctl, "stage 1", err)
+	}
+	next.Close()
+	ctl.Close() // tells stage 0 that the program is executing
+	return reap(cmd.Process.Pid)
+}
+
+// stage2Attr enters user namespace 2 and mount namespace 2, where every
+// mount built by stage 1 is locked, as the sandbox user.
+func stage2Attr(p *Plan) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{
+		Pdeathsig: unix.SIGKILL,
+		// A new session: the program has no controlling terminal unless
+		// process.terminal gives it its standard input (threat: TIOCSTI
+		// pushing input into a terminal outside the sandbox, and signals
+		// to the caller's process group).
+		Setsid: true,
+	}
+	if p.Process.Terminal {
+		a.Setctty, a.Ctty = true, 0
+	}
+	if !p.off(LayerMountLock) {
+		a.Cloneflags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(p.UID), HostID: 0, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(p.GID), HostID: 0, Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+		// CAP_SETPCAP survives the execve of stage 2 (as ambient) only so
+		// that stage 2 can empty the bounding set even when the program's
+		// uid is not 0; stage 2 drops it with every other capability.
+		a.AmbientCaps = []uintptr{unix.CAP_SETPCAP}
+	}
+	return a
+}
+
+// reap is PID 1's loop. When the program (pid) ends, PID 1 returns its
+// status and exits, and the kernel kills what is left in the namespace.
+func reap(pid int) int {
+	sigs := make(chan os.Signal, 128)
+	signal.Notify(sigs)
+	for {
+		for {
+			var ws syscall.WaitStatus
+			w, err := unix.Wait4(-1, (*unix.WaitStatus)(&ws), unix.WNOHANG, nil)
+			if err != nil || w <= 0 {
+				if errors.Is(err, unix.ECHILD) {
+					return ExitFailed
+				}
+				break
+			}
+			if w == pid {
+				return exitStatus(ws)
+			}
+		}
+		s := <-sigs
+		if forwarded(s) {
+			_ = unix.Kill(pid, s.(syscall.Signal))
+		}
+	}
+}
+
+// buildSandbox attaches the mounts, masks /proc, pivots into the new root
+// and names the host and the loopback interface.
+func buildSandbox(p *Plan) error {
+	root, err := buildRoot(p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	if err := pivot(root); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(p.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	// A new network namespace has only lo, and it is down: programs that
+	// talk to themselves over 127.0.0.1 need it up. Nothing else exists.
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("netlink: find lo: %w", err)
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("netlink: set lo up: %w", err)
+	}
+	return nil
+}
