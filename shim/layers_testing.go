@@ -3,7 +3,9 @@
 package shim
 
 import (
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -12,12 +14,18 @@ import (
 // build such a binary; it is never installed.
 const testLayersVar = "GLOVE_SHIM_TEST_LAYERS_OFF"
 
-func layersFromEnvironment() []string {
+func layersFromEnvironment() ([]string, error) {
 	v := os.Getenv(testLayersVar)
 	if v == "" {
-		return nil
+		return nil, nil
 	}
-	return strings.Split(v, ",")
+	names := strings.Split(v, ",")
+	for _, n := range names {
+		if !slices.Contains(Layers, n) {
+			return nil, fmt.Errorf("%s: unknown layer %q (known: %s)", testLayersVar, n, strings.Join(Layers, ","))
+		}
+	}
+	return names, nil
 }
 
 func (p *Plan) off(layer string) bool {

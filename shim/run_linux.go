@@ -185,7 +185,9 @@ func run(bundle string, preserve int, id string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	p.Off = layersFromEnvironment()
+	if p.Off, err = layersFromEnvironment(); err != nil {
+		return 0, err
+	}
 	if s.Linux.Seccomp != nil {
 		if p.Process.Seccomp, p.Process.SeccompFlags, err = compileSeccomp(s.Linux.Seccomp); err != nil {
 			return 0, err
