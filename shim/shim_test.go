@@ -2,6 +2,12 @@ package shim_test
 
 import (
 	"os"
+
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/seccomp"
+	"github.com/glove-sandbox/glove/spec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -45,5 +51,193 @@ func TestShimRunsStandardBundle(t *testing.T) {
 	}
 	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != uint32(e.UID) {
 		t.Errorf("workspace file owned by uid %d on the host, want the service user %d", uid, e.UID)
+	}
+}
+
+// TestShimRunsSpecBuildWithMounterFDs is the product's path: gloved asks
+// glove-mounter for detached mounts, writes config.json with package spec,
+// and hands the mounts to glove-shim as preserved descriptors.
+func TestShimRunsSpecBuildWithMounterFDs(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	data := filepath.Join(e.Base, "sources", "shim-data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
+	if err := os.WriteFile(filepath.Join(data, "in"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, log := e.StartServing(t, "glove-mounter")
+	call := func(req wire.Message, fds []int) *os.File {
+		t.Helper()
+		_, files, err := p.Client.Call(req, fds)
+		if err != nil || len(files) != 1 {
+			t.Fatalf("mounter %T: %v (%d descriptors)\nlog: %s", req, err, len(files), log)
+		}
+		t.Cleanup(func() { files[0].Close() })
+		return files[0]
+	}
+	open := func(path string) int {
+		fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		return fd
+	}
+	usr := call(&wire.Bind{Flags: wire.BindReadOnly}, []int{open("/usr")})
+	ro := call(&wire.Bind{Flags: wire.BindReadOnly | wire.BindNoExec}, []int{open(data)})
+	work := call(&wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}, nil)
+	// glove-mounter gives the tmpfs to its peer, which is this (root)
+	// test process here and the service user under gloved.
+	if err := unix.Fchownat(int(work.Fd()), "", e.UID, e.GID, unix.AT_EMPTY_PATH); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := spec.Build(spec.Launch{
+		Executable: "/bin/sh",
+		Args: []string{"-c", `cat /data/in; echo written > /workspace/out;` +
+			`echo x > /data/x 2>/dev/null && echo DATA-WRITABLE; ls /proc/self/fd | tr '\n' ' '`},
+		Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace",
+		UID: testenv.SandboxUID, GID: testenv.SandboxGID, HostUID: uint32(e.UID), HostGID: uint32(e.GID),
+		Hostname: "glove",
+		Mounts: []spec.Mount{
+			{Target: "/proc", Kind: spec.KindProc, SourceFD: spec.NoFD},
+			{Target: "/usr", Kind: spec.KindBind, SourceFD: 3, ReadOnly: true},
+			{Target: "/dev", Kind: spec.KindDev, SourceFD: spec.NoFD, TmpfsBytes: 1 << 20, Mode: 0o755},
+			{Target: "/dev/null", Kind: spec.KindBind, SourceFD: spec.NoFD, Source: "/dev/null"},
+			{Target: "/data", Kind: spec.KindBind, SourceFD: 4, ReadOnly: true, NoExec: true},
+			{Target: "/workspace", Kind: spec.KindBind, SourceFD: 5},
+		},
+		NoNewPrivileges: true,
+		PreserveFDs:     3,
+		Seccomp:         seccomp.DefaultProfile(seccomp.ProfileOptions{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Spec = s
+	cfg, err := spec.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.Dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.RunAs(t, testenv.ShimRun{
+		Shim:       e.HelperPath("glove-shim"),
+		Args:       []string{"run", "--bundle", b.Dir, "--preserve-fds", "3", "t"},
+		ExtraFiles: []*os.File{usr, ro, work},
+	})
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.HasPrefix(r.Stdout, "from the host\n") || strings.Contains(r.Stdout, "DATA-WRITABLE") {
+		t.Errorf("stdout %q: want the read-only data read and not written", r.Stdout)
+	}
+	// The mount descriptors were consumed by the shim: the program sees
+	// stdio and ls's own directory descriptor only.
+	if fds := strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "\n")+1:]); fds != "0 1 2 3" {
+		t.Errorf("descriptors inside: %q, want \"0 1 2 3\" (3 is ls's own)", fds)
+	}
+	// Judged from outside, through the tmpfs descriptor gloved kept.
+	fd, err := unix.Openat(int(work.Fd()), "out", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("the program's write is not in the tmpfs: %v\nstderr: %s", err, r.Stderr)
+	}
+	got := make([]byte, 64)
+	n, _ := unix.Read(fd, got)
+	unix.Close(fd)
+	if string(got[:n]) != "written\n" {
+		t.Errorf("tmpfs holds %q", got[:n])
+	}
+	if _, err := os.Stat(filepath.Join(data, "x")); err == nil {
+		t.Error("the read-only source was written on the host")
+	}
+}
+
+// TestShimStatusAndStdio checks what a caller of glove-shim relies on: the
+// program's exit status (128+N for signal N), standard input and output
+// relayed, and 125 with one line for a bundle that is refused.
+func TestShimStatusAndStdio(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	shim := e.HelperPath("glove-shim")
+	runIn := func(stdin string, args ...string) testenv.ShimResult {
+		b.Spec.Process.Args = args
+		b.Write(t)
+		return e.RunAs(t, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "t"}, Stdin: []byte(stdin)})
+	}
+	if r := runIn("", "/bin/sh", "-c", "kill -TERM $$"); r.Code != 128+15 {
+		t.Errorf("killed by TERM: exit %d, want 143 (stderr %s)", r.Code, r.Stderr)
+	}
+	if r := runIn("", "/bin/sh", "-c", "kill -KILL $$"); r.Code != 128+9 {
+		t.Errorf("killed by KILL: exit %d, want 137 (stderr %s)", r.Code, r.Stderr)
+	}
+	if r := runIn("piped in\n", "/bin/cat"); r.Code != 0 || r.Stdout != "piped in\n" {
+		t.Errorf("cat: exit %d stdout %q stderr %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if r := runIn("", "/no/such/program"); r.Code != 125 || !strings.Contains(r.Stderr, "execve /no/such/program") {
+		t.Errorf("missing program: exit %d stderr %q, want 125 naming it", r.Code, r.Stderr)
+	}
+	// Background processes left by the program end with it (PID 1 exits
+	// and the kernel kills the namespace); the leak check sees to that.
+	if r := runIn("", "/bin/sh", "-c", "sleep 1000 & exit 3"); r.Code != 3 {
+		t.Errorf("background sleep: exit %d, want 3", r.Code)
+	}
+
+	before, _ := os.ReadDir(filepath.Join(b.Dir, "rootfs"))
+	b.Spec.Linux.Resources = &specs.LinuxResources{}
+	r := runIn("", "/bin/true")
+	b.Spec.Linux.Resources = nil
+	if r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, "linux.resources") {
+		t.Errorf("linux.resources: exit %d stderr %q, want 125 and one line naming it", r.Code, r.Stderr)
+	}
+	after, _ := os.ReadDir(filepath.Join(b.Dir, "rootfs"))
+	if len(after) != len(before) {
+		t.Errorf("a refused bundle changed its rootfs: %d entries before, %d after", len(before), len(after))
+	}
+}
+
+// TestShimDescriptors checks the preserved range: a pipe passed with
+// --preserve-fds reaches the program at its number; a directory is refused
+// (it would be a way out of the root); a descriptor above the range never
+// reaches the program.
+func TestShimDescriptors(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	shim := e.HelperPath("glove-shim")
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	dir, err := os.Open(b.Outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", "echo via-fd3 >&3; cat <&4; readlink /proc/self/fd/3 /proc/self/fd/4 /proc/self/fd/5"}
+	b.Write(t)
+	r := e.RunAs(t, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
+		ExtraFiles: []*os.File{wr, dir}})
+	wr.Close()
+	got := make([]byte, 64)
+	n, _ := rd.Read(got)
+	if string(got[:n]) != "via-fd3\n" {
+		t.Errorf("fd 3 carried %q\nstdout %q stderr %q", got[:n], r.Stdout, r.Stderr)
+	}
+	// readlink names fd 3 (the pipe) and nothing else; cat found no fd 4.
+	if !strings.HasPrefix(r.Stdout, "pipe:[") || strings.Count(r.Stdout, "\n") != 1 || !strings.Contains(r.Stderr, "4: Bad file descriptor") {
+		t.Errorf("the undeclared descriptor reached the program:\nstdout %q\nstderr %q", r.Stdout, r.Stderr)
+	}
+	r = e.RunAs(t, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
+		ExtraFiles: []*os.File{dir}})
+	if r.Code != 125 || !strings.Contains(r.Stderr, "descriptor 3: a directory") {
+		t.Errorf("directory at fd 3: exit %d stderr %q, want 125 naming it", r.Code, r.Stderr)
 	}
 }

@@ -1,0 +1,321 @@
+package shim
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/glove-sandbox/glove/spec"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+const hostUID, hostGID = 4242, 4343
+
+// goodSpec is a bundle glove-shim accepts: the shape `runc spec
+// --rootless` writes, tightened as Glove runs it.
+func goodSpec() *specs.Spec {
+	return &specs.Spec{
+		Version:  "1.0.2",
+		Hostname: "sandbox",
+		Root:     &specs.Root{Path: "rootfs", Readonly: true},
+		Process: &specs.Process{
+			User:            specs.User{UID: 1000, GID: 1000},
+			Args:            []string{"sh"},
+			Env:             []string{"PATH=/usr/bin:/bin", "TERM=xterm"},
+			Cwd:             "/",
+			NoNewPrivileges: true,
+			Capabilities:    &specs.LinuxCapabilities{},
+			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}},
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}},
+			{Destination: "/work", Source: "/proc/self/fd/3", Options: []string{"bind", "nosuid", "nodev"}},
+		},
+		Linux: &specs.Linux{
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 1000, HostID: hostUID, Size: 1}},
+			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 1000, HostID: hostGID, Size: 1}},
+			Namespaces: []specs.LinuxNamespace{{Type: "user"}, {Type: "mount"}, {Type: "pid"},
+				{Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "cgroup"}},
+			MaskedPaths:   []string{"/proc/kcore"},
+			ReadonlyPaths: []string{"/proc/sys"},
+		},
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	p, err := Validate(goodSpec(), 2, hostUID, hostGID)
+	if err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if p.UID != 1000 || p.GID != 1000 || !p.RootReadonly || p.Hostname != "sandbox" {
+		t.Errorf("plan identity/root/hostname wrong: %+v", p)
+	}
+	// Descriptor 3 is a mount source and is consumed; 4 reaches the program.
+	if len(p.Process.PassFDs) != 1 || p.Process.PassFDs[0] != 4 {
+		t.Errorf("PassFDs = %v, want [4]", p.Process.PassFDs)
+	}
+	var work, usr *MountPlan
+	for i := range p.Mounts {
+		switch p.Mounts[i].Destination {
+		case "/work":
+			work = &p.Mounts[i]
+		case "/usr":
+			usr = &p.Mounts[i]
+		}
+	}
+	if work == nil || work.SourceFD != 3 || work.Kind != kindBind || !work.Writable {
+		t.Errorf("/work plan wrong: %+v", work)
+	}
+	if usr == nil || usr.SourcePath != "/usr" || !usr.Recursive || usr.Writable || usr.SourceFD != -1 {
+		t.Errorf("/usr plan wrong: %+v", usr)
+	}
+	// Landlock gets the writable mounts only.
+	if strings.Join(p.Process.Writable, ",") != "/dev,/dev/pts,/work" {
+		t.Errorf("Writable = %v", p.Process.Writable)
+	}
+	// No mappings: the default maps the process user to the caller.
+	s := goodSpec()
+	s.Linux.UIDMappings, s.Linux.GIDMappings = nil, nil
+	if _, err := Validate(s, 1, hostUID, hostGID); err != nil {
+		t.Errorf("no mappings: %v", err)
+	}
+}
+
+// TestValidateAcceptsSpecBuild checks that what package spec writes for
+// gloved is a bundle glove-shim runs.
+func TestValidateAcceptsSpecBuild(t *testing.T) {
+	s, err := spec.Build(spec.Launch{
+		Executable: "/usr/bin/env", Args: []string{"-i"}, Env: []string{"A=b"}, Cwd: "/workspace",
+		UID: 1000, GID: 1000, HostUID: hostUID, HostGID: hostGID, Hostname: "glove",
+		Mounts: []spec.Mount{
+			{Target: "/proc", Kind: spec.KindProc, SourceFD: spec.NoFD},
+			{Target: "/usr", Kind: spec.KindBind, SourceFD: 3, ReadOnly: true},
+			{Target: "/dev", Kind: spec.KindDev, SourceFD: spec.NoFD, TmpfsBytes: 1 << 20, Mode: 0o755},
+			{Target: "/dev/null", Kind: spec.KindBind, SourceFD: spec.NoFD, Source: "/dev/null"},
+			{Target: "/dev/pts", Kind: spec.KindDevpts, SourceFD: spec.NoFD},
+			{Target: "/workspace", Kind: spec.KindBind, SourceFD: 4},
+			{Target: "/tmp", Kind: spec.KindTmpfs, SourceFD: spec.NoFD, TmpfsBytes: 1 << 20},
+			{Target: "/sys", Kind: spec.KindSysfs, SourceFD: spec.NoFD},
+			{Target: "/dev/mqueue", Kind: spec.KindMqueue, SourceFD: spec.NoFD},
+		},
+		NoNewPrivileges: true,
+		PreserveFDs:     3,
+	})
+	if err != nil {
+		t.Fatalf("spec.Build: %v", err)
+	}
+	b, err := spec.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := spec.DecodeStrict(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Validate(s2, 3, hostUID, hostGID)
+	if err != nil {
+		t.Fatalf("Validate(spec.Build(...)): %v", err)
+	}
+	if len(p.Process.PassFDs) != 1 || p.Process.PassFDs[0] != 5 {
+		t.Errorf("PassFDs = %v, want [5]", p.Process.PassFDs)
+	}
+}
+
+// TestValidateRefuses is the table of bundles glove-shim refuses, each
+// with the member its error must name.
+func TestValidateRefuses(t *testing.T) {
+	cases := []struct {
+		name     string
+		preserve int
+		mutate   func(*specs.Spec)
+		field    string
+		notImpl  bool
+	}{
+		{"old version", 2, func(s *specs.Spec) { s.Version = "0.9.0" }, "ociVersion", true},
+		{"domainname", 2, func(s *specs.Spec) { s.Domainname = "x" }, "domainname", true},
+		{"hooks", 2, func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststart: []specs.Hook{{Path: "/bin/true"}}} }, "hooks", true},
+		{"apparmor", 2, func(s *specs.Spec) { s.Process.ApparmorProfile = "x" }, "process.apparmorProfile", true},
+		{"selinux", 2, func(s *specs.Spec) { s.Process.SelinuxLabel = "x" }, "process.selinuxLabel", true},
+		{"oom score", 2, func(s *specs.Spec) { v := 5; s.Process.OOMScoreAdj = &v }, "process.oomScoreAdj", true},
+		{"console size", 2, func(s *specs.Spec) { s.Process.ConsoleSize = &specs.Box{Height: 1} }, "process.consoleSize", true},
+		{"additional gids", 2, func(s *specs.Spec) { s.Process.User.AdditionalGids = []uint32{5} }, "process.user.additionalGids", true},
+		{"resources", 2, func(s *specs.Spec) { s.Linux.Resources = &specs.LinuxResources{Pids: &specs.LinuxPids{}} }, "linux.resources", true},
+		{"empty resources", 2, func(s *specs.Spec) { s.Linux.Resources = &specs.LinuxResources{} }, "linux.resources", true},
+		{"cgroups path", 2, func(s *specs.Spec) { s.Linux.CgroupsPath = "/x" }, "linux.cgroupsPath", true},
+		{"sysctl", 2, func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"a": "b"} }, "linux.sysctl", true},
+		{"devices", 2, func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/x"}} }, "linux.devices", true},
+		{"personality", 2, func(s *specs.Spec) { s.Linux.Personality = &specs.LinuxPersonality{Domain: "LINUX32"} }, "linux.personality", true},
+		{"mount label", 2, func(s *specs.Spec) { s.Linux.MountLabel = "x" }, "linux.mountLabel", true},
+		{"mount idmap", 2, func(s *specs.Spec) {
+			s.Mounts[5].UIDMappings = []specs.LinuxIDMapping{{Size: 1}}
+		}, "mounts[5].uidMappings", true},
+		{"namespace path", 2, func(s *specs.Spec) { s.Linux.Namespaces[3].Path = "/proc/1/ns/net" }, "linux.namespaces[3].path", true},
+		{"no network namespace", 2, func(s *specs.Spec) { s.Linux.Namespaces = s.Linux.Namespaces[:3] }, "linux.namespaces", true},
+		{"time namespace", 2, func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "time"})
+		}, "linux.namespaces[7].type", true},
+		{"duplicate namespace", 2, func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "user"})
+		}, "linux.namespaces[7].type", false},
+		{"shared propagation", 2, func(s *specs.Spec) { s.Linux.RootfsPropagation = "shared" }, "linux.rootfsPropagation", true},
+		{"nnp false", 2, func(s *specs.Spec) { s.Process.NoNewPrivileges = false }, "process.noNewPrivileges", true},
+		{"capabilities", 2, func(s *specs.Spec) {
+			s.Process.Capabilities.Bounding = []string{"CAP_SYS_ADMIN"}
+		}, "process.capabilities", true},
+		{"no args", 2, func(s *specs.Spec) { s.Process.Args = nil }, "process.args", false},
+		{"NUL arg", 2, func(s *specs.Spec) { s.Process.Args = []string{"sh", "a\x00b"} }, "process.args[1]", false},
+		{"bad env", 2, func(s *specs.Spec) { s.Process.Env = []string{"NOEQUALS"} }, "process.env[0]", false},
+		{"relative cwd", 2, func(s *specs.Spec) { s.Process.Cwd = "tmp" }, "process.cwd", false},
+		{"unclean cwd", 2, func(s *specs.Spec) { s.Process.Cwd = "/a/../b" }, "process.cwd", false},
+		{"umask", 2, func(s *specs.Spec) { v := uint32(0o7777); s.Process.User.Umask = &v }, "process.user.umask", false},
+		{"unknown rlimit", 2, func(s *specs.Spec) { s.Process.Rlimits[0].Type = "RLIMIT_FOO" }, "process.rlimits[0].type", false},
+		{"soft above hard", 2, func(s *specs.Spec) { s.Process.Rlimits[0].Soft = 2048 }, "process.rlimits[0]", false},
+		{"duplicate rlimit", 2, func(s *specs.Spec) {
+			s.Process.Rlimits = append(s.Process.Rlimits, s.Process.Rlimits[0])
+		}, "process.rlimits[1].type", false},
+		{"no hostname", 2, func(s *specs.Spec) { s.Hostname = "" }, "hostname", false},
+		{"bad hostname", 2, func(s *specs.Spec) { s.Hostname = "a b" }, "hostname", false},
+		{"two uid maps", 2, func(s *specs.Spec) {
+			s.Linux.UIDMappings = append(s.Linux.UIDMappings, specs.LinuxIDMapping{ContainerID: 0, HostID: 0, Size: 1})
+		}, "linux.uidMappings", true},
+		{"map host root", 2, func(s *specs.Spec) { s.Linux.UIDMappings[0].HostID = 0 }, "linux.uidMappings", true},
+		{"map range", 2, func(s *specs.Spec) { s.Linux.GIDMappings[0].Size = 65536 }, "linux.gidMappings", true},
+		{"map other id", 2, func(s *specs.Spec) { s.Linux.UIDMappings[0].ContainerID = 0 }, "linux.uidMappings", false},
+		{"no process", 2, func(s *specs.Spec) { s.Process = nil }, "process", false},
+		{"no root", 2, func(s *specs.Spec) { s.Root = nil }, "root.path", false},
+		{"no linux", 2, func(s *specs.Spec) { s.Linux = nil }, "linux", false},
+		{"cgroup mount", 2, func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup"})
+		}, "mounts[7].type", true},
+		{"overlay mount", 2, func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/o", Type: "overlay"})
+		}, "mounts[7].type", true},
+		{"unsized tmpfs", 2, func(s *specs.Spec) { s.Mounts[1].Options = []string{"nosuid"} }, "mounts[1].options", false},
+		{"bad tmpfs size", 2, func(s *specs.Spec) { s.Mounts[1].Options = []string{"size=lots"} }, "mounts[1].options", false},
+		{"bad tmpfs mode", 2, func(s *specs.Spec) { s.Mounts[1].Options = []string{"size=1m", "mode=999"} }, "mounts[1].options", false},
+		{"unknown option", 2, func(s *specs.Spec) { s.Mounts[5].Options = append(s.Mounts[5].Options, "shared") }, "mounts[5].options", true},
+		{"suid option", 2, func(s *specs.Spec) { s.Mounts[5].Options = append(s.Mounts[5].Options, "suid") }, "mounts[5].options", true},
+		{"bind option on proc", 2, func(s *specs.Spec) { s.Mounts[0].Options = []string{"rbind"} }, "mounts[0].type", false},
+		{"relative destination", 2, func(s *specs.Spec) { s.Mounts[5].Destination = "usr" }, "mounts[5].destination", false},
+		{"dotdot destination", 2, func(s *specs.Spec) { s.Mounts[5].Destination = "/usr/../etc" }, "mounts[5].destination", false},
+		{"root destination", 2, func(s *specs.Spec) { s.Mounts[5].Destination = "/" }, "mounts[5].destination", false},
+		{"duplicate destination", 2, func(s *specs.Spec) { s.Mounts[6].Destination = "/usr" }, "mounts[6].destination", false},
+		{"parent after child", 2, func(s *specs.Spec) { s.Mounts[5].Destination = "/" + "dev/x"; s.Mounts[6].Destination = "/dev" }, "mounts[6].destination", false},
+		{"relative source", 2, func(s *specs.Spec) { s.Mounts[5].Source = "usr" }, "mounts[5].source", false},
+		{"fd outside range", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/5" }, "mounts[6].source", false},
+		{"stdio as source", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/0" }, "mounts[6].source", false},
+		{"fd with zeros", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/03" }, "mounts[6].source", false},
+		{"fd twice", 2, func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/w2", Source: "/proc/self/fd/3", Options: []string{"bind"}})
+		}, "mounts[7].source", false},
+		{"fs label with slash", 2, func(s *specs.Spec) { s.Mounts[0].Source = "/proc" }, "mounts[0].source", false},
+		{"no proc", 2, func(s *specs.Spec) { s.Mounts = s.Mounts[1:] }, "mounts", true},
+		{"masked relative", 2, func(s *specs.Spec) { s.Linux.MaskedPaths = []string{"proc/kcore"} }, "linux.maskedPaths[0]", false},
+		{"masked root", 2, func(s *specs.Spec) { s.Linux.MaskedPaths = []string{"/"} }, "linux.maskedPaths[0]", false},
+		{"readonly duplicate", 2, func(s *specs.Spec) { s.Linux.ReadonlyPaths = []string{"/a", "/a"} }, "linux.readonlyPaths[1]", false},
+		{"preserve negative", -1, func(s *specs.Spec) {}, "--preserve-fds", false},
+		{"preserve huge", 5000, func(s *specs.Spec) {}, "--preserve-fds", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := goodSpec()
+			c.mutate(s)
+			_, err := Validate(s, c.preserve, hostUID, hostGID)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), c.field) {
+				t.Errorf("error %q does not name %s", err, c.field)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+			if got := errors.Is(err, errNotImplemented); got != c.notImpl {
+				t.Errorf("errors.Is(err, errNotImplemented) = %v, want %v (%v)", got, c.notImpl, err)
+			}
+			if !c.notImpl && !errors.Is(err, errInvalid) {
+				t.Errorf("error does not wrap errInvalid: %v", err)
+			}
+		})
+	}
+}
+
+func TestParseRun(t *testing.T) {
+	good := []struct {
+		args     []string
+		bundle   string
+		preserve int
+		id       string
+	}{
+		{[]string{"--bundle", "/b", "x"}, "/b", 0, "x"},
+		{[]string{"-b", "/b", "--preserve-fds", "2", "x"}, "/b", 2, "x"},
+		{[]string{"--bundle=/b", "--preserve-fds=3", "id-1.a_b"}, "/b", 3, "id-1.a_b"},
+		{[]string{"x"}, ".", 0, "x"},
+	}
+	for _, g := range good {
+		b, p, id, err := parseRun(g.args)
+		if err != nil || b != g.bundle || p != g.preserve || id != g.id {
+			t.Errorf("parseRun(%q) = %q %d %q %v", g.args, b, p, id, err)
+		}
+	}
+	bad := [][]string{
+		nil, {"--bundle"}, {"--bundle", "/b"}, {"--preserve-fds", "x", "id"}, {"--preserve-fds", "-1", "id"},
+		{"--preserve-fds", "01", "id"}, {"--preserve-fds", "1025", "id"}, {"--detach", "id"}, {"a", "b"},
+		{"--bundle", "/a", "--bundle", "/b", "id"}, {"bad/id"}, {strings.Repeat("a", 65)},
+		{"--console-socket", "/s", "id"}, {"--pid-file=/p", "id"},
+	}
+	for _, a := range bad {
+		if _, _, _, err := parseRun(a); err == nil {
+			t.Errorf("parseRun(%q) accepted", a)
+		}
+	}
+}
+
+func TestMainUsage(t *testing.T) {
+	for _, args := range [][]string{{"glove-shim"}, {"glove-shim", "create", "x"}, {"glove-shim", "--version", "x"}, {"glove-shim", "run"}} {
+		if got := Main(args); got != ExitUsage {
+			t.Errorf("Main(%q) = %d, want %d", args, got, ExitUsage)
+		}
+	}
+}
+
+// FuzzValidate feeds arbitrary config.json bytes through the strict
+// decoder and Validate: neither may panic, and an accepted plan must
+// survive the JSON trip between the stages unchanged.
+func FuzzValidate(f *testing.F) {
+	b, err := json.Marshal(goodSpec())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b, 2)
+	f.Add([]byte(`{"ociVersion":"1.0.0"}`), 0)
+	f.Add([]byte(`{"ociVersion":"1.0.0","process":{"user":{"uid":0,"gid":0},"cwd":"/","args":["a"],"noNewPrivileges":true},"root":{"path":"r"},"linux":{}}`), 0)
+	f.Fuzz(func(t *testing.T, data []byte, preserve int) {
+		s, err := spec.DecodeStrict(data)
+		if err != nil {
+			return
+		}
+		p, err := Validate(s, preserve, hostUID, hostGID)
+		if err != nil {
+			return
+		}
+		enc, err := json.Marshal(p)
+		if err != nil {
+			t.Fatalf("marshal plan: %v", err)
+		}
+		var back Plan
+		if err := json.Unmarshal(enc, &back); err != nil {
+			t.Fatalf("unmarshal plan: %v", err)
+		}
+		enc2, _ := json.Marshal(&back)
+		if string(enc) != string(enc2) {
+			t.Fatalf("plan changed across the stages:\n%s\n%s", enc, enc2)
+		}
+	})
+}
