@@ -1,6 +1,8 @@
 package shim_test
 
 import (
+	"fmt"
+	"io"
 	"os"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -239,5 +241,60 @@ func TestShimDescriptors(t *testing.T) {
 		ExtraFiles: []*os.File{dir}})
 	if r.Code != 125 || !strings.Contains(r.Stderr, "descriptor 3: a directory") {
 		t.Errorf("directory at fd 3: exit %d stderr %q, want 125 naming it", r.Code, r.Stderr)
+	}
+}
+
+// openPty returns a new pseudo-terminal's master and slave.
+func openPty(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(m, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	s, err := unix.Open(fmt.Sprintf("/dev/pts/%d", n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open slave: %v", err)
+	}
+	master, slave = os.NewFile(uintptr(m), "ptmx"), os.NewFile(uintptr(s), "pts")
+	t.Cleanup(func() { master.Close(); slave.Close() })
+	return master, slave
+}
+
+// TestShimTerminal checks process.terminal: the program's standard input
+// becomes its controlling terminal (it can open /dev/tty), and without
+// terminal it has none (setsid: it cannot reach the caller's terminal).
+func TestShimTerminal(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Mounts = append(b.Spec.Mounts, specs.Mount{Destination: "/dev/tty", Type: "bind", Source: "/dev/tty", Options: []string{"bind", "nosuid", "noexec"}})
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", "if (exec 3</dev/tty) 2>/dev/null; then echo HAS-CTTY; else echo NO-CTTY; fi"}
+	for _, terminal := range []bool{true, false} {
+		master, slave := openPty(t)
+		b.Spec.Process.Terminal = terminal
+		b.Write(t)
+		r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}, Terminal: slave})
+		slave.Close()
+		out, _ := io.ReadAll(master) // EIO once the last slave holder is gone
+		want := "NO-CTTY"
+		if terminal {
+			want = "HAS-CTTY"
+		}
+		if r.Code != 0 || !strings.Contains(string(out), want) {
+			t.Errorf("terminal=%v: exit %d, terminal output %q, want %s", terminal, r.Code, out, want)
+		}
+	}
+	// terminal without a terminal on standard input is refused.
+	b.Spec.Process.Terminal = true
+	b.Write(t)
+	if r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}}); r.Code != 125 || !strings.Contains(r.Stderr, "process.terminal") {
+		t.Errorf("terminal without a tty: exit %d stderr %q", r.Code, r.Stderr)
 	}
 }

@@ -147,6 +147,7 @@ type ShimRun struct {
 	Env        []string   // the runtime's environment
 	ExtraFiles []*os.File // become descriptors 3, 4, ...
 	Stdin      []byte
+	Terminal   *os.File      // if set: stdin, stdout and stderr (a pty's slave); Stdin is then unused
 	Timeout    time.Duration // default 30 s
 }
 
@@ -175,6 +176,9 @@ func (e *Env) RunAs(t testing.TB, r ShimRun) ShimResult {
 	cmd.Stdin = bytes.NewReader(r.Stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if r.Terminal != nil {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = r.Terminal, r.Terminal, r.Terminal
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	err := cmd.Run()
