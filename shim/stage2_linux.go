@@ -78,9 +78,15 @@ func prepare(p *Plan) (string, error) {
 			return "", err
 		}
 	}
-	if pp.Seccomp != nil && !p.off(LayerSeccomp) {
-		if err := loadSeccomp(pp.Seccomp, pp.SeccompFlags); err != nil {
+	if !p.off(LayerSeccomp) {
+		if err := loadDeniedIoctls(); err != nil {
 			return "", err
+		}
+		// The bundle's filter last: after it, nothing but execve is called.
+		if pp.Seccomp != nil {
+			if err := loadSeccomp(pp.Seccomp, pp.SeccompFlags); err != nil {
+				return "", err
+			}
 		}
 	}
 	return path, nil

@@ -1,6 +1,7 @@
 // Package bpf compiles a syscall allowlist, kept as data by each Glove
 // helper, into a classic BPF seccomp program and installs it on every
-// thread of the calling process.
+// thread of the calling process. It also builds the small ioctl deny
+// filter glove-shim stacks under a sandbox's profile (DenyIoctls).
 //
 // It exists because the helpers are built with CGO_ENABLED=0 and cannot use
 // libseccomp. The generated program:

@@ -1,0 +1,32 @@
+package shim
+
+import (
+	"fmt"
+
+	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// deniedIoctls are refused by glove-shim whatever the bundle's profile
+// says, in a small filter stacked under it and compared on the low 32 bits
+// the kernel uses (libseccomp 2.5 cannot express that; see
+// bpf.DenyIoctls):
+//   - TIOCSTI pushes bytes into a terminal's input queue: a program given
+//     a terminal could type commands into the shell that reads it
+//     (CVE-2016-7545, CVE-2017-5226 in other sandboxes);
+//   - TIOCLINUX's selection and paste subcommands do the same on a
+//     virtual console.
+var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+
+// loadDeniedIoctls installs the deniedIoctls filter on every thread.
+// no_new_privs must be set.
+func loadDeniedIoctls() error {
+	prog, err := bpf.DenyIoctls(deniedIoctls, unix.EPERM)
+	if err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	if err := bpf.Install(prog); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
+	}
+	return nil
+}
