@@ -161,6 +161,11 @@ func validID(id string) bool {
 // run is stage 0. It returns the program's exit status, or an error when
 // the sandbox could not be built.
 func run(bundle string, preserve int, id string) (int, error) {
+	// Whatever the caller leaked beyond the preserved range goes no
+	// further than this process.
+	if err := unix.CloseRange(uint(3+preserve), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return 0, fmt.Errorf("close_range: %w", err)
+	}
 	for fd := 3; fd < 3+preserve; fd++ {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 			return 0, fmt.Errorf("--preserve-fds %d: descriptor %d: %w", preserve, fd, err)
