@@ -51,6 +51,8 @@ type Env struct {
 	UID, GID    int
 	// cgroupDirs are the delegated cgroup parents setup created.
 	cgroupDirs []string
+	// lock is the host-wide integration lock, held until teardown.
+	lock *os.File
 }
 
 var (
@@ -101,6 +103,16 @@ func setup() (e *Env, err error) {
 	}()
 	if err := os.MkdirAll(baseDir, 0o755); err != nil {
 		return e, fmt.Errorf("create %s: %w", baseDir, err)
+	}
+	// One integration test process at a time on a host: `go test ./...`
+	// runs packages in parallel, and the leak check compares host-wide
+	// state (mounts, loop devices, cgroups), so another package's set-up
+	// or teardown would show up as this one's leak.
+	if e.lock, err = os.OpenFile(filepath.Join(baseDir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return e, fmt.Errorf("open the integration lock: %w", err)
+	}
+	if err := syscall.Flock(int(e.lock.Fd()), syscall.LOCK_EX); err != nil {
+		return e, fmt.Errorf("take the integration lock: %w", err)
 	}
 	if e.Base, err = os.MkdirTemp(baseDir, "run-"); err != nil {
 		return e, fmt.Errorf("create private tree: %w", err)
@@ -289,6 +301,9 @@ func (e *Env) teardown() error {
 		if err := os.RemoveAll(e.Base); err != nil {
 			errs = append(errs, err.Error())
 		}
+	}
+	if e.lock != nil {
+		e.lock.Close() // releases the lock
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
