@@ -68,6 +68,7 @@ bench:
 	$(GO) test -run=NONE -bench=. -benchtime=200x -count=5 ./supervisor/journal/
 	$(GO) test -run=NONE -bench=Loopext4 -benchtime=20x -count=3 ./helpers/integration/
 	$(GO) test -run=NONE -bench=Mounter -benchtime=200x -count=5 ./helpers/integration/
+	$(GO) test -run=NONE -bench=StartTrue -benchtime=100x -count=3 ./shim/
 
 demo:
 	@echo "make demo arrives with managed sessions (issue 7); until then: make test, or make install and 'glove helpers' as a member of group $(GROUP)." >&2
