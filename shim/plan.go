@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -95,8 +96,71 @@ type ProcessPlan struct {
 	Seccomp      []byte // classic BPF, compiled by stage 0; nil: no filter
 	SeccompFlags uint
 	PassFDs      []int // preserved descriptors the program receives
+	Caps         CapSets
 	Writable     []string
 	WritableFile []string
+}
+
+// CapSets are the program's capability sets, as bit masks. All zero is
+// Glove's own case: no capability, and an empty bounding set.
+type CapSets struct {
+	Bounding, Effective, Inheritable, Permitted, Ambient uint64
+}
+
+// capNames are the capabilities of Linux 6.x (capability.h), by number.
+var capNames = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
+	"CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER",
+	"CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT",
+	"CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME",
+	"CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL",
+	"CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
+	"CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+}
+
+// capSets turns the spec's capability names into masks. Capabilities are
+// those of user namespace 2: they reach only what that namespace owns
+// (nothing of the host, nor stage 1's namespaces). Ambient capabilities
+// need to be inheritable, and are made so, as runc does in effect; an
+// effective or ambient capability that is not permitted is refused, since
+// the kernel would refuse it.
+func capSets(c *specs.LinuxCapabilities) (CapSets, error) {
+	mask := func(field string, names []string) (uint64, error) {
+		var m uint64
+		for i, n := range names {
+			j := slices.Index(capNames, n)
+			if j < 0 {
+				return 0, bad(fmt.Sprintf("process.capabilities.%s[%d]", field, i), "unknown capability %q", n)
+			}
+			m |= 1 << j
+		}
+		return m, nil
+	}
+	var cs CapSets
+	var err error
+	for _, f := range []struct {
+		name  string
+		names []string
+		into  *uint64
+	}{{"bounding", c.Bounding, &cs.Bounding}, {"effective", c.Effective, &cs.Effective},
+		{"inheritable", c.Inheritable, &cs.Inheritable}, {"permitted", c.Permitted, &cs.Permitted},
+		{"ambient", c.Ambient, &cs.Ambient}} {
+		if *f.into, err = mask(f.name, f.names); err != nil {
+			return cs, err
+		}
+	}
+	if cs.Effective&^cs.Permitted != 0 {
+		return cs, bad("process.capabilities.effective", "not a subset of permitted")
+	}
+	if cs.Ambient&^cs.Permitted != 0 {
+		return cs, bad("process.capabilities.ambient", "not a subset of permitted")
+	}
+	if cs.Permitted&^cs.Bounding != 0 {
+		return cs, bad("process.capabilities.permitted", "not a subset of bounding")
+	}
+	cs.Inheritable |= cs.Ambient
+	return cs, nil
 }
 
 // Rlimit is one resource limit.
@@ -312,9 +376,11 @@ func validateProcess(sp *specs.Process, pp *ProcessPlan) error {
 		return unsupported("process.noNewPrivileges", "must be true (glove-shim always sets no_new_privs)")
 	}
 	if c := sp.Capabilities; c != nil {
-		if len(c.Bounding)+len(c.Effective)+len(c.Inheritable)+len(c.Permitted)+len(c.Ambient) != 0 {
-			return unsupported("process.capabilities", "glove-shim grants no capability; every set must be empty")
+		caps, err := capSets(c)
+		if err != nil {
+			return err
 		}
+		pp.Caps = caps
 	}
 	if len(sp.Args) == 0 || sp.Args[0] == "" {
 		return bad("process.args", "no program")

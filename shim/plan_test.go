@@ -129,6 +129,31 @@ func TestValidateAcceptsSpecBuild(t *testing.T) {
 
 // TestValidateRefuses is the table of bundles glove-shim refuses, each
 // with the member its error must name.
+func TestCapSets(t *testing.T) {
+	s := goodSpec()
+	s.Process.Capabilities = &specs.LinuxCapabilities{
+		Bounding:  []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"},
+		Effective: []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"},
+		Permitted: []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"},
+		Ambient:   []string{"CAP_KILL", "CAP_CHECKPOINT_RESTORE"},
+	}
+	s.Process.Capabilities.Bounding = append(s.Process.Capabilities.Bounding, "CAP_CHECKPOINT_RESTORE")
+	s.Process.Capabilities.Permitted = append(s.Process.Capabilities.Permitted, "CAP_CHECKPOINT_RESTORE")
+	p, err := Validate(s, 2, hostUID, hostGID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kill, bind, audit, cr = 1 << 5, 1 << 10, 1 << 29, 1 << 40
+	want := CapSets{Bounding: kill | bind | audit | cr, Effective: kill | bind | audit, Permitted: kill | bind | audit | cr,
+		Inheritable: kill | cr, Ambient: kill | cr}
+	if p.Process.Caps != want {
+		t.Errorf("caps %+v, want %+v", p.Process.Caps, want)
+	}
+	if len(capNames) != 41 || capNames[40] != "CAP_CHECKPOINT_RESTORE" {
+		t.Errorf("capNames has %d names", len(capNames))
+	}
+}
+
 func TestValidateRefuses(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -165,9 +190,20 @@ func TestValidateRefuses(t *testing.T) {
 		}, "linux.namespaces[7].type", false},
 		{"shared propagation", 2, func(s *specs.Spec) { s.Linux.RootfsPropagation = "shared" }, "linux.rootfsPropagation", true},
 		{"nnp false", 2, func(s *specs.Spec) { s.Process.NoNewPrivileges = false }, "process.noNewPrivileges", true},
-		{"capabilities", 2, func(s *specs.Spec) {
-			s.Process.Capabilities.Bounding = []string{"CAP_SYS_ADMIN"}
-		}, "process.capabilities", true},
+		{"unknown capability", 2, func(s *specs.Spec) {
+			s.Process.Capabilities.Bounding = []string{"CAP_KILL", "CAP_FLY"}
+		}, "process.capabilities.bounding[1]", false},
+		{"effective not permitted", 2, func(s *specs.Spec) {
+			c := s.Process.Capabilities
+			c.Bounding, c.Permitted, c.Effective = []string{"CAP_KILL", "CAP_CHOWN"}, []string{"CAP_KILL"}, []string{"CAP_CHOWN"}
+		}, "process.capabilities.effective", false},
+		{"ambient not permitted", 2, func(s *specs.Spec) {
+			c := s.Process.Capabilities
+			c.Bounding, c.Ambient = []string{"CAP_KILL"}, []string{"CAP_KILL"}
+		}, "process.capabilities.ambient", false},
+		{"permitted not bounded", 2, func(s *specs.Spec) {
+			s.Process.Capabilities.Permitted = []string{"CAP_KILL"}
+		}, "process.capabilities.permitted", false},
 		{"no args", 2, func(s *specs.Spec) { s.Process.Args = nil }, "process.args", false},
 		{"NUL arg", 2, func(s *specs.Spec) { s.Process.Args = []string{"sh", "a\x00b"} }, "process.args[1]", false},
 		{"bad env", 2, func(s *specs.Spec) { s.Process.Env = []string{"NOEQUALS"} }, "process.env[0]", false},

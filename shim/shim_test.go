@@ -1,9 +1,11 @@
 package shim_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp"
@@ -296,5 +298,56 @@ func TestShimTerminal(t *testing.T) {
 	b.Write(t)
 	if r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}}); r.Code != 125 || !strings.Contains(r.Stderr, "process.terminal") {
 		t.Errorf("terminal without a tty: exit %d stderr %q", r.Code, r.Stderr)
+	}
+}
+
+// TestShimRuncRootlessSpec runs the bundle `runc spec --rootless` writes,
+// changed only where glove-shim refuses on purpose: the network and cgroup
+// namespaces added (glove-shim always creates all seven), the cgroup mount
+// removed (not implemented: limits are glove-cgroup's), the root and the
+// id mapping pointed at this test's, and the shell given a command.
+func TestShimRuncRootlessSpec(t *testing.T) {
+	e := testenv.Get(t)
+	if _, err := os.Stat(runcPath); err != nil {
+		t.Skipf("skipped: %s is missing (%v); scripts/install-deps.sh installs it, and CI has it", runcPath, err)
+	}
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	gen := t.TempDir()
+	cmd := exec.Command(runcPath, "spec", "--rootless", "--bundle", gen)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(gen, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Root.Path = "rootfs"
+	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace}, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+	var mounts []specs.Mount
+	for _, m := range s.Mounts {
+		if m.Type != "cgroup" {
+			mounts = append(mounts, m)
+		}
+	}
+	s.Mounts = append(mounts, specs.Mount{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"bind", "ro"}})
+	s.Linux.UIDMappings[0].HostID, s.Linux.GIDMappings[0].HostID = uint32(e.UID), uint32(e.GID)
+	s.Process.Args = []string{"/bin/sh", "-c", "id -u; grep -E '^Cap(Eff|Bnd|Amb):' /proc/self/status"}
+	b.Spec = &s
+	b.Write(t)
+	master, slave := openPty(t) // runc's spec asks for a terminal
+	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}, Terminal: slave})
+	slave.Close()
+	got, _ := io.ReadAll(master)
+	// uid 0 in its namespace, with exactly the three capabilities the
+	// spec lists (CAP_AUDIT_WRITE, CAP_KILL, CAP_NET_BIND_SERVICE), as
+	// under runc; they are user namespace 2's and reach nothing else.
+	want := "0\r\nCapEff:\t0000000020000420\r\nCapBnd:\t0000000020000420\r\nCapAmb:\t0000000020000420\r\n"
+	if r.Code != 0 || string(got) != want {
+		t.Errorf("exit %d, terminal output %q, want %q", r.Code, got, want)
 	}
 }

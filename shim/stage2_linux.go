@@ -52,7 +52,7 @@ func prepare(p *Plan) (string, error) {
 		return "", err
 	}
 	if !p.off(LayerCaps) {
-		if err := dropCapabilities(); err != nil {
+		if err := setCapabilities(pp.Caps); err != nil {
 			return "", err
 		}
 	}
@@ -147,11 +147,14 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("process.args[0] %q: not found in PATH %q", name, path)
 }
 
-// dropCapabilities leaves this thread, and so the program, with no
-// capability in any set. Emptying the bounding set and setting
-// SECBIT_NOROOT matter when the program's uid is 0 in its namespace:
-// execve would otherwise grant it every capability again.
-func dropCapabilities() error {
+// setCapabilities leaves this thread, and so the program, with exactly
+// the bundle's capabilities, which for Glove's own bundles is none at all.
+// Emptying the bounding set and setting SECBIT_NOROOT matter when the
+// program's uid is 0 in its namespace: execve would otherwise grant it
+// every capability again. A bundle that asks for capabilities gets runc's
+// semantics instead (root's execve grants the bounding set; others keep
+// the ambient set), limited to what it listed.
+func setCapabilities(cs CapSets) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
@@ -159,23 +162,40 @@ func dropCapabilities() error {
 	}
 	if data[0].Effective&(1<<unix.CAP_SETPCAP) != 0 {
 		for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+			if cs.Bounding&(1<<c) != 0 {
+				continue
+			}
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 				return fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, err)
 			}
 		}
-		// SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and their locks, and
-		// SECBIT_KEEP_CAPS_LOCKED (linux/securebits.h).
-		const bits = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5
-		if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
-			return fmt.Errorf("prctl(PR_SET_SECUREBITS): %w", err)
+		if cs == (CapSets{}) {
+			// SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and their locks, and
+			// SECBIT_KEEP_CAPS_LOCKED (linux/securebits.h).
+			const bits = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5
+			if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
+				return fmt.Errorf("prctl(PR_SET_SECUREBITS): %w", err)
+			}
 		}
+	} else if cs.Bounding != 0 {
+		return errors.New("process.capabilities: no CAP_SETPCAP to set the bounding set")
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
 	}
-	data = [2]unix.CapUserData{}
+	data = [2]unix.CapUserData{
+		{Effective: uint32(cs.Effective), Permitted: uint32(cs.Permitted), Inheritable: uint32(cs.Inheritable)},
+		{Effective: uint32(cs.Effective >> 32), Permitted: uint32(cs.Permitted >> 32), Inheritable: uint32(cs.Inheritable >> 32)},
+	}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
+	}
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if cs.Ambient&(1<<c) != 0 {
+			if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
+				return fmt.Errorf("prctl(PR_CAP_AMBIENT_RAISE, %s): %w", capNames[c], err)
+			}
+		}
 	}
 	return nil
 }
