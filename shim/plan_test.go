@@ -287,17 +287,19 @@ func TestParseRun(t *testing.T) {
 		args     []string
 		bundle   string
 		preserve int
+		sync     int
 		id       string
 	}{
-		{[]string{"--bundle", "/b", "x"}, "/b", 0, "x"},
-		{[]string{"-b", "/b", "--preserve-fds", "2", "x"}, "/b", 2, "x"},
-		{[]string{"--bundle=/b", "--preserve-fds=3", "id-1.a_b"}, "/b", 3, "id-1.a_b"},
-		{[]string{"x"}, ".", 0, "x"},
+		{[]string{"--bundle", "/b", "x"}, "/b", 0, -1, "x"},
+		{[]string{"-b", "/b", "--preserve-fds", "2", "x"}, "/b", 2, -1, "x"},
+		{[]string{"--bundle=/b", "--preserve-fds=3", "id-1.a_b"}, "/b", 3, -1, "id-1.a_b"},
+		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "x"}, ".", 2, 5, "x"},
+		{[]string{"x"}, ".", 0, -1, "x"},
 	}
 	for _, g := range good {
-		b, p, id, err := parseRun(g.args)
-		if err != nil || b != g.bundle || p != g.preserve || id != g.id {
-			t.Errorf("parseRun(%q) = %q %d %q %v", g.args, b, p, id, err)
+		r, err := parseRun(g.args)
+		if err != nil || r.bundle != g.bundle || r.preserve != g.preserve || r.syncFD != g.sync || r.id != g.id {
+			t.Errorf("parseRun(%q) = %+v %v", g.args, r, err)
 		}
 	}
 	bad := [][]string{
@@ -305,9 +307,11 @@ func TestParseRun(t *testing.T) {
 		{"--preserve-fds", "01", "id"}, {"--preserve-fds", "1025", "id"}, {"--detach", "id"}, {"a", "b"},
 		{"--bundle", "/a", "--bundle", "/b", "id"}, {"bad/id"}, {strings.Repeat("a", 65)},
 		{"--console-socket", "/s", "id"}, {"--pid-file=/p", "id"},
+		{"--sync-fd", "2", "id"}, {"--preserve-fds", "2", "--sync-fd", "4", "id"}, {"--sync-fd", "x", "id"},
+		{"--sync-fd", "5", "--sync-fd", "6", "id"},
 	}
 	for _, a := range bad {
-		if _, _, _, err := parseRun(a); err == nil {
+		if _, err := parseRun(a); err == nil {
 			t.Errorf("parseRun(%q) accepted", a)
 		}
 	}

@@ -63,12 +63,12 @@ func Main(args []string) int {
 				return 0
 			}
 		case "run":
-			bundle, preserve, id, err := parseRun(args[2:])
+			ra, err := parseRun(args[2:])
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim run --bundle DIR [--preserve-fds N] ID\n", err)
+				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim run --bundle DIR [--preserve-fds N] [--sync-fd N] ID\n", err)
 				return ExitUsage
 			}
-			code, err := run(bundle, preserve, id)
+			code, err := run(ra)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "glove-shim: %v\n", err)
 				return ExitFailed
@@ -80,9 +80,25 @@ func Main(args []string) int {
 	return ExitUsage
 }
 
+// runArgs is the parsed command line of `run`.
+type runArgs struct {
+	bundle   string
+	preserve int
+	// syncFD, a Glove extension (not a runc flag), is a descriptor beyond
+	// the preserved range from which stage 0 reads one byte before it
+	// creates any namespace or process: gloved writes it once it has
+	// placed the shim in the session's cgroups, which on cgroup v1 is only
+	// possible after the shim started (there is no CLONE_INTO_CGROUP), and
+	// must happen before the shim forks anything (children inherit their
+	// cgroups at fork). -1 when absent.
+	syncFD int
+	id     string
+}
+
 // parseRun parses runc's `run` subset: --bundle/-b DIR, --preserve-fds N
-// (both also as --flag=value), and one container id.
-func parseRun(args []string) (bundle string, preserve int, id string, err error) {
+// (both also as --flag=value), Glove's --sync-fd N, and one container id.
+func parseRun(args []string) (runArgs, error) {
+	r := runArgs{syncFD: -1}
 	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -93,47 +109,57 @@ func parseRun(args []string) (bundle string, preserve int, id string, err error)
 			}
 		}
 		switch name {
-		case "--bundle", "-b", "--preserve-fds":
+		case "--bundle", "-b", "--preserve-fds", "--sync-fd":
 			if seen[name] {
-				return "", 0, "", fmt.Errorf("%s given twice", name)
+				return r, fmt.Errorf("%s given twice", name)
 			}
 			seen[name] = true
 			if !hasValue {
 				if i+1 >= len(args) {
-					return "", 0, "", fmt.Errorf("%s needs a value", name)
+					return r, fmt.Errorf("%s needs a value", name)
 				}
 				i++
 				value = args[i]
 			}
-			if name == "--preserve-fds" {
+			switch name {
+			case "--preserve-fds", "--sync-fd":
 				n, perr := strconv.Atoi(value)
-				if perr != nil || n < 0 || n > maxPreserveFDs || strconv.Itoa(n) != value {
-					return "", 0, "", fmt.Errorf("--preserve-fds %q: want a number 0..%d", value, maxPreserveFDs)
+				if perr != nil || n < 0 || n > maxPreserveFDs+3 || strconv.Itoa(n) != value {
+					return r, fmt.Errorf("%s %q: want a number 0..%d", name, value, maxPreserveFDs)
 				}
-				preserve = n
-			} else {
-				bundle = value
+				if name == "--sync-fd" {
+					r.syncFD = n
+				} else if n > maxPreserveFDs {
+					return r, fmt.Errorf("%s %q: want a number 0..%d", name, value, maxPreserveFDs)
+				} else {
+					r.preserve = n
+				}
+			default:
+				r.bundle = value
 			}
 		default:
 			if len(a) > 0 && a[0] == '-' {
-				return "", 0, "", fmt.Errorf("unknown flag %q", a)
+				return r, fmt.Errorf("unknown flag %q", a)
 			}
-			if id != "" {
-				return "", 0, "", fmt.Errorf("unexpected argument %q", a)
+			if r.id != "" {
+				return r, fmt.Errorf("unexpected argument %q", a)
 			}
-			id = a
+			r.id = a
 		}
 	}
-	if id == "" {
-		return "", 0, "", errors.New("missing container id")
+	if r.id == "" {
+		return r, errors.New("missing container id")
 	}
-	if !validID(id) {
-		return "", 0, "", fmt.Errorf("container id %q: want 1..64 of [A-Za-z0-9_.-]", id)
+	if !validID(r.id) {
+		return r, fmt.Errorf("container id %q: want 1..64 of [A-Za-z0-9_.-]", r.id)
 	}
-	if bundle == "" {
-		bundle = "."
+	if r.syncFD >= 0 && r.syncFD < 3+r.preserve {
+		return r, fmt.Errorf("--sync-fd %d: must lie beyond stdio and the preserved range 3..%d", r.syncFD, 2+r.preserve)
 	}
-	return bundle, preserve, id, nil
+	if r.bundle == "" {
+		r.bundle = "."
+	}
+	return r, nil
 }
 
 func cutFlag(a string) (string, string, bool) {
@@ -160,11 +186,18 @@ func validID(id string) bool {
 
 // run is stage 0. It returns the program's exit status, or an error when
 // the sandbox could not be built.
-func run(bundle string, preserve int, id string) (int, error) {
+func run(ra runArgs) (int, error) {
+	bundle, preserve := ra.bundle, ra.preserve
 	// Whatever the caller leaked beyond the preserved range goes no
 	// further than this process.
 	if err := unix.CloseRange(uint(3+preserve), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, fmt.Errorf("close_range: %w", err)
+	}
+	if ra.syncFD >= 0 {
+		if _, err := unix.FcntlInt(uintptr(ra.syncFD), unix.F_GETFD, 0); err != nil {
+			return 0, fmt.Errorf("--sync-fd %d: %w", ra.syncFD, err)
+		}
+		defer unix.Close(ra.syncFD)
 	}
 	for fd := 3; fd < 3+preserve; fd++ {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
@@ -210,6 +243,11 @@ func run(bundle string, preserve int, id string) (int, error) {
 			return 0, fmt.Errorf("config.json: process.terminal: standard input is not a terminal: %w", err)
 		}
 	}
+	if ra.syncFD >= 0 {
+		if err := awaitPlacement(ra.syncFD); err != nil {
+			return 0, err
+		}
+	}
 	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1)
 	if err != nil {
 		return 0, err
@@ -231,6 +269,25 @@ func run(bundle string, preserve int, id string) (int, error) {
 		case <-done:
 			return exitStatus(cmd.ProcessState.Sys().(syscall.WaitStatus)), nil
 		}
+	}
+}
+
+// awaitPlacement blocks until the supervisor writes one byte on fd: then
+// this process is in every cgroup of the session, and whatever it starts
+// will be too. End of file means the supervisor gave up: nothing runs.
+func awaitPlacement(fd int) error {
+	var b [1]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return fmt.Errorf("--sync-fd: %w", err)
+		case n == 0:
+			return errors.New("--sync-fd: closed by the supervisor before placement")
+		}
+		return nil
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/glove-sandbox/glove/testenv"
 )
@@ -349,5 +350,56 @@ func TestShimRuncRootlessSpec(t *testing.T) {
 	want := "0\r\nCapEff:\t0000000020000420\r\nCapBnd:\t0000000020000420\r\nCapAmb:\t0000000020000420\r\n"
 	if r.Code != 0 || string(got) != want {
 		t.Errorf("exit %d, terminal output %q, want %q", r.Code, got, want)
+	}
+}
+
+// TestShimSyncFD checks Glove's --sync-fd: nothing runs before the
+// supervisor's byte arrives, and a closed descriptor runs nothing at all.
+func TestShimSyncFD(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", "echo ran > /workspace/marker"}
+	b.Write(t)
+	marker := filepath.Join(b.Workspace, "marker")
+	args := []string{"run", "--bundle", b.Dir, "--sync-fd", "3", "t"}
+
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan testenv.ShimResult, 1)
+	go func() {
+		done <- e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: args, ExtraFiles: []*os.File{rd}})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the program ran before the sync byte")
+	}
+	if _, err := wr.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	if r := <-done; r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	rd.Close()
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the program did not run after the sync byte: %v", err)
+	}
+	os.Remove(marker)
+
+	rd, wr, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: args, ExtraFiles: []*os.File{rd}})
+	rd.Close()
+	if r.Code != 125 || !strings.Contains(r.Stderr, "before placement") {
+		t.Errorf("closed sync descriptor: exit %d stderr %q, want 125", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the program ran although the supervisor closed the sync descriptor")
 	}
 }
