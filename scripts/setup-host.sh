@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Usage (as root, from anywhere):
+#
+#   scripts/setup-host.sh USER
+#   PREFIX=/opt/glove CONFDIR=/etc/glove scripts/setup-host.sh USER
+#
+# The one host set-up that lets USER, an existing unprivileged account,
+# run `glove run` and `gloved` with no privilege. It installs the build
+# dependencies, builds and installs Glove (file capabilities on the
+# helpers), creates the service group "glove" and adds USER to it, writes
+# the helpers' root-owned bounds files into CONFDIR (never overwriting
+# one), creates USER's image directory and delegates the cgroup parent
+# /glove-USER in every mounted cgroup hierarchy to USER.
+#
+# Environment: PREFIX (default /usr/local) and CONFDIR (default
+# /etc/glove; compiled into the helpers, so the same value must be used
+# every time). Idempotent: a second run changes nothing and exits 0.
+# Cgroup directories do not survive a reboot: run it again after boot.
+set -euo pipefail
+
+prog=setup-host
+die() { echo "$prog: $*" >&2; exit 1; }
+say() { echo "$prog: $*"; }
+
+[ $# -eq 1 ] || { echo "usage: $0 USER   (env: PREFIX=/usr/local CONFDIR=/etc/glove)" >&2; exit 2; }
+user="$1"
+[ "$(id -u)" -eq 0 ] || die "must run as root (it installs file capabilities and writes root-owned bounds)"
+getent passwd "$user" >/dev/null || die "no such user: $user (create the account first, e.g. useradd --system $user)"
+uid="$(id -u "$user")"
+gid="$(id -g "$user")"
+[ "$uid" -ne 0 ] || die "refusing $user: uid 0; the service user must be unprivileged"
+
+PREFIX="${PREFIX:-/usr/local}"
+CONFDIR="${CONFDIR:-/etc/glove}"
+GROUP=glove
+case "$PREFIX" in /*) ;; *) die "PREFIX must be absolute: $PREFIX" ;; esac
+case "$CONFDIR" in /*) ;; *) die "CONFDIR must be absolute: $CONFDIR" ;; esac
+case "$user" in */* | .* | "") die "refusing user name $user" ;; esac
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+
+changed=0
+note() { changed=1; say "$*"; }
+
+# mkdir_root DIR: DIR and each missing parent, root-owned 0755 whatever
+# the umask.
+mkdir_root() {
+  local d="$1"
+  [ -d "$d" ] && return
+  mkdir_root "$(dirname "$d")"
+  mkdir "$d"
+  chown root:root "$d"
+  chmod 0755 "$d"
+  note "created $d (root:root 0755)"
+}
+
+# check_trusted_dir DIR: DIR and every ancestor are directories owned by
+# root and not writable by group or others, no symbolic link (what the
+# helpers check of their configuration directory).
+check_trusted_dir() {
+  local d="$1"
+  while :; do
+    [ ! -L "$d" ] || die "$d is a symbolic link; the helpers refuse it (choose another CONFDIR)"
+    local st
+    st="$(stat -c '%u %a' "$d")"
+    local owner="${st% *}" mode="${st#* }"
+    [ "$owner" -eq 0 ] || die "$d is owned by uid $owner, not root; the helpers refuse it"
+    (( (8#$mode & 8#022) == 0 )) || die "$d has mode $mode (group/other-writable); the helpers refuse it"
+    [ "$d" = / ] && break
+    d="$(dirname "$d")"
+  done
+}
+
+# (a) dependencies.
+say "dependencies: scripts/install-deps.sh"
+scripts/install-deps.sh
+
+# (b) build and install. `make install` runs only when the installed
+# files differ from the build (content, owner, group, mode or file
+# capabilities), so a second run leaves them untouched.
+command -v go >/dev/null || die "go is not on PATH (root's PATH); install Go first"
+say "build: make build PREFIX=$PREFIX CONFDIR=$CONFDIR"
+make -s build PREFIX="$PREFIX" CONFDIR="$CONFDIR"
+
+# install_current: every captable row is installed, identical to bin/,
+# with the table's mode, group and file capabilities.
+install_current() {
+  getent group "$GROUP" >/dev/null || return 1
+  local row bin dir mode caps dst want_owner got
+  while IFS= read -r row; do
+    # | `glove-mounter` | `$PREFIX/libexec/glove` | 0750 root:glove | `cap_sys_admin=ep` | ...
+    bin="$(awk -F'|' '{gsub(/[` ]/,"",$2); print $2}' <<<"$row")"
+    dir="$(awk -F'|' '{gsub(/[` ]/,"",$3); sub(/^\$PREFIX\//,"",$3); print $3}' <<<"$row")"
+    mode="$(awk -F'|' '{split($4,a," "); print a[1]}' <<<"$row")"
+    want_owner="$(awk -F'|' '{split($4,a," "); print a[2]}' <<<"$row")"
+    caps="$(awk -F'|' '{gsub(/[` ]/,"",$5); print $5}' <<<"$row")"
+    dst="$PREFIX/$dir/$bin"
+    [ -f "$dst" ] && [ ! -L "$dst" ] || return 1
+    cmp -s "bin/$bin" "$dst" || return 1
+    got="$(stat -c '0%a %U:%G' "$dst")"
+    [ "$got" = "$mode $want_owner" ] || return 1
+    got="$(/usr/sbin/getcap "$dst" | awk '{print $2}')"
+    if [ "$caps" = none ]; then [ -z "$got" ] || return 1; else [ "$got" = "$caps" ] || return 1; fi
+  done < <(bin/glove captable | grep '^| `')
+  return 0
+}
+if install_current; then
+  say "install: $PREFIX is current (same files, modes, group and file capabilities); kept"
+else
+  say "install: make install PREFIX=$PREFIX CONFDIR=$CONFDIR"
+  make -s install PREFIX="$PREFIX" CONFDIR="$CONFDIR"
+  install_current || die "install: $PREFIX still differs from the build after make install"
+  changed=1
+fi
+
+# (c) the service group and USER's membership.
+if getent group "$GROUP" >/dev/null; then
+  say "group: $GROUP exists"
+else
+  scripts/create-group.sh "$GROUP"
+  changed=1
+fi
+if id -nG "$user" | tr ' ' '\n' | grep -qx "$GROUP"; then
+  say "group: $user is already a member of $GROUP"
+else
+  usermod -aG "$GROUP" "$user"
+  note "group: added $user to $GROUP (new logins of $user get it)"
+fi
+
+# (d) bounds files, the mounter's extra source root and USER's images.
+sources=/srv/glove/sources
+images_parent=/var/lib/glove/images
+images="$images_parent/$user"
+cgparent="/glove-$user"
+
+mkdir_root "$CONFDIR"
+check_trusted_dir "$CONFDIR"
+mkdir_root "$sources"
+mkdir_root "$images_parent"
+if [ ! -d "$images" ]; then
+  mkdir "$images"
+  note "created $images"
+fi
+[ ! -L "$images" ] || die "$images is a symbolic link; refusing"
+if [ "$(stat -c '%u:%g %a' "$images")" != "$uid:$gid 700" ]; then
+  chown "$uid:$gid" "$images"
+  chmod 0700 "$images"
+  note "set $images to $user 0700 (glove-loopext4's materialization root)"
+fi
+
+# write_bounds FILE JSON: root-owned 0644, only if FILE is absent.
+write_bounds() {
+  local f="$CONFDIR/$1"
+  if [ -e "$f" ] || [ -L "$f" ]; then
+    say "bounds: kept existing $f"
+    return
+  fi
+  local tmp
+  tmp="$(mktemp "$CONFDIR/.$1.new-XXXXXX")"
+  printf '%s\n' "$2" >"$tmp"
+  chown root:root "$tmp"
+  chmod 0644 "$tmp"
+  mv -T "$tmp" "$f"
+  note "bounds: wrote $f"
+}
+write_bounds mounter.json \
+  '{"schema_version":1,"source_roots":["/etc","/srv/glove/sources","/usr"],"max_tmpfs_bytes":1073741824,"max_tmpfs_inodes":65536}'
+write_bounds loopext4.json \
+  "{\"schema_version\":1,\"materialization_root\":\"$images\",\"max_image_bytes\":4294967296}"
+write_bounds cgroup.json \
+  "{\"schema_version\":1,\"parent\":\"$cgparent\",\"max_memory_bytes\":4294967296,\"max_pids\":1024}"
+write_bounds streamproxy.json \
+  '{"schema_version":1,"max_frame_bytes":16384,"max_exchange_ms":30000}'
+
+# (e) the cgroup parent in every mounted hierarchy (v1 and v2), delegated
+# to USER: the directory and the files that moving processes and
+# creating children need (v1: cgroup.procs, tasks; v2: cgroup.procs,
+# cgroup.subtree_control, cgroup.threads), as testenv does.
+mounts="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") break;
+                 if (($(i+1) == "cgroup" || $(i+1) == "cgroup2") && $4 == "/") print $5 }' /proc/self/mountinfo)"
+[ -n "$mounts" ] || die "no cgroup hierarchy is mounted"
+while IFS= read -r m; do
+  d="$m$cgparent"
+  if [ ! -d "$d" ]; then
+    mkdir "$d"
+    note "cgroup: created $d"
+  fi
+  for f in . cgroup.procs tasks cgroup.subtree_control cgroup.threads; do
+    p="$d/$f"
+    [ -e "$p" ] || continue
+    if [ "$(stat -c '%u:%g' "$p")" != "$uid:$gid" ]; then
+      chown "$uid:$gid" "$p"
+      note "cgroup: delegated ${p%/.} to $user"
+    fi
+  done
+done <<<"$mounts"
+say "cgroup: $cgparent delegated to $user in: $(tr '\n' ' ' <<<"$mounts")"
+
+# (f) summary.
+if [ "$changed" -eq 0 ]; then
+  say "nothing to change: the host was already set up for $user"
+else
+  say "done: $user can run Glove without privilege"
+fi
+cat <<EOF
+$prog: installed in $PREFIX (helpers in $PREFIX/libexec/glove), bounds in $CONFDIR,
+$prog: images in $images, cgroup parent $cgparent. Try, as $user (in a new login, for the group):
+  $PREFIX/bin/glove status
+  $PREFIX/bin/glove helpers
+EOF

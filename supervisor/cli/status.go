@@ -1,0 +1,554 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/glove-sandbox/glove/helpers/captable"
+)
+
+// statusItem is one thing `glove status` probes.
+type statusItem struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Required items must be ok for a sandboxed session; the others
+	// (Landlock, which the shim applies best effort) only narrow it.
+	Required bool   `json:"required"`
+	Detail   string `json:"detail"`
+}
+
+// statusReport is `glove status --json`.
+type statusReport struct {
+	Ready bool `json:"ready"`
+	// Missing names the required items that are not ok.
+	Missing []string     `json:"missing"`
+	Items   []statusItem `json:"items"`
+}
+
+// statusProbe says where the probes look; tests point it at fakes.
+type statusProbe struct {
+	mountinfo   string // /proc/self/mountinfo
+	loopControl string // /dev/loop-control
+	mkfs        string // /usr/sbin/mkfs.ext4
+	libexec     string // the installed helpers
+	procSys     string // /proc/sys
+	// userns starts a process in a new user namespace.
+	userns func() error
+}
+
+func defaultStatusProbe() statusProbe {
+	return statusProbe{
+		mountinfo:   "/proc/self/mountinfo",
+		loopControl: "/dev/loop-control",
+		mkfs:        "/usr/sbin/mkfs.ext4",
+		libexec:     LibexecDir,
+		procSys:     "/proc/sys",
+		userns:      startInUserns,
+	}
+}
+
+func statusCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("glove status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	p := defaultStatusProbe()
+	fs.StringVar(&p.libexec, "libexec", p.libexec, "directory of the installed helpers")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "glove status: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	return writeStatus(p.run(), *asJSON, stdout)
+}
+
+// statusNames is every item a report has, in order.
+func statusNames() []string {
+	names := []string{"user-namespaces", "landlock", "seccomp", "cgroups", "loop-devices", "mkfs.ext4"}
+	for _, e := range captable.Table {
+		if e.Helper {
+			names = append(names, "helper "+e.Binary)
+		}
+	}
+	return names
+}
+
+func (p statusProbe) run() statusReport {
+	items := []statusItem{
+		p.probeUserns(),
+		probeLandlock(),
+		probeSeccomp(),
+		p.probeCgroups(),
+		p.probeLoop(),
+		p.probeMkfs(),
+	}
+	for _, e := range captable.Table {
+		if e.Helper {
+			items = append(items, p.probeHelper(e))
+		}
+	}
+	r := statusReport{Ready: true, Missing: []string{}, Items: items}
+	for _, it := range items {
+		if it.Required && !it.OK {
+			r.Ready = false
+			r.Missing = append(r.Missing, it.Name)
+		}
+	}
+	return r
+}
+
+func writeStatus(r statusReport, asJSON bool, w io.Writer) int {
+	code := ExitOK
+	if !r.Ready {
+		code = ExitFail
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			panic(err) // plain strings and bools
+		}
+		fmt.Fprintf(w, "%s\n", b)
+		return code
+	}
+	for _, it := range r.Items {
+		word := "ok"
+		switch {
+		case !it.OK && it.Required:
+			word = "FAIL"
+		case !it.OK:
+			word = "weak" // not required: the session runs, with less
+		}
+		fmt.Fprintf(w, "%-24s %-4s  %s\n", it.Name, word, it.Detail)
+	}
+	if r.Ready {
+		fmt.Fprintln(w, "ready: everything a sandboxed session needs is ok")
+	} else {
+		fmt.Fprintf(w, "not ready: %s\n", strings.Join(r.Missing, ", "))
+	}
+	return code
+}
+
+// probeUserns starts a process in a new user namespace, and says whether
+// an unprivileged user could (root may even where the sysctls refuse
+// others).
+func (p statusProbe) probeUserns() statusItem {
+	it := statusItem{Name: "user-namespaces", Required: true}
+	err := p.userns()
+	var notes []string
+	if v, rerr := readTrim(filepath.Join(p.procSys, "kernel/unprivileged_userns_clone")); rerr == nil && v == "0" {
+		notes = append(notes, "kernel.unprivileged_userns_clone=0 refuses unprivileged users")
+	}
+	if v, rerr := readTrim(filepath.Join(p.procSys, "kernel/apparmor_restrict_unprivileged_userns")); rerr == nil && v == "1" {
+		notes = append(notes, "kernel.apparmor_restrict_unprivileged_userns=1 refuses unprivileged users")
+	}
+	if v, rerr := readTrim(filepath.Join(p.procSys, "user/max_user_namespaces")); rerr == nil && v == "0" {
+		notes = append(notes, "user.max_user_namespaces=0")
+	}
+	switch {
+	case err != nil:
+		it.Detail = "cannot create one: " + err.Error()
+	case len(notes) > 0:
+		it.Detail = "created one as uid " + strconv.Itoa(os.Geteuid()) + ", but " + strings.Join(notes, "; ")
+	default:
+		it.OK = true
+		it.Detail = "created one (uid map of one id)"
+	}
+	if len(notes) > 0 && err != nil {
+		it.Detail += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return it
+}
+
+// startInUserns runs /bin/true in a new user namespace mapping the
+// caller's uid and gid onto 0.
+func startInUserns() error {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
+		GidMappingsEnableSetgroups: false,
+	}
+	return cmd.Run()
+}
+
+func probeLandlock() statusItem {
+	it := statusItem{Name: "landlock"}
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		it.Detail = "unavailable: " + errno.Error() + " (best effort: writes limited by the mount tree alone)"
+		return it
+	}
+	it.OK = true
+	it.Detail = fmt.Sprintf("ABI %d", abi)
+	return it
+}
+
+// probeSeccomp asks the kernel, without installing anything: the mode of
+// this process, whether SECCOMP_RET_KILL_PROCESS is available, and
+// whether SECCOMP_FILTER_FLAG_TSYNC is known (a filter pointer of NULL
+// fails with EFAULT once the flags are accepted, EINVAL before).
+func probeSeccomp() statusItem {
+	it := statusItem{Name: "seccomp", Required: true}
+	mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+	if err != nil {
+		it.Detail = "PR_GET_SECCOMP: " + err.Error()
+		return it
+	}
+	var fails []string
+	action := uint32(unix.SECCOMP_RET_KILL_PROCESS)
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action)))
+	if errno != 0 {
+		fails = append(fails, "SECCOMP_RET_KILL_PROCESS: "+errno.Error())
+	}
+	_, _, errno = unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, 0)
+	if errno != unix.EFAULT {
+		fails = append(fails, fmt.Sprintf("SECCOMP_FILTER_FLAG_TSYNC: %v", errno))
+	}
+	if len(fails) > 0 {
+		it.Detail = strings.Join(fails, "; ")
+		return it
+	}
+	it.OK = true
+	it.Detail = fmt.Sprintf("filters with TSYNC and KILL_PROCESS (this process: mode %d)", mode)
+	return it
+}
+
+// cgroupMount is one mounted hierarchy's root.
+type cgroupMount struct {
+	v2          bool
+	path        string
+	controllers []string
+}
+
+func parseCgroupMounts(mountinfo []byte) []cgroupMount {
+	var out []cgroupMount
+	for _, l := range strings.Split(string(mountinfo), "\n") {
+		f := strings.Fields(l)
+		i := 0
+		for i < len(f) && f[i] != "-" {
+			i++
+		}
+		if len(f) < 5 || i+3 >= len(f) || f[3] != "/" {
+			continue
+		}
+		switch f[i+1] {
+		case "cgroup2":
+			out = append(out, cgroupMount{v2: true, path: unescapeMount(f[4])})
+		case "cgroup":
+			m := cgroupMount{path: unescapeMount(f[4])}
+			for _, o := range strings.Split(f[i+3], ",") {
+				if o != "rw" && o != "ro" && !strings.Contains(o, "=") && o != "clone_children" && o != "noprefix" && o != "xattr" && o != "cpuset_v2_mode" && o != "favordynmods" {
+					m.controllers = append(m.controllers, o)
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// probeCgroups: glove-cgroup needs a cgroup2 hierarchy (it kills with
+// cgroup.kill) and memory and pids controllers, in v2 or, on a hybrid
+// host, in v1 hierarchies.
+func (p statusProbe) probeCgroups() statusItem {
+	it := statusItem{Name: "cgroups", Required: true}
+	data, err := os.ReadFile(p.mountinfo)
+	if err != nil {
+		it.Detail = err.Error()
+		return it
+	}
+	mounts := parseCgroupMounts(data)
+	var v2 *cgroupMount
+	var parts []string
+	have := map[string]string{}
+	for i := range mounts {
+		m := &mounts[i]
+		if !m.v2 {
+			continue
+		}
+		if v2 == nil {
+			v2 = m
+		}
+		c, err := readTrim(filepath.Join(m.path, "cgroup.controllers"))
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("v2 %s: %v", m.path, err))
+			continue
+		}
+		m.controllers = strings.Fields(c)
+		parts = append(parts, fmt.Sprintf("v2 %s [%s]", m.path, strings.Join(m.controllers, " ")))
+		for _, c := range m.controllers {
+			have[c] = "v2"
+		}
+	}
+	var v1 []string
+	for _, m := range mounts {
+		if m.v2 || len(m.controllers) == 0 {
+			continue
+		}
+		for _, c := range m.controllers {
+			if _, ok := have[c]; !ok {
+				have[c] = "v1"
+			}
+		}
+		v1 = append(v1, strings.Join(m.controllers, ","))
+	}
+	sort.Strings(v1)
+	if len(v1) > 0 {
+		parts = append(parts, "v1 ["+strings.Join(v1, " ")+"]")
+	}
+	var missing []string
+	if v2 == nil {
+		missing = append(missing, "no cgroup2 hierarchy (glove-cgroup refuses pure v1 hosts)")
+	} else if _, err := os.Stat(filepath.Join(v2.path, "cgroup.kill")); err != nil {
+		// cgroup.kill exists in every non-root cgroup; at the root,
+		// look at the kernel's list of v2 features.
+		if !cgroupKillFeature() {
+			missing = append(missing, "kernel without cgroup.kill")
+		}
+	}
+	for _, c := range []string{"memory", "pids"} {
+		if v, ok := have[c]; ok {
+			parts = append(parts, c+" in "+v)
+		} else {
+			missing = append(missing, "no "+c+" controller")
+		}
+	}
+	if len(mounts) == 0 {
+		parts = append(parts, "no cgroup hierarchy mounted")
+	}
+	it.Detail = strings.Join(parts, "; ")
+	if len(missing) > 0 {
+		it.Detail = strings.Join(missing, "; ") + "; " + it.Detail
+		return it
+	}
+	it.OK = true
+	return it
+}
+
+func cgroupKillFeature() bool {
+	// /sys/kernel/cgroup/features lists nsdelegate, memory_localevents,
+	// ...; cgroup.kill arrived in 5.14 with no entry, so fall back to
+	// the kernel version.
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || (major == 5 && minor >= 14)
+}
+
+func (p statusProbe) probeLoop() statusItem {
+	it := statusItem{Name: "loop-devices", Required: true}
+	var st unix.Stat_t
+	if err := unix.Stat(p.loopControl, &st); err != nil {
+		it.Detail = p.loopControl + ": " + err.Error()
+		return it
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 10 || unix.Minor(st.Rdev) != 237 {
+		it.Detail = fmt.Sprintf("%s is not the loop-control device (mode %o, device %d:%d)",
+			p.loopControl, st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		return it
+	}
+	it.OK = true
+	it.Detail = fmt.Sprintf("%s char 10:237 mode %04o uid %d", p.loopControl, st.Mode&0o7777, st.Uid)
+	return it
+}
+
+// probeMkfs: glove-loopext4 executes mkfs.ext4 only if it and every
+// directory above it are root's and not group/other-writable.
+func (p statusProbe) probeMkfs() statusItem {
+	it := statusItem{Name: "mkfs.ext4", Required: true}
+	resolved, err := filepath.EvalSymlinks(p.mkfs)
+	if err != nil {
+		it.Detail = err.Error()
+		return it
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(resolved, &st); err != nil {
+		it.Detail = err.Error()
+		return it
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		it.Detail = resolved + " is not a regular file"
+		return it
+	}
+	for d := resolved; ; d = filepath.Dir(d) {
+		if err := unix.Lstat(d, &st); err != nil {
+			it.Detail = err.Error()
+			return it
+		}
+		if st.Uid != 0 || st.Mode&0o022 != 0 {
+			it.Detail = fmt.Sprintf("%s is uid %d mode %04o: not root's or group/other-writable", d, st.Uid, st.Mode&0o7777)
+			return it
+		}
+		if d == "/" {
+			break
+		}
+	}
+	it.OK = true
+	it.Detail = p.mkfs + " -> " + resolved + ", root's, not group/other-writable"
+	return it
+}
+
+// probeHelper checks an installed helper against its table row: a
+// regular file owned by root, mode 0750 (no setuid or setgid), group
+// not root, file capabilities equal to the row (permitted and
+// effective, nothing inheritable), and executable by the caller.
+func (p statusProbe) probeHelper(e captable.Entry) statusItem {
+	it := statusItem{Name: "helper " + e.Binary, Required: true}
+	path := filepath.Join(p.libexec, e.Binary)
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		it.Detail = path + ": " + err.Error()
+		return it
+	}
+	group := strconv.Itoa(int(st.Gid))
+	if g, err := user.LookupGroupId(group); err == nil {
+		group = g.Name
+	}
+	var faults []string
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		faults = append(faults, "not a regular file")
+	}
+	if st.Uid != 0 {
+		faults = append(faults, fmt.Sprintf("owner uid %d, not root", st.Uid))
+	}
+	if st.Mode&0o7777 != 0o750 {
+		faults = append(faults, fmt.Sprintf("mode %04o, not 0750", st.Mode&0o7777))
+	}
+	if st.Gid == 0 {
+		faults = append(faults, "group root, not the service group")
+	}
+	caps, err := fileCaps(path)
+	capText := "none"
+	if err != nil {
+		faults = append(faults, "file capabilities: "+err.Error())
+	} else {
+		if caps.permitted != 0 {
+			capText = captable.MaskString(caps.permitted)
+		}
+		want := e.Mask()
+		if caps.permitted != want || caps.inheritable != 0 || (want != 0) != caps.effective {
+			faults = append(faults, fmt.Sprintf("file capabilities permitted %s inheritable %s effective %v, table %s",
+				captable.MaskString(caps.permitted), captable.MaskString(caps.inheritable), caps.effective, captable.MaskString(want)))
+		}
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, path, unix.X_OK, unix.AT_EACCESS); err != nil {
+		faults = append(faults, "not executable by you ("+err.Error()+"; join group "+group+" and log in again)")
+	}
+	it.Detail = fmt.Sprintf("%s %04o root:%s caps %s", path, st.Mode&0o7777, group, capText)
+	if len(faults) > 0 {
+		it.Detail += ": " + strings.Join(faults, "; ")
+		return it
+	}
+	it.OK = true
+	return it
+}
+
+// fileCapSet is a decoded security.capability attribute.
+type fileCapSet struct {
+	permitted, inheritable uint64
+	effective              bool
+}
+
+// fileCaps reads a file's capabilities; a file without the attribute
+// has none.
+func fileCaps(path string) (fileCapSet, error) {
+	buf := make([]byte, 64)
+	n, err := unix.Lgetxattr(path, "security.capability", buf)
+	if errors.Is(err, unix.ENODATA) {
+		return fileCapSet{}, nil
+	}
+	if err != nil {
+		return fileCapSet{}, err
+	}
+	return decodeFileCaps(buf[:n])
+}
+
+// decodeFileCaps decodes struct vfs_cap_data (revision 2) or
+// vfs_ns_cap_data (revision 3, which adds the namespace root uid).
+func decodeFileCaps(b []byte) (fileCapSet, error) {
+	const (
+		revMask   = 0xff000000
+		rev1      = 0x01000000
+		rev2      = 0x02000000
+		rev3      = 0x03000000
+		effective = 0x000001
+	)
+	if len(b) < 4 {
+		return fileCapSet{}, fmt.Errorf("attribute of %d bytes", len(b))
+	}
+	le := binary.LittleEndian
+	magic := le.Uint32(b)
+	var want int
+	switch magic & revMask {
+	case rev1:
+		want = 12
+	case rev2:
+		want = 20
+	case rev3:
+		want = 24
+	default:
+		return fileCapSet{}, fmt.Errorf("unknown revision %#x", magic&revMask)
+	}
+	if len(b) != want {
+		return fileCapSet{}, fmt.Errorf("revision %#x attribute of %d bytes, want %d", magic>>24, len(b), want)
+	}
+	if magic&^uint32(revMask|effective) != 0 {
+		return fileCapSet{}, fmt.Errorf("unknown flags %#x", magic&^uint32(revMask))
+	}
+	c := fileCapSet{effective: magic&effective != 0}
+	c.permitted = uint64(le.Uint32(b[4:]))
+	c.inheritable = uint64(le.Uint32(b[8:]))
+	if magic&revMask != rev1 {
+		c.permitted |= uint64(le.Uint32(b[12:])) << 32
+		c.inheritable |= uint64(le.Uint32(b[16:])) << 32
+	}
+	return c, nil
+}
+
+func readTrim(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(bytes.TrimSpace(b)), err
+}
