@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -33,6 +34,10 @@ const usage = `usage:
   glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
                                 name, protocol and live capability sets
                                 (run as a member of the glove service group)
+  glove status [--json] [--libexec DIR]
+                                probe what this host can enforce (user namespaces, Landlock,
+                                seccomp, cgroups, loop devices, mkfs.ext4, installed helpers);
+                                exit 1 unless a sandboxed session has all it needs
   glove policy validate --file F
                                 check a session policy (docs/policy.md); print a summary,
                                 or exit 2 with the first fault and its JSON path
@@ -42,6 +47,11 @@ const usage = `usage:
                                 check a plan (docs/plan.md) against a policy now; print its
                                 plan_content_digest, or exit 2 with the first mismatch
                                 (policy and plan files: mode 0600, owned by you, one link)
+  glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]
+                                run CMD in a sandbox: host /usr and /etc read-only, a copy of
+                                the workspace (default: the current directory) at /workspace,
+                                no network, the profile's six limits; exits with CMD's status
+                                (128+N for signal N), 125 when Glove fails before CMD starts
   glove seccomp dump [--pfc | --raw] [--inherited-fd N]...
                                 the sandbox's default seccomp filter as libseccomp compiles
                                 it: BPF one instruction per line, raw bytes, or pseudo-filter
@@ -64,10 +74,14 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	case "helpers":
 		return helpers(args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(args[1:], stdout, stderr)
 	case "policy":
 		return policyCommand(args[1:], stdout, stderr)
 	case "plan":
 		return planCommand(args[1:], stdout, stderr)
+	case "run":
+		return runCommand(args[1:], os.Stdin, stdout, stderr)
 	case "seccomp":
 		return seccompCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -1,0 +1,331 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/materialize"
+	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/session"
+	"golang.org/x/sys/unix"
+)
+
+// ExitNotStarted is glove run's status when Glove fails before the program
+// starts, as `docker run` does: anything else is the program's own status
+// (128+N when it was killed by signal N).
+const ExitNotStarted = 125
+
+const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]"
+
+// limitList is the repeatable --limit flag: NAME=VALUE for one of the six
+// limits, replacing the profile's value.
+type limitList map[string]uint64
+
+func (l limitList) String() string { return "" }
+
+func (l limitList) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	n, err := strconv.ParseUint(value, 10, 64)
+	if !ok || err != nil || n == 0 || strconv.FormatUint(n, 10) != value {
+		return fmt.Errorf("--limit %q: want NAME=VALUE with VALUE a positive integer", v)
+	}
+	if _, ok := limitCeilings[name]; !ok {
+		return fmt.Errorf("--limit %q: unknown limit (cpu_time_ms, memory_bytes, pids, wall_time_ms, disk_bytes, terminal_output_bytes)", v)
+	}
+	if n > limitCeilings[name] {
+		return fmt.Errorf("--limit %q: above the ceiling %d", v, limitCeilings[name])
+	}
+	if _, dup := l[name]; dup {
+		return fmt.Errorf("--limit %s given twice", name)
+	}
+	l[name] = n
+	return nil
+}
+
+// limitCeilings are the policy's ceilings (docs/policy.md).
+var limitCeilings = map[string]uint64{
+	"cpu_time_ms": policy.MaxCPUTimeMs, "memory_bytes": policy.MaxMemoryBytes, "pids": policy.MaxPids,
+	"wall_time_ms": policy.MaxWallTimeMs, "disk_bytes": policy.MaxDiskBytes, "terminal_output_bytes": policy.MaxTerminalOutputBytes,
+}
+
+func (l limitList) apply(p *policy.ResourceProfile) {
+	for name, v := range l {
+		switch name {
+		case "cpu_time_ms":
+			p.CPUTimeMs = v
+		case "memory_bytes":
+			p.MemoryBytes = v
+		case "pids":
+			p.Pids = v
+		case "wall_time_ms":
+			p.WallTimeMs = v
+		case "disk_bytes":
+			p.DiskBytes = v
+		case "terminal_output_bytes":
+			p.TerminalOutputBytes = v
+		}
+	}
+}
+
+// runProfiles are glove run's resource profiles: the six limits of a
+// policy's resource_profiles, chosen with --profile.
+var runProfiles = map[string]policy.ResourceProfile{
+	"small": {ProfileID: "small", CPUTimeMs: 60_000, MemoryBytes: 512 << 20, Pids: 256,
+		WallTimeMs: 10 * 60_000, DiskBytes: 256 << 20, TerminalOutputBytes: 16 << 20},
+	"medium": {ProfileID: "medium", CPUTimeMs: 10 * 60_000, MemoryBytes: 2 << 30, Pids: 1024,
+		WallTimeMs: 60 * 60_000, DiskBytes: 2 << 30, TerminalOutputBytes: 256 << 20},
+}
+
+// runPath is the program's PATH inside the sandbox, and where a command
+// named without a slash is looked for (in the host's /usr, which the
+// sandbox sees read-only).
+var runPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"}
+
+// runCommand runs `glove run`: one session, in this process, through the
+// same session code gloved uses, with these defaults: the host's /usr and
+// /etc read-only (and the usual /bin, /lib links), a fresh /proc and a
+// minimal /dev, a tmpfs /tmp, the workspace (default: the current
+// directory) as an ephemeral copy at /workspace, which is also the working
+// directory, no network, and a small profile.
+func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	workspace := fs.String("workspace", "", "")
+	profile := fs.String("profile", "small", "")
+	limits := limitList{}
+	fs.Var(limits, "limit", "")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "glove: run: %v\n%s\n", err, usageRun)
+		return ExitUsage
+	}
+	cmdArgs := fs.Args()
+	if len(cmdArgs) == 0 {
+		fmt.Fprintf(stderr, "glove: run: no command\n%s\n", usageRun)
+		return ExitUsage
+	}
+	prof, ok := runProfiles[*profile]
+	if !ok {
+		fmt.Fprintf(stderr, "glove: run: unknown profile %q (small, medium)\n%s\n", *profile, usageRun)
+		return ExitUsage
+	}
+	limits.apply(&prof)
+	l, err := runLaunch(*workspace, prof, cmdArgs)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %v\n", err)
+		return ExitNotStarted
+	}
+	res, err := runSession(l, stdin, stdout, stderr)
+	if err != nil && res == nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+	}
+	if strings.HasPrefix(res.Termination, "limit:") || res.Termination == session.Stopped {
+		fmt.Fprintf(stderr, "glove: run: session ended: %s\n", res.Termination)
+	}
+	return res.Status()
+}
+
+func flatten(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// runLaunch resolves glove run's launch.
+func runLaunch(workspace string, prof policy.ResourceProfile, cmdArgs []string) (*session.Launch, error) {
+	if workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("current directory: %w", err)
+		}
+		workspace = wd
+	}
+	ws, err := filepath.Abs(workspace)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("workspace %s: not a directory", ws)
+	}
+	exe, err := runExecutable(cmdArgs[0])
+	if err != nil {
+		return nil, err
+	}
+	var id [4]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("session name: %w", err)
+	}
+	return &session.Launch{
+		Name:       "run-" + hex.EncodeToString(id[:]),
+		Executable: exe,
+		Args:       cmdArgs[1:],
+		Env:        []string{"PATH=" + strings.Join(runPath, ":"), "HOME=/workspace", "LANG=C.UTF-8", "TERM=" + termName()},
+		Cwd:        "/workspace",
+		Hostname:   "glove",
+		Mounts: []session.Mount{
+			{Target: "/usr", Kind: session.ReadOnlyBind, HostPath: "/usr"},
+			{Target: "/etc", Kind: session.ReadOnlyBind, HostPath: "/etc"},
+			{Target: "/tmp", Kind: session.Tmpfs, MaxBytes: prof.DiskBytes / 4, Mode: 0o1777},
+			{Target: "/workspace", Kind: session.EphemeralCopy, HostPath: ws, MaxBytes: prof.DiskBytes},
+		},
+		Limits:   prof,
+		Terminal: isTerminal(os.Stdin),
+	}, nil
+}
+
+func termName() string {
+	if t := os.Getenv("TERM"); t != "" && !strings.ContainsAny(t, "\x00=") {
+		return t
+	}
+	return "xterm"
+}
+
+// runExecutable finds the program as the sandbox will: a name without a
+// slash in runPath (which the sandbox sees read-only from the host), an
+// absolute path as it is, a relative path in the workspace.
+func runExecutable(name string) (string, error) {
+	switch {
+	case strings.HasPrefix(name, "/"):
+		return filepath.Clean(name), nil
+	case strings.Contains(name, "/"):
+		return filepath.Join("/workspace", name), nil
+	}
+	for _, dir := range runPath {
+		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return filepath.Join(dir, name), nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in the sandbox's PATH (%s)", name, strings.Join(runPath, ":"))
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// runSession starts the helpers, runs the session and stops the helpers.
+func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (*session.Result, error) {
+	rt, err := os.MkdirTemp("", "glove-run-")
+	if err != nil {
+		return nil, fmt.Errorf("runtime directory: %w", err)
+	}
+	defer os.RemoveAll(rt)
+	if err := session.BecomeSubreaper(); err != nil {
+		return nil, err
+	}
+	env := &session.Env{ShimPath: filepath.Join(LibexecDir, "glove-shim"), RuntimeDir: rt}
+	for _, h := range []struct {
+		name string
+		into **helperproc.Proc
+	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}} {
+		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, h.name), Name: h.name, Stderr: stderr})
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		if _, err := p.Hello(); err != nil {
+			return nil, fmt.Errorf("%s: %w", h.name, err)
+		}
+		*h.into = p
+	}
+
+	pio := session.IO{Input: stdin, Output: stdout}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGWINCH)
+	defer signal.Stop(sigs)
+	fwd := make(chan syscall.Signal, 8)
+	resize := make(chan unix.Winsize, 8)
+	pio.Signals = fwd
+	if l.Terminal {
+		pio.Resize = resize
+		if ws, err := unix.IoctlGetWinsize(int(os.Stdin.Fd()), unix.TIOCGWINSZ); err == nil {
+			resize <- *ws
+		}
+		// Raw mode: every key, ^C included, goes to the program's own
+		// terminal, which turns it into the program's signals.
+		if old, err := makeRaw(int(os.Stdin.Fd())); err == nil {
+			defer unix.IoctlSetTermios(int(os.Stdin.Fd()), unix.TCSETS, old)
+		}
+	}
+	go func() {
+		for s := range sigs {
+			sig := s.(syscall.Signal)
+			if sig == unix.SIGWINCH {
+				if ws, err := unix.IoctlGetWinsize(int(os.Stdin.Fd()), unix.TIOCGWINSZ); err == nil && l.Terminal {
+					resize <- *ws
+				}
+				continue
+			}
+			fwd <- sig
+		}
+	}()
+	if isTerminal(os.Stderr) {
+		pio.Progress = progressBar(stderr)
+	}
+	res, err := session.Run(context.Background(), env, l, pio)
+	if pio.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	return res, err
+}
+
+// progressBar draws the copy's progress on one terminal line, at most
+// every 1% of the bytes.
+func progressBar(w io.Writer) func(string, materialize.Totals, materialize.Totals) {
+	last := -1
+	return func(target string, done, total materialize.Totals) {
+		pct := 100
+		if total.Bytes > 0 {
+			pct = int(done.Bytes * 100 / total.Bytes)
+		}
+		if pct == last {
+			return
+		}
+		last = pct
+		const width = 30
+		fill := pct * width / 100
+		fmt.Fprintf(w, "\r\033[Kcopying to %s [%s%s] %3d%% %s / %s", target,
+			strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct, size(done.Bytes), size(total.Bytes))
+	}
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// makeRaw puts a terminal in raw mode and returns its previous state.
+func makeRaw(fd int) (*unix.Termios, error) {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	old := *t
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, t); err != nil {
+		return nil, err
+	}
+	return &old, nil
+}

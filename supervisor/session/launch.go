@@ -1,0 +1,123 @@
+// Package session runs one managed session: it asks glove-cgroup for the
+// session's cgroups and glove-mounter for its mounts, fills ephemeral
+// copies through the mount descriptors, writes the bundle with package
+// spec, starts glove-shim in the session's cgroups, relays the program's
+// terminal, enforces the six limits and reports how the session ended.
+//
+// It is the code path both `glove run` (in-process) and gloved's
+// start_session use. It holds no capability: every privileged step is a
+// helper's, reached over the helper's socket.
+//
+//	cgroup ── CgCreate ──► dir, events, memory events, cpu.stat descriptors
+//	mounts ── Bind / Tmpfs ──► detached mount descriptors (copies filled here)
+//	bundle ── spec.Build ──► config.json (mounts as /proc/self/fd/N)
+//	shim   ── clone3(CLONE_INTO_CGROUP) + CgPlace (v1) + sync byte ──► program
+//	limits ── wall timer, cpu.stat budget, output counter, memory/pids by cgroup
+//	end    ── CgStat, CgRemove, descriptors closed, bundle removed
+package session
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/glove-sandbox/glove/supervisor/policy"
+)
+
+// ErrInvalid is wrapped by every error about a launch that cannot run as
+// described (before anything is created).
+var ErrInvalid = errors.New("invalid launch")
+
+// Mount kinds.
+const (
+	ReadOnlyBind  = "read_only_bind" // the host tree itself, read-only, by descriptor
+	EphemeralCopy = "ephemeral_copy" // a tmpfs of MaxBytes filled with a copy of the host tree
+	Tmpfs         = "tmpfs"          // an empty tmpfs of MaxBytes
+)
+
+// Mount is one mount of the session, beside the fixed /proc and /dev.
+type Mount struct {
+	Target   string
+	Kind     string
+	HostPath string // ReadOnlyBind and EphemeralCopy
+	MaxBytes uint64 // EphemeralCopy and Tmpfs: the quota
+	// CreateEmpty starts an EphemeralCopy empty when the host path does
+	// not exist (create_policy empty_directory); the host is never changed.
+	CreateEmpty bool
+	Mode        uint32 // Tmpfs: the root's mode (e.g. 01777 for /tmp)
+}
+
+// Launch is a resolved launch: everything the session runs, decided by
+// the operator's policy (or, for `glove run`, by its local defaults).
+type Launch struct {
+	// Name is the session's cgroup name: [a-z0-9][a-z0-9-]{0,63}.
+	Name       string
+	Executable string // absolute, inside the sandbox
+	Args       []string
+	Env        []string
+	Cwd        string
+	Hostname   string
+	Mounts     []Mount
+	Limits     policy.ResourceProfile
+	// Terminal gives the program a pseudo-terminal (gloved's PTY) instead
+	// of pipes.
+	Terminal bool
+}
+
+// Check validates the launch's shape; package spec checks the rest when
+// the bundle is built.
+func (l *Launch) Check() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("session: %s: %w", fmt.Sprintf(f, a...), ErrInvalid) }
+	if !validName(l.Name) {
+		return bad("name %q is not [a-z0-9][a-z0-9-]{0,63}", l.Name)
+	}
+	lim := l.Limits
+	if lim.CPUTimeMs == 0 || lim.MemoryBytes == 0 || lim.Pids == 0 || lim.WallTimeMs == 0 || lim.DiskBytes == 0 || lim.TerminalOutputBytes == 0 {
+		return bad("every one of the six limits is required")
+	}
+	seen := map[string]bool{}
+	for i, m := range l.Mounts {
+		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
+			return bad("mounts[%d]: target %q is not an absolute clean path", i, m.Target)
+		}
+		for _, fixed := range []string{"/proc", "/dev"} {
+			if m.Target == fixed || strings.HasPrefix(m.Target, fixed+"/") {
+				return bad("mounts[%d]: %s is the sandbox's own", i, fixed)
+			}
+		}
+		if seen[m.Target] {
+			return bad("mounts[%d]: target %q twice", i, m.Target)
+		}
+		seen[m.Target] = true
+		switch m.Kind {
+		case ReadOnlyBind:
+			if m.MaxBytes != 0 || m.CreateEmpty {
+				return bad("mounts[%d]: a bind has no quota and must exist", i)
+			}
+		case EphemeralCopy, Tmpfs:
+			if m.MaxBytes == 0 {
+				return bad("mounts[%d]: %s needs a quota", i, m.Kind)
+			}
+		default:
+			return bad("mounts[%d]: unknown kind %q", i, m.Kind)
+		}
+		if m.Kind != Tmpfs && (!path.IsAbs(m.HostPath) || path.Clean(m.HostPath) != m.HostPath) {
+			return bad("mounts[%d]: host path %q is not an absolute clean path", i, m.HostPath)
+		}
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
+			return false
+		}
+	}
+	return true
+}

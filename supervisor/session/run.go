@@ -1,0 +1,698 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/seccomp"
+	"github.com/glove-sandbox/glove/spec"
+	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/materialize"
+	"golang.org/x/sys/unix"
+)
+
+// Terminations: how a session ended, as the state and the receipt say.
+const (
+	Exited   = "exited"
+	Signaled = "signaled"
+	// A limit's termination is "limit:" followed by its profile name.
+	LimitCPU    = "limit:cpu_time_ms"
+	LimitMemory = "limit:memory_bytes"
+	LimitPids   = "limit:pids"
+	LimitWall   = "limit:wall_time_ms"
+	LimitDisk   = "limit:disk_bytes"
+	LimitOutput = "limit:terminal_output_bytes"
+	Stopped     = "stopped"
+)
+
+// Sandbox identity: the program runs as this uid and gid inside, mapped
+// to the service user (the only host identity it can reach).
+const (
+	SandboxUID = 1000
+	SandboxGID = 1000
+)
+
+// ShimTasks is added to a session's pids limit for glove-shim's own tasks
+// (its three stages are Go processes with a few threads each; 14 were
+// counted in a session running `sleep`): the profile's pids is what the
+// program may use.
+const ShimTasks = 32
+
+// Env is what the session needs from its supervisor: helpers that are
+// running and have answered Hello, where the shim is, and a private
+// directory for bundles.
+type Env struct {
+	Mounter    *helperproc.Proc
+	Cgroup     *helperproc.Proc
+	ShimPath   string
+	RuntimeDir string // owned by the service user, mode 0700
+}
+
+// IO connects the program. Input is copied to the program until it ends
+// (nil: no input); Output receives what it prints, up to the output limit.
+// Progress, if set, is told about long materializations.
+type IO struct {
+	Input    io.Reader
+	Output   io.Writer
+	Progress func(target string, done, total materialize.Totals)
+	// Resize carries window sizes for the program's terminal; Signals,
+	// signals for the program. Either may be nil.
+	Resize  <-chan unix.Winsize
+	Signals <-chan syscall.Signal
+}
+
+// Usage is what the session consumed, as the receipt reports it.
+type Usage struct {
+	CPUTimeMs           uint64
+	MemoryPeakBytes     uint64
+	PidsPeak            uint64
+	WallTimeMs          uint64
+	DiskBytes           uint64
+	TerminalOutputBytes uint64
+}
+
+// Result is how a session ended.
+type Result struct {
+	Termination string // Exited, Signaled, Stopped or a limit
+	ExitCode    int    // Exited: the program's status
+	Signal      int    // Signaled: the signal's number
+	Usage       Usage
+	StartedAt   time.Time
+	EndedAt     time.Time
+}
+
+// Status is the exit status a command line reports for r: the program's
+// own, 128+N for signal N, and 128+9 for a session the supervisor killed.
+func (r *Result) Status() int {
+	switch r.Termination {
+	case Exited:
+		return r.ExitCode
+	case Signaled:
+		return 128 + r.Signal
+	}
+	return 128 + int(unix.SIGKILL)
+}
+
+// prepared holds everything a session created before its program starts;
+// release undoes it, in reverse, whatever happened.
+type prepared struct {
+	env      *Env
+	name     string
+	cgroup   []*os.File // dir, events, memory events, cpu.stat
+	mounts   []*os.File // in l.Mounts order
+	bundle   string
+	cgMade   bool
+	released bool
+}
+
+func (p *prepared) release() error {
+	if p.released {
+		return nil
+	}
+	p.released = true
+	var errs []error
+	if p.cgMade {
+		if _, err := call(p.env.Cgroup, &wire.CgRemove{Session: p.name}); err != nil {
+			errs = append(errs, fmt.Errorf("remove the session's cgroups: %w", err))
+		}
+	}
+	for _, f := range append(p.cgroup, p.mounts...) {
+		f.Close()
+	}
+	if p.bundle != "" {
+		if err := os.RemoveAll(p.bundle); err != nil {
+			errs = append(errs, fmt.Errorf("remove the bundle: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// call sends one request to a helper and returns the reply's descriptors.
+func call(h *helperproc.Proc, req wire.Message, fds ...int) ([]*os.File, error) {
+	reply, files, err := h.Client.Call(req, fds)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) != reply.FDs() {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("reply %T carries %d descriptors, want %d", reply, len(files), reply.FDs())
+	}
+	return files, nil
+}
+
+// Run runs l to its end. An error means the program never started (the
+// command line reports it with status 125); once it has started, every
+// ending is a Result.
+func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	p := &prepared{env: env, name: l.Name}
+	res, err := run(ctx, p, l, pio)
+	if rerr := p.release(); rerr != nil {
+		if err == nil && res != nil {
+			// The program ran and ended; the clean-up failure is the
+			// supervisor's to report, not a reason to lose the result.
+			return res, fmt.Errorf("session %s ended, but: %w", l.Name, rerr)
+		}
+		err = errors.Join(err, rerr)
+	}
+	return res, err
+}
+
+func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
+	files, err := call(p.env.Cgroup, &wire.CgCreate{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks})
+	if err != nil {
+		return nil, fmt.Errorf("create the session's cgroups: %w", err)
+	}
+	p.cgMade, p.cgroup = true, files
+	for i, m := range l.Mounts {
+		f, err := materializeMount(p.env.Mounter, m, pio)
+		if err != nil {
+			return nil, fmt.Errorf("mounts[%d] %s: %w", i, m.Target, err)
+		}
+		p.mounts = append(p.mounts, f)
+	}
+	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, len(p.mounts)); err != nil {
+		return nil, err
+	}
+	return supervise(ctx, p, l, pio)
+}
+
+// materializeMount returns a detached mount descriptor for m.
+func materializeMount(mounter *helperproc.Proc, m Mount, pio IO) (*os.File, error) {
+	switch m.Kind {
+	case ReadOnlyBind:
+		// Opened once, here, without following any link; from now on the
+		// tree is this descriptor (threat: a path swapped for a link to
+		// somewhere else between a check and a use).
+		src, err := unix.Openat2(unix.AT_FDCWD, m.HostPath, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open the host tree: %w", err)
+		}
+		defer unix.Close(src)
+		files, err := call(mounter, &wire.Bind{Flags: wire.BindReadOnly}, src)
+		if err != nil {
+			return nil, fmt.Errorf("glove-mounter bind: %w", err)
+		}
+		return files[0], nil
+	case EphemeralCopy, Tmpfs:
+		mode := uint32(0o755)
+		if m.Kind == Tmpfs && m.Mode != 0 {
+			mode = m.Mode
+		}
+		files, err := call(mounter, &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
+		if err != nil {
+			return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
+		}
+		if m.Kind == EphemeralCopy {
+			if err := fill(files[0], m, pio); err != nil {
+				files[0].Close()
+				return nil, err
+			}
+		}
+		return files[0], nil
+	}
+	return nil, fmt.Errorf("unknown kind %q: %w", m.Kind, ErrInvalid)
+}
+
+// fill copies the host tree into the tmpfs through its descriptor: the
+// tmpfs size is the quota, so a copy that does not fit fails here with
+// limit:disk_bytes, before the program exists.
+func fill(dst *os.File, m Mount, pio IO) error {
+	src, err := materialize.Open(m.HostPath)
+	if errors.Is(err, unix.ENOENT) && m.CreateEmpty {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open the host tree: %w", err)
+	}
+	defer src.Close()
+	var opts materialize.Options
+	if pio.Progress != nil {
+		if opts.Total, err = src.Scan(); err != nil {
+			return fmt.Errorf("scan the host tree: %w", err)
+		}
+		opts.Progress = func(done, total materialize.Totals) { pio.Progress(m.Target, done, total) }
+	}
+	if _, err := src.CopyTo(int(dst.Fd()), opts); err != nil {
+		if errors.Is(err, materialize.ErrQuota) {
+			return fmt.Errorf("%s: the copy needs more than %d bytes: %w", LimitDisk, m.MaxBytes, err)
+		}
+		return fmt.Errorf("copy the host tree: %w", err)
+	}
+	return nil
+}
+
+func roundPage(n uint64) uint64 {
+	pg := uint64(os.Getpagesize())
+	return (n + pg - 1) / pg * pg
+}
+
+// inodesFor bounds a tmpfs's inodes: one per 4 KiB of quota, at least
+// 1024 (an empty file costs no block but one inode).
+func inodesFor(n uint64) uint64 { return max(n/4096, 1024) }
+
+// writeBundle writes the bundle: an empty root with the usual links into
+// /usr, and config.json whose mounts name the descriptors the shim gets
+// at 3, 4, ... in l.Mounts order.
+func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
+	dir, err := os.MkdirTemp(runtimeDir, "bundle-"+l.Name+"-")
+	if err != nil {
+		return "", fmt.Errorf("create the bundle: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(dir)
+		}
+	}()
+	rootfs := filepath.Join(dir, "rootfs")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return "", fmt.Errorf("create the bundle's root: %w", err)
+	}
+	usr := false
+	for _, m := range l.Mounts {
+		usr = usr || m.Target == "/usr"
+	}
+	if usr {
+		// Merged /usr, as Debian has it: the program finds /bin/sh and
+		// its libraries through these links into the read-only /usr.
+		for link, target := range map[string]string{"bin": "usr/bin", "sbin": "usr/sbin", "lib": "usr/lib", "lib64": "usr/lib64"} {
+			if err := os.Symlink(target, filepath.Join(rootfs, link)); err != nil {
+				return "", fmt.Errorf("create the bundle's root: %w", err)
+			}
+		}
+	}
+	mounts := []spec.Mount{
+		{Target: "/proc", Kind: spec.KindProc, SourceFD: spec.NoFD},
+		{Target: "/dev", Kind: spec.KindDev, SourceFD: spec.NoFD, TmpfsBytes: 64 << 10, Mode: 0o755},
+		{Target: "/dev/pts", Kind: spec.KindDevpts, SourceFD: spec.NoFD},
+	}
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
+		mounts = append(mounts, spec.Mount{Target: d, Kind: spec.KindBind, SourceFD: spec.NoFD, Source: d})
+	}
+	for i, m := range l.Mounts {
+		mounts = append(mounts, spec.Mount{Target: m.Target, Kind: spec.KindBind, SourceFD: 3 + i, ReadOnly: m.Kind == ReadOnlyBind})
+	}
+	// Parents before children (spec.Build refuses anything else).
+	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
+	s, err := spec.Build(spec.Launch{
+		Executable: l.Executable, Args: l.Args, Env: l.Env, Cwd: l.Cwd,
+		UID: SandboxUID, GID: SandboxGID, HostUID: uint32(os.Getuid()), HostGID: uint32(os.Getgid()),
+		Hostname:        l.Hostname,
+		Mounts:          mounts,
+		NoNewPrivileges: true,
+		Terminal:        l.Terminal,
+		PreserveFDs:     n,
+		Seccomp:         seccomp.DefaultProfile(seccomp.ProfileOptions{}),
+	})
+	if err != nil {
+		return "", fmt.Errorf("build config.json: %w", err)
+	}
+	data, err := spec.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o600); err != nil {
+		return "", fmt.Errorf("write config.json: %w", err)
+	}
+	ok = true
+	return dir, nil
+}
+
+func depth(p string) int { return strings.Count(p, "/") }
+
+// session is a running program and what watches it.
+type session struct {
+	p      *prepared
+	l      *Launch
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	reason string // the first limit or stop that ended it
+	output uint64
+}
+
+// end records why the session is being ended and kills everything in its
+// cgroups (the shim and the program alike). Only the first reason counts.
+func (s *session) end(reason string) {
+	s.mu.Lock()
+	first := s.reason == ""
+	if first {
+		s.reason = reason
+	}
+	s.mu.Unlock()
+	if first {
+		_, _ = call(s.p.env.Cgroup, &wire.CgKill{Session: s.l.Name})
+	}
+}
+
+func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
+	syncR, syncW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sync pipe: %w", err)
+	}
+	defer syncR.Close()
+	defer syncW.Close()
+	n := len(p.mounts)
+	extra := append(append([]*os.File(nil), p.mounts...), syncR)
+	cmd := &exec.Cmd{
+		Path: p.env.ShimPath,
+		Args: []string{"glove-shim", "run", "--bundle", p.bundle, "--preserve-fds", strconv.Itoa(n),
+			"--sync-fd", strconv.Itoa(3 + n), l.Name},
+		Env:        []string{},
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			// Born in the session's v2 cgroup: everything the shim
+			// starts is too. This needs the supervisor inside its
+			// delegated subtree (write access to the common ancestor).
+			UseCgroupFD: true, CgroupFD: int(p.cgroup[0].Fd()),
+			// Its own process group: the caller's terminal signals reach
+			// the supervisor, which decides what the program gets.
+			Setpgid:   true,
+			Pdeathsig: unix.SIGKILL,
+		},
+	}
+	var ptyMaster *os.File
+	var outDone sync.WaitGroup
+	s := &session{p: p, l: l, cmd: cmd}
+	if l.Terminal {
+		master, slave, err := openPTY()
+		if err != nil {
+			return nil, err
+		}
+		defer slave.Close()
+		ptyMaster = master
+		defer master.Close()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		outDone.Add(1)
+		go func() { defer outDone.Done(); s.pump(master, pio.Output) }()
+	} else {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("output pipe: %w", err)
+		}
+		defer outR.Close()
+		cmd.Stdout, cmd.Stderr = outW, outW
+		outDone.Add(1)
+		go func() { defer outDone.Done(); s.pump(outR, pio.Output) }()
+		if pio.Input != nil {
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				return nil, fmt.Errorf("input pipe: %w", err)
+			}
+			go func() { _, _ = io.Copy(in, pio.Input); in.Close() }()
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("start glove-shim in the session's cgroup: %w (the supervisor must run inside its delegated cgroup subtree: see scripts/setup-host.sh)", err)
+		}
+		return nil, fmt.Errorf("start glove-shim: %w", err)
+	}
+	// The write ends now belong to the shim.
+	syncR.Close()
+	if !l.Terminal {
+		cmd.Stdout.(*os.File).Close()
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	started := time.Now()
+	// v1 hierarchies (memory, pids on hybrid hosts): placement after the
+	// start, before the shim may fork; it waits for the byte below.
+	if err := place(p, cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		<-waited
+		return nil, err
+	}
+	if _, err := syncW.Write([]byte{1}); err != nil {
+		_ = cmd.Process.Kill()
+		<-waited
+		return nil, fmt.Errorf("release the shim: %w", err)
+	}
+	syncW.Close()
+	if ptyMaster != nil && pio.Input != nil {
+		go func() { _, _ = io.Copy(ptyMaster, pio.Input) }()
+	}
+	if ptyMaster != nil && pio.Resize != nil {
+		go func() {
+			for ws := range pio.Resize {
+				_ = unix.IoctlSetWinsize(int(ptyMaster.Fd()), unix.TIOCSWINSZ, &ws)
+			}
+		}()
+	}
+	if pio.Signals != nil {
+		// Forwarded to glove-shim, which passes them to PID 1 of the
+		// sandbox, which passes them to the program.
+		go func() {
+			for sig := range pio.Signals {
+				_ = cmd.Process.Signal(sig)
+			}
+		}()
+	}
+
+	wall := time.AfterFunc(time.Duration(l.Limits.WallTimeMs)*time.Millisecond, func() { s.end(LimitWall) })
+	defer wall.Stop()
+	stopCPU := make(chan struct{})
+	go s.watchCPU(stopCPU)
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-ctx.Done():
+		s.end(Stopped)
+		werr = <-waited
+	}
+	close(stopCPU)
+	ended := time.Now()
+	// The shim is gone; what it started dies with the PID namespace (or
+	// was killed with the cgroup). Wait for that, then reap those that
+	// were re-parented to this supervisor (see BecomeSubreaper), so a
+	// session leaves no process behind, not even a zombie.
+	if !waitEmpty(p.cgroup[1], 10*time.Second) {
+		s.end(Stopped)
+		waitEmpty(p.cgroup[1], 10*time.Second)
+	}
+	reapOrphans()
+	if ptyMaster != nil {
+		// The pty's output ends when the last process holding the slave
+		// is gone; the session's processes are (cgroup kill or exit).
+		cmd.Stdin.(*os.File).Close()
+	}
+	outDone.Wait()
+
+	res := &Result{StartedAt: started, EndedAt: ended}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return nil, fmt.Errorf("wait for glove-shim: %w", werr)
+	}
+	s.mu.Lock()
+	reason := s.reason
+	res.Usage.TerminalOutputBytes = s.output
+	s.mu.Unlock()
+	if reason == "" && oomKilled(p.cgroup[2]) {
+		reason = LimitMemory
+	}
+	switch {
+	case reason != "":
+		res.Termination = reason
+	case ws.Signaled():
+		res.Termination, res.Signal = Signaled, int(ws.Signal())
+	case ws.ExitStatus() > 128 && ws.ExitStatus() < 128+65:
+		// glove-shim reports a program killed by signal N as 128+N.
+		res.Termination, res.Signal = Signaled, ws.ExitStatus()-128
+	default:
+		res.Termination, res.ExitCode = Exited, ws.ExitStatus()
+	}
+	res.Usage.WallTimeMs = uint64(ended.Sub(started).Milliseconds())
+	if reply, _, err := p.env.Cgroup.Client.Call(&wire.CgStat{Session: l.Name}, nil); err == nil {
+		if st, ok := reply.(*wire.CgStatReply); ok {
+			res.Usage.CPUTimeMs = st.CPUTimeNS / 1e6
+			res.Usage.MemoryPeakBytes = st.MemoryPeakBytes
+			res.Usage.PidsPeak = st.PidsPeak
+		}
+	}
+	for i, m := range l.Mounts {
+		if m.Kind == ReadOnlyBind {
+			continue
+		}
+		var sf unix.Statfs_t
+		if unix.Fstatfs(int(p.mounts[i].Fd()), &sf) == nil {
+			res.Usage.DiskBytes += (sf.Blocks - sf.Bfree) * uint64(sf.Bsize)
+		}
+	}
+	return res, nil
+}
+
+// BecomeSubreaper makes the calling process the reaper of its
+// descendants' orphans: when glove-shim ends, its stages' children are
+// re-parented here instead of to the host's init, and Run reaps them.
+// Call it once, at start-up, in the process that calls Run.
+func BecomeSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
+	}
+	return nil
+}
+
+// reapOrphans collects every child that has already ended. The helpers
+// are children too, but they end only when their connection is closed.
+func reapOrphans() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err != nil || pid <= 0 {
+			return
+		}
+	}
+}
+
+// waitEmpty waits until the cgroup.events descriptor says "populated 0".
+func waitEmpty(events *os.File, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Pread(int(events.Fd()), buf, 0)
+		if err == nil && strings.Contains(string(buf[:max(n, 0)]), "populated 0") {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// place puts the shim in the session's v1 cgroups (a no-op for v2, where
+// it was born in its cgroup).
+func place(p *prepared, pid int) error {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(pidfd)
+	if _, err := call(p.env.Cgroup, &wire.CgPlace{Session: p.name}, pidfd); err != nil {
+		return fmt.Errorf("place glove-shim in the session's cgroups: %w", err)
+	}
+	return nil
+}
+
+// pump relays the program's output, counting it; past the output limit
+// nothing more is relayed and the session is ended.
+func (s *session) pump(r io.Reader, w io.Writer) {
+	limit := s.l.Limits.TerminalOutputBytes
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			s.mu.Lock()
+			room := limit - min(s.output, limit)
+			k := uint64(n)
+			if k > room {
+				k = room
+			}
+			s.output += k
+			s.mu.Unlock()
+			if w != nil && k > 0 {
+				_, _ = w.Write(buf[:k])
+			}
+			if uint64(n) > k {
+				s.end(LimitOutput)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// watchCPU ends the session when its CPU time reaches the budget. The
+// budget is a total, not a rate: the cgroup's usage is read from the
+// cpu.stat descriptor glove-cgroup gave at creation.
+func (s *session) watchCPU(stop <-chan struct{}) {
+	budget := s.l.Limits.CPUTimeMs * 1000 // usage_usec
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if u, ok := cpuUsageUsec(s.p.cgroup[3]); ok && u >= budget {
+				s.end(LimitCPU)
+				return
+			}
+		}
+	}
+}
+
+// cpuUsageUsec reads usage_usec from a cpu.stat descriptor.
+func cpuUsageUsec(f *os.File) (uint64, bool) {
+	buf := make([]byte, 4096)
+	n, err := unix.Pread(int(f.Fd()), buf, 0)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			u, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return u, err == nil
+		}
+	}
+	return 0, false
+}
+
+// oomKilled reads the memory events descriptor (v2 memory.events or v1
+// memory.oom_control): any OOM kill in the session means the memory
+// limit ended it.
+func oomKilled(f *os.File) bool {
+	buf := make([]byte, 4096)
+	n, err := unix.Pread(int(f.Fd()), buf, 0)
+	if err != nil || n <= 0 {
+		return false
+	}
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			k, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return err == nil && k > 0
+		}
+	}
+	return false
+}
+
+// openPTY opens a new pseudo-terminal pair.
+func openPTY() (master, slave *os.File, err error) {
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(m)
+		return nil, nil, fmt.Errorf("unlock the pty: %w", err)
+	}
+	// TIOCGPTPEER opens the slave without a path lookup (threat: a
+	// /dev/pts entry swapped between naming and opening).
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		unix.Close(m)
+		return nil, nil, fmt.Errorf("open the pty's peer: %w", errno)
+	}
+	return os.NewFile(uintptr(m), "ptmx"), os.NewFile(sfd, "pts"), nil
+}
