@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
-	"github.com/glove-sandbox/glove/seccomp"
+	"github.com/glove-sandbox/glove/seccomp/profile"
 	"github.com/glove-sandbox/glove/spec"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/materialize"
@@ -322,7 +322,7 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 		NoNewPrivileges: true,
 		Terminal:        l.Terminal,
 		PreserveFDs:     n,
-		Seccomp:         seccomp.DefaultProfile(seccomp.ProfileOptions{}),
+		Seccomp:         profile.DefaultProfile(profile.ProfileOptions{}),
 	})
 	if err != nil {
 		return "", fmt.Errorf("build config.json: %w", err)

@@ -1,4 +1,8 @@
-package seccomp
+// Package profile holds Glove's default sandbox seccomp profile as data:
+// an OCI runtime-spec linux.seccomp section. It needs no cgo, so gloved
+// can write it into a bundle; glove-shim compiles it with libseccomp
+// (package seccomp).
+package profile
 
 import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
