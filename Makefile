@@ -12,12 +12,21 @@ LDFLAGS := -X $(MODULE)/helpers/helperkit.ConfigDir=$(CONFDIR) \
            -X $(MODULE)/supervisor/cli.LibexecDir=$(PREFIX)/libexec/glove
 
 # One main package per executable; the directory name is the binary name.
-# CGO_CMDS are built with cgo, NOCGO_CMDS without (see build).
-CGO_CMDS   := ./supervisor/cmd/glove ./shim/cmd/glove-shim
-NOCGO_CMDS := ./supervisor/cmd/gloved \
-              ./helpers/mounter/cmd/glove-mounter ./helpers/cgroup/cmd/glove-cgroup \
-              ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
-CMDS := $(CGO_CMDS) $(NOCGO_CMDS)
+# CGO_CMDS are built with cgo, STATIC_CMDS with cgo and linked statically,
+# NOCGO_CMDS without cgo (see build).
+CGO_CMDS    := ./supervisor/cmd/glove
+STATIC_CMDS := ./shim/cmd/glove-shim
+NOCGO_CMDS  := ./supervisor/cmd/gloved \
+               ./helpers/mounter/cmd/glove-mounter ./helpers/cgroup/cmd/glove-cgroup \
+               ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
+CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
+
+# glove-shim executes itself again inside the sandbox's new root (its
+# stage 2), where neither the dynamic loader nor libseccomp exist unless
+# the bundle happens to mount them: it is linked statically (libseccomp.a
+# from libseccomp-dev, glibc's libc.a), with Go's own resolvers (netgo,
+# osusergo) so that no glibc NSS code is linked in.
+STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"' 
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate
@@ -28,13 +37,15 @@ all: build
 
 # glove and glove-shim are built with cgo: package seccomp compiles the
 # sandbox's seccomp profile with libseccomp; glove prints it (`glove
-# seccomp dump`) and glove-shim is to load it. Everything else is built
+# seccomp dump`) and glove-shim loads it. Everything else is built
 # without cgo: the helpers change capabilities on every thread with
 # syscall.AllThreadsSyscall, which refuses to run in a cgo binary (see
-# helpers/helperkit/restrict_unsafe.go), and gloved needs no C.
+# helpers/helperkit/restrict_unsafe.go), and gloved needs no C (it writes
+# the default profile from seccomp/profile, which is plain data).
 build:
 	@mkdir -p $(BINDIR)
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(CGO_CMDS)
+	CGO_ENABLED=1 $(GO) build -trimpath $(STATIC_FLAGS) -o $(BINDIR)/ $(STATIC_CMDS)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(NOCGO_CMDS)
 
 install: build

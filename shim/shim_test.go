@@ -403,3 +403,29 @@ func TestShimSyncFD(t *testing.T) {
 		t.Error("the program ran although the supervisor closed the sync descriptor")
 	}
 }
+
+// TestShimRootWithoutLibraries runs a static program in a root that has no
+// /usr, no /lib and no dynamic loader: the shim's own stage 2, executed
+// inside the new root, must not depend on the sandbox's files.
+func TestShimRootWithoutLibraries(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	probe := buildProbe(t, e)
+	b := e.NewBundle(t)
+	for _, link := range []string{"bin", "sbin", "lib", "lib64"} {
+		os.Remove(filepath.Join(b.Dir, "rootfs", link))
+	}
+	var mounts []specs.Mount
+	for _, m := range b.Spec.Mounts {
+		if m.Destination != "/usr" && m.Destination != "/etc" {
+			mounts = append(mounts, m)
+		}
+	}
+	b.Spec.Mounts = append(mounts, specs.Mount{Destination: "/probe", Type: "bind", Source: probe, Options: []string{"bind", "ro"}})
+	b.Spec.Process.Args = []string{"/probe/attackprobe", "no-such-case"}
+	b.Write(t)
+	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
+	if r.Code == 125 || !strings.Contains(r.Stdout+r.Stderr, "no-such-case") {
+		t.Errorf("exit %d, stdout %q, stderr %q: the static program did not run", r.Code, r.Stdout, r.Stderr)
+	}
+}

@@ -226,7 +226,10 @@ func (e *Env) LayersShim(t testing.TB) string {
 			return
 		}
 		out := filepath.Join(dir, "glove-shim")
-		cmd := exec.Command("go", "build", "-tags", "glove_testlayers", "-o", out, "./shim/cmd/glove-shim")
+		// Linked statically like the production build (Makefile
+		// STATIC_FLAGS): stage 2 runs inside the sandbox's root.
+		cmd := exec.Command("go", "build", "-tags", "glove_testlayers,netgo,osusergo",
+			"-ldflags", "-linkmode external -extldflags -static", "-o", out, "./shim/cmd/glove-shim")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -52,6 +52,9 @@ const usage = `usage:
                                 the workspace (default: the current directory) at /workspace,
                                 no network, the profile's six limits; exits with CMD's status
                                 (128+N for signal N), 125 when Glove fails before CMD starts
+  glove run --policy F --plan P [--receipt FILE --receipt-key K [--receipt-anchor HEX]]
+                                run the session a plan selects from a policy, as gloved would;
+                                --receipt writes its HMAC-authenticated terminal receipt
   glove seccomp dump [--pfc | --raw] [--inherited-fd N]...
                                 the sandbox's default seccomp filter as libseccomp compiles
                                 it: BPF one instruction per line, raw bytes, or pseudo-filter

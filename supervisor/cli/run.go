@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -13,11 +14,15 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/materialize"
+	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/session"
+	"github.com/glove-sandbox/glove/supervisor/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,7 +31,7 @@ import (
 // (128+N when it was killed by signal N).
 const ExitNotStarted = 125
 
-const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]"
+const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
 
 // limitList is the repeatable --limit flag: NAME=VALUE for one of the six
 // limits, replacing the profile's value.
@@ -105,11 +110,31 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	profile := fs.String("profile", "small", "")
 	limits := limitList{}
 	fs.Var(limits, "limit", "")
+	polFile := fs.String("policy", "", "")
+	planFile := fs.String("plan", "", "")
+	receiptFile := fs.String("receipt", "", "")
+	receiptKey := fs.String("receipt-key", "", "")
+	receiptAnchor := fs.String("receipt-anchor", strings.Repeat("0", 64), "")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "glove: run: %v\n%s\n", err, usageRun)
 		return ExitUsage
 	}
 	cmdArgs := fs.Args()
+	if *polFile != "" || *planFile != "" {
+		if *polFile == "" || *planFile == "" || len(cmdArgs) != 0 || *workspace != "" || len(limits) != 0 {
+			fmt.Fprintf(stderr, "glove: run: --policy and --plan go together, without a command, --workspace or --limit\n%s\n", usageRun)
+			return ExitUsage
+		}
+		if (*receiptFile == "") != (*receiptKey == "") || !policy.ValidSHA256Hex(*receiptAnchor) {
+			fmt.Fprintf(stderr, "glove: run: --receipt needs --receipt-key (and --receipt-anchor is 64 hex)\n%s\n", usageRun)
+			return ExitUsage
+		}
+		return runPlan(*polFile, *planFile, receiptOptions{file: *receiptFile, key: *receiptKey, anchor: *receiptAnchor}, stdin, stdout, stderr)
+	}
+	if *receiptFile != "" || *receiptKey != "" {
+		fmt.Fprintf(stderr, "glove: run: --receipt is for --policy/--plan runs\n%s\n", usageRun)
+		return ExitUsage
+	}
 	if len(cmdArgs) == 0 {
 		fmt.Fprintf(stderr, "glove: run: no command\n%s\n", usageRun)
 		return ExitUsage
@@ -133,10 +158,100 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
 	}
-	if strings.HasPrefix(res.Termination, "limit:") || res.Termination == session.Stopped {
+	if strings.HasPrefix(res.Termination, "limit:") {
 		fmt.Fprintf(stderr, "glove: run: session ended: %s\n", res.Termination)
 	}
 	return res.Status()
+}
+
+type receiptOptions struct{ file, key, anchor string }
+
+// runPlan runs the session a plan selects from a policy, through the
+// same resolution and session code as gloved's start_session, and writes
+// its authenticated receipt.
+func runPlan(polFile, planFile string, ro receiptOptions, stdin io.Reader, stdout, stderr io.Writer) int {
+	pol, err := policy.Load(polFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	pl, err := loadPlan(planFile, pol, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	var key []byte
+	if ro.file != "" {
+		if key, err = store.LoadKey(ro.key); err != nil {
+			fmt.Fprintf(stderr, "glove: run: --receipt-key: %s\n", flatten(err))
+			return ExitNotStarted
+		}
+	}
+	var id [4]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		fmt.Fprintf(stderr, "glove: run: session name: %v\n", err)
+		return ExitNotStarted
+	}
+	l, err := session.Resolve(pol, pl, "run-"+hex.EncodeToString(id[:]))
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	l.Terminal = isTerminal(os.Stdin)
+	res, err := runSession(l, stdin, stdout, stderr)
+	if err != nil && res == nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+	}
+	if strings.HasPrefix(res.Termination, "limit:") {
+		fmt.Fprintf(stderr, "glove: run: session ended: %s\n", res.Termination)
+	}
+	if ro.file != "" {
+		digest := plan.ContentDigest(pl)
+		env, err := receipt.Seal(key, 1, ro.anchor, receipt.Body{
+			SessionID: l.Name, ControllerPlanDigest: digest, PlanContentDigest: digest,
+			PolicyRevision: pol.Revision, Termination: res.Termination, ExitCode: res.ExitCode, Signal: res.Signal,
+			Usage: receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
+				PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
+				TerminalOutputBytes: res.Usage.TerminalOutputBytes},
+			StartedAtMS: res.StartedAt.UnixMilli(), EndedAtMS: max(res.EndedAt.UnixMilli(), res.StartedAt.UnixMilli()),
+		})
+		if err == nil {
+			err = writeReceipt(ro.file, env)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: run: receipt: %s\n", flatten(err))
+			if res.Status() == 0 {
+				return ExitFail
+			}
+		}
+	}
+	return res.Status()
+}
+
+// writeReceipt writes the envelope to a new file (never over an existing
+// one: a receipt is evidence), mode 0600, synced before glove run exits.
+func writeReceipt(path string, env receipt.Envelope) error {
+	data, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func flatten(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

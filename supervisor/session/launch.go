@@ -46,6 +46,8 @@ type Mount struct {
 	// not exist (create_policy empty_directory); the host is never changed.
 	CreateEmpty bool
 	Mode        uint32 // Tmpfs: the root's mode (e.g. 01777 for /tmp)
+	// ReadOnly binds an EphemeralCopy read-only (read_only+copy grants).
+	ReadOnly bool
 }
 
 // Launch is a resolved launch: everything the session runs, decided by

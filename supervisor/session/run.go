@@ -34,7 +34,6 @@ const (
 	LimitWall   = "limit:wall_time_ms"
 	LimitDisk   = "limit:disk_bytes"
 	LimitOutput = "limit:terminal_output_bytes"
-	Stopped     = "stopped"
 )
 
 // Sandbox identity: the program runs as this uid and gid inside, mapped
@@ -85,7 +84,7 @@ type Usage struct {
 
 // Result is how a session ended.
 type Result struct {
-	Termination string // Exited, Signaled, Stopped or a limit
+	Termination string // Exited, Signaled or a limit
 	ExitCode    int    // Exited: the program's status
 	Signal      int    // Signaled: the signal's number
 	Usage       Usage
@@ -94,7 +93,7 @@ type Result struct {
 }
 
 // Status is the exit status a command line reports for r: the program's
-// own, 128+N for signal N, and 128+9 for a session the supervisor killed.
+// own, 128+N for signal N, and 128+9 for a session a limit ended.
 func (r *Result) Status() int {
 	switch r.Termination {
 	case Exited:
@@ -310,7 +309,7 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 		mounts = append(mounts, spec.Mount{Target: d, Kind: spec.KindBind, SourceFD: spec.NoFD, Source: d})
 	}
 	for i, m := range l.Mounts {
-		mounts = append(mounts, spec.Mount{Target: m.Target, Kind: spec.KindBind, SourceFD: 3 + i, ReadOnly: m.Kind == ReadOnlyBind})
+		mounts = append(mounts, spec.Mount{Target: m.Target, Kind: spec.KindBind, SourceFD: 3 + i, ReadOnly: m.Kind == ReadOnlyBind || m.ReadOnly})
 	}
 	// Parents before children (spec.Build refuses anything else).
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
@@ -346,17 +345,19 @@ type session struct {
 	l      *Launch
 	cmd    *exec.Cmd
 	mu     sync.Mutex
-	reason string // the first limit or stop that ended it
+	ended  bool
+	reason string // the limit that ended it, if one did
 	output uint64
 }
 
 // end records why the session is being ended and kills everything in its
-// cgroups (the shim and the program alike). Only the first reason counts.
+// cgroups (the shim and the program alike). Only the first reason counts;
+// an empty reason (a stop) leaves the termination to how the program died.
 func (s *session) end(reason string) {
 	s.mu.Lock()
-	first := s.reason == ""
+	first := !s.ended
 	if first {
-		s.reason = reason
+		s.ended, s.reason = true, reason
 	}
 	s.mu.Unlock()
 	if first {
@@ -476,7 +477,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	select {
 	case werr = <-waited:
 	case <-ctx.Done():
-		s.end(Stopped)
+		s.end("")
 		werr = <-waited
 	}
 	close(stopCPU)
@@ -486,7 +487,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	// were re-parented to this supervisor (see BecomeSubreaper), so a
 	// session leaves no process behind, not even a zombie.
 	if !waitEmpty(p.cgroup[1], 10*time.Second) {
-		s.end(Stopped)
+		s.end("")
 		waitEmpty(p.cgroup[1], 10*time.Second)
 	}
 	reapOrphans()

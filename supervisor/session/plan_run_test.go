@@ -1,0 +1,171 @@
+package session_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/plan"
+	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/receipt"
+	"github.com/glove-sandbox/glove/testenv"
+)
+
+// harnessSource is a static program standing in for an agent harness: it
+// reports what it was given and writes into its workspace.
+const harnessSource = `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Printf("args=%q home=%s cwd=", os.Args[1:], os.Getenv("HOME"))
+	wd, _ := os.Getwd()
+	fmt.Println(wd)
+	data, err := os.ReadFile("/workspace/in")
+	fmt.Printf("in=%q err=%v\n", data, err)
+	if err := os.WriteFile("/workspace/out", []byte("written"), 0o644); err != nil {
+		fmt.Println("write:", err)
+	}
+	if _, err := os.ReadFile("/etc/passwd"); err == nil {
+		fmt.Println("READ-HOST-ETC")
+	}
+	os.Exit(7)
+}
+`
+
+// buildHarness builds the harness into a root-owned directory of the test
+// environment, which the policy pins as its executable.
+func buildHarness(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(harnessSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module harness\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.Base, "sources", "harness") // beneath a mounter source root
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "harness")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build harness: %v\n%s", err, b)
+	}
+	return out
+}
+
+// writeOwned writes data as a protected file of the service user (mode
+// 0600, owned by it), as policy.ReadProtected requires of what it reads.
+func writeOwned(t *testing.T, e *testenv.Env, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGloveRunPolicyPlan(t *testing.T) {
+	e := testenv.Get(t)
+	configure(t, e)
+	testenv.CheckLeaks(t, e.UID)
+	exe := buildHarness(t, e)
+	ws := workspace(t, e, map[string]string{"in": "granted tree"})
+	prof := policy.ResourceProfile{ProfileID: "tiny", CPUTimeMs: 5000, MemoryBytes: 256 << 20, Pids: 64,
+		WallTimeMs: 20000, DiskBytes: 8 << 20, TerminalOutputBytes: 1 << 20}
+	tmpl := policy.RuntimeTemplate{
+		RuntimeTemplateID: "harness", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+		AllowedPathAliases: []string{"workspace"},
+		Launch:             policy.Launch{ExecutablePath: exe, Arguments: []string{"--flag", "x"}, Environment: []string{"TERM=dumb"}},
+	}
+	tmpl.AdapterCommandDigest = policy.AdapterDigest(&tmpl)
+	pol := &policy.Policy{
+		SchemaVersion: 1, Revision: 3, MaxPlanTTLMs: 600000,
+		RuntimeTemplates: []policy.RuntimeTemplate{tmpl},
+		PathAliases: []policy.PathAlias{{Alias: "workspace", HostPath: ws, TargetPath: "/workspace", MaxTTLSecs: 600,
+			Access: []policy.AccessTuple{{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
+				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20}}}},
+		ResourceProfiles: []policy.ResourceProfile{prof},
+	}
+	if err := policy.Validate(pol); err != nil {
+		t.Fatalf("test policy: %v", err)
+	}
+	pl := &plan.Plan{
+		SchemaVersion: 1, PolicyRevision: 3, ExpiresAtUnixMs: uint64(time.Now().Add(5 * time.Minute).UnixMilli()),
+		RuntimeTemplateID: "harness", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+		AdapterCommandDigest: tmpl.AdapterCommandDigest, ResourceProfile: prof,
+		PathGrants: []plan.PathGrant{{Alias: "workspace", Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
+			CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, TTLSecs: 300, MaxBytes: 4 << 20}},
+	}
+	if err := plan.Validate(pl, pol, time.Now()); err != nil {
+		t.Fatalf("test plan: %v", err)
+	}
+	dir, err := os.MkdirTemp(e.Base, "plan-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	polFile, planFile, keyFile := filepath.Join(dir, "policy.json"), filepath.Join(dir, "plan.json"), filepath.Join(dir, "key")
+	writeOwned(t, e, polFile, policy.Canonical(pol))
+	writeOwned(t, e, planFile, plan.Canonical(pl))
+	key := []byte(strings.Repeat("k", 32))
+	writeOwned(t, e, keyFile, key)
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(out, e.UID, e.GID)
+	rcpt := filepath.Join(out, "receipt.json")
+
+	stdout, stderr, code := gloveRun(t, e, ws, "", "--policy", polFile, "--plan", planFile, "--receipt", rcpt, "--receipt-key", keyFile)
+	if code != 7 {
+		t.Fatalf("exit %d, want the harness's 7\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	want := `args=["--flag" "x"] home=/workspace cwd=/workspace` + "\n" + `in="granted tree" err=<nil>` + "\n"
+	if stdout != want {
+		t.Errorf("stdout %q\nwant   %q", stdout, want)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "out")); err == nil {
+		t.Error("the ephemeral copy's write reached the host")
+	}
+	data, err := os.ReadFile(rcpt)
+	if err != nil {
+		t.Fatalf("no receipt: %v", err)
+	}
+	var env receipt.Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	if err := receipt.Verify(key, strings.Repeat("0", 64), []receipt.Envelope{env}); err != nil {
+		t.Errorf("receipt does not verify: %v", err)
+	}
+	b := env.Body
+	if b.Termination != "exited" || b.ExitCode != 7 || b.PolicyRevision != 3 || b.PlanContentDigest != plan.ContentDigest(pl) ||
+		b.Usage.TerminalOutputBytes != uint64(len(want)) || b.Usage.WallTimeMS == 0 {
+		t.Errorf("receipt body %+v", b)
+	}
+	// A tampered receipt does not verify.
+	env.Body.ExitCode = 0
+	if err := receipt.Verify(key, strings.Repeat("0", 64), []receipt.Envelope{env}); err == nil {
+		t.Error("a changed exit code still verifies")
+	}
+	// A second run never overwrites a receipt.
+	if _, stderr, code := gloveRun(t, e, ws, "", "--policy", polFile, "--plan", planFile, "--receipt", rcpt, "--receipt-key", keyFile); code != 7 || !strings.Contains(stderr, "receipt") {
+		t.Errorf("second run over an existing receipt: exit %d, stderr %q", code, stderr)
+	}
+}
