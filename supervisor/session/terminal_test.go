@@ -1,0 +1,82 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// TestGloveRunTerminal runs glove run on a terminal: the program gets its
+// own pseudo-terminal (a controlling terminal, the caller's window size),
+// and the caller's terminal settings are restored afterwards.
+func TestGloveRunTerminal(t *testing.T) {
+	e := testenv.Get(t)
+	configure(t, e)
+	testenv.CheckLeaks(t, e.UID)
+	ws := workspace(t, e, nil)
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := os.NewFile(uintptr(m), "ptmx")
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(m, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 31, Col: 101}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := filepath.Join(v2Root(t), testenv.CgroupParent(e.Base))
+	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(cg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.HelperPath("glove"), "run", "--", "sh", "-c", "test -t 0 && echo IS-A-TTY; stty size; exit 4")
+	cmd.Dir = ws
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=vt100"}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, io.Discard
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), UseCgroupFD: true, CgroupFD: cg, Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(master); out <- string(b) }()
+	err = cmd.Wait()
+	after, terr := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	slave.Close()
+	got := <-out
+	if cmd.ProcessState.ExitCode() != 4 {
+		t.Fatalf("exit %v, want 4; terminal: %q", err, got)
+	}
+	if !strings.Contains(got, "IS-A-TTY") || !strings.Contains(got, "31 101") {
+		t.Errorf("terminal output %q: want a tty of 31 rows and 101 columns", got)
+	}
+	if terr != nil || after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
+		t.Errorf("the caller's terminal settings were not restored (%v)", terr)
+	}
+}
