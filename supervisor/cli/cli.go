@@ -55,6 +55,9 @@ const usage = `usage:
   glove run --policy F --plan P [--receipt FILE --receipt-key K [--receipt-anchor HEX]]
                                 run the session a plan selects from a policy, as gloved would;
                                 --receipt writes its HMAC-authenticated terminal receipt
+  glove receipt verify --key K [--anchor HEX] FILE
+                                check the MACs and chain of a receipt (or a JSON list of them)
+                                and print what each says
   glove seccomp dump [--pfc | --raw] [--inherited-fd N]...
                                 the sandbox's default seccomp filter as libseccomp compiles
                                 it: BPF one instruction per line, raw bytes, or pseudo-filter
@@ -83,6 +86,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return policyCommand(args[1:], stdout, stderr)
 	case "plan":
 		return planCommand(args[1:], stdout, stderr)
+	case "receipt":
+		return receiptCommand(args[1:], stdout, stderr)
 	case "run":
 		return runCommand(args[1:], os.Stdin, stdout, stderr)
 	case "seccomp":

@@ -287,17 +287,15 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return "", fmt.Errorf("create the bundle's root: %w", err)
 	}
-	usr := false
-	for _, m := range l.Mounts {
-		usr = usr || m.Target == "/usr"
-	}
-	if usr {
-		// Merged /usr, as Debian has it: the program finds /bin/sh and
-		// its libraries through these links into the read-only /usr.
-		for link, target := range map[string]string{"bin": "usr/bin", "sbin": "usr/sbin", "lib": "usr/lib", "lib64": "usr/lib64"} {
-			if err := os.Symlink(target, filepath.Join(rootfs, link)); err != nil {
-				return "", fmt.Errorf("create the bundle's root: %w", err)
-			}
+	// Merged /usr, as Debian has it: /bin, /sbin, /lib and /lib64 are
+	// links into /usr, made for each part of /usr the launch mounts, so
+	// the program finds /bin/sh and the dynamic loader where it expects.
+	for link, target := range map[string]string{"bin": "usr/bin", "sbin": "usr/sbin", "lib": "usr/lib", "lib64": "usr/lib64"} {
+		if !mountsUnder(l.Mounts, "/"+target) {
+			continue
+		}
+		if err := os.Symlink(target, filepath.Join(rootfs, link)); err != nil {
+			return "", fmt.Errorf("create the bundle's root: %w", err)
 		}
 	}
 	mounts := []spec.Mount{
@@ -338,6 +336,17 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 }
 
 func depth(p string) int { return strings.Count(p, "/") }
+
+// mountsUnder reports whether a mount makes p visible: p itself or one of
+// its parents is a mount target.
+func mountsUnder(ms []Mount, p string) bool {
+	for _, m := range ms {
+		if m.Target == p || strings.HasPrefix(p, m.Target+"/") {
+			return true
+		}
+	}
+	return false
+}
 
 // session is a running program and what watches it.
 type session struct {
