@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -329,7 +330,7 @@ func isTerminal(f *os.File) bool {
 }
 
 // runSession starts the helpers, runs the session and stops the helpers.
-func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (*session.Result, error) {
+func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (res *session.Result, err error) {
 	rt, err := os.MkdirTemp("", "glove-run-")
 	if err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
@@ -339,11 +340,19 @@ func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (*
 		return nil, err
 	}
 	env := &session.Env{ShimPath: filepath.Join(LibexecDir, "glove-shim"), RuntimeDir: rt}
+	// The helpers' JSON logs are kept, and shown only when the session
+	// could not run: they say which request a helper refused and why.
+	helperLog := &tailBuffer{max: 4096}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: run: helper log:\n%s", helperLog.String())
+		}
+	}()
 	for _, h := range []struct {
 		name string
 		into **helperproc.Proc
 	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}} {
-		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, h.name), Name: h.name, Stderr: stderr})
+		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, h.name), Name: h.name, Stderr: helperLog})
 		if err != nil {
 			return nil, err
 		}
@@ -387,7 +396,7 @@ func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (*
 	if isTerminal(os.Stderr) {
 		pio.Progress = progressBar(stderr)
 	}
-	res, err := session.Run(context.Background(), env, l, pio)
+	res, err = session.Run(context.Background(), env, l, pio)
 	if pio.Progress != nil {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
@@ -443,4 +452,27 @@ func makeRaw(fd int) (*unix.Termios, error) {
 		return nil, err
 	}
 	return &old, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.max {
+		b.buf = b.buf[len(b.buf)-b.max:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
