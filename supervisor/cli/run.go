@@ -152,17 +152,23 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ExitNotStarted
 	}
 	res, err := runSession(l, stdin, stdout, stderr)
-	if err != nil && res == nil {
-		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
-		return ExitNotStarted
-	}
+	status, _ := finish(res, err, stderr)
+	return status
+}
+
+// finish reports how a session ended and returns glove run's status; ok
+// is false when the program never started.
+func finish(res *session.Result, err error, stderr io.Writer) (int, bool) {
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+	}
+	if res == nil {
+		return ExitNotStarted, false
 	}
 	if strings.HasPrefix(res.Termination, "limit:") {
 		fmt.Fprintf(stderr, "glove: run: session ended: %s\n", res.Termination)
 	}
-	return res.Status()
+	return res.Status(), true
 }
 
 type receiptOptions struct{ file, key, anchor string }
@@ -200,15 +206,9 @@ func runPlan(polFile, planFile string, ro receiptOptions, stdin io.Reader, stdou
 	}
 	l.Terminal = isTerminal(os.Stdin)
 	res, err := runSession(l, stdin, stdout, stderr)
-	if err != nil && res == nil {
-		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
-		return ExitNotStarted
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
-	}
-	if strings.HasPrefix(res.Termination, "limit:") {
-		fmt.Fprintf(stderr, "glove: run: session ended: %s\n", res.Termination)
+	status, started := finish(res, err, stderr)
+	if !started {
+		return status
 	}
 	if ro.file != "" {
 		digest := plan.ContentDigest(pl)
