@@ -9,7 +9,8 @@ FUZZTIME ?= 20s
 
 MODULE  := github.com/glove-sandbox/glove
 LDFLAGS := -X $(MODULE)/helpers/helperkit.ConfigDir=$(CONFDIR) \
-           -X $(MODULE)/supervisor/cli.LibexecDir=$(PREFIX)/libexec/glove
+           -X $(MODULE)/supervisor/cli.LibexecDir=$(PREFIX)/libexec/glove \
+           -X $(MODULE)/supervisor/daemon.LibexecDir=$(PREFIX)/libexec/glove
 
 # One main package per executable; the directory name is the binary name.
 # CGO_CMDS are built with cgo, STATIC_CMDS with cgo and linked statically,
@@ -29,7 +30,7 @@ CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"' 
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest
 
 .PHONY: all build install deps test lint fuzz bench demo clean
 

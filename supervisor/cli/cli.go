@@ -63,6 +63,10 @@ const usage = `usage:
                                 it: BPF one instruction per line, raw bytes, or pseudo-filter
                                 code; --inherited-fd (0..1023, repeatable) binds the profile
                                 to a committed inherited descriptor range
+  glove call [--socket PATH] METHOD [PARAMS-JSON]
+                                send one request to gloved (docs/protocol.md) and print the
+                                result; attach prints the session's output until it ends and
+                                exits with its status (default socket /run/glove/gloved.sock)
 `
 
 // Run runs the command line and returns the exit status.
@@ -92,6 +96,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return runCommand(args[1:], os.Stdin, stdout, stderr)
 	case "seccomp":
 		return seccompCommand(args[1:], stdout, stderr)
+	case "call":
+		return callCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK

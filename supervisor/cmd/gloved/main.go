@@ -1,18 +1,119 @@
-// Command gloved is the Glove supervisor. The session service (policy,
-// plans, the session store, the control socket) is not in this revision:
-// it refuses to run instead of pretending to serve.
+// Command gloved is the Glove supervisor: the session service behind the
+// control socket (docs/protocol.md). It runs as the service user, with
+// no capability, inside its delegated cgroup subtree.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/daemon"
+	"github.com/glove-sandbox/glove/supervisor/session"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
-func main() {
-	if len(os.Args) == 2 && os.Args[1] == "--version" {
-		fmt.Println("gloved dev")
-		return
+type uidList []int
+
+func (u *uidList) String() string { return "" }
+
+func (u *uidList) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || strconv.Itoa(n) != v {
+		return fmt.Errorf("%q is not a uid", v)
 	}
-	fmt.Fprintln(os.Stderr, "gloved: the session service is not part of this revision; only --version works")
-	os.Exit(2)
+	*u = append(*u, n)
+	return nil
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+// redact replaces the configured paths in an error with their flag's
+// name: the log never holds a host path.
+func redact(cfg daemon.Config, err error) string {
+	var pairs []string
+	for _, p := range [][2]string{
+		{cfg.PolicyFile, "SESSION-POLICY"}, {cfg.StoreDir, "SESSION-STORE"}, {cfg.MaterializationRoot, "MATERIALIZATION-ROOT"},
+		{cfg.RuntimeDir, "RUNTIME-DIR"}, {cfg.Socket, "SOCKET"}, {cfg.KeyFile, "RECEIPT-KEY"}, {cfg.Libexec, "LIBEXEC"},
+	} {
+		if p[0] != "" {
+			pairs = append(pairs, p[0], p[1])
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace(err.Error())
+}
+
+func run(args []string) int {
+	if len(args) == 1 && args[0] == "--version" {
+		fmt.Println("gloved", daemon.Version)
+		return 0
+	}
+	fs := flag.NewFlagSet("gloved", flag.ContinueOnError)
+	var cfg daemon.Config
+	var uids uidList
+	fs.StringVar(&cfg.PolicyFile, "session-policy", "", "session policy file (mode 0600, owned by the service user)")
+	fs.StringVar(&cfg.StoreDir, "session-store", "", "session store and receipt journal directory (mode 0700)")
+	fs.StringVar(&cfg.MaterializationRoot, "materialization-root", "", "directory of session bundles (mode 0700)")
+	fs.StringVar(&cfg.RuntimeDir, "runtime-dir", "", "runtime directory (mode 0700); holds the socket by default")
+	fs.StringVar(&cfg.Socket, "socket", "", "control socket path (default: RUNTIME-DIR/gloved.sock)")
+	fs.StringVar(&cfg.KeyFile, "receipt-key", "", "service key file (32-64 bytes, mode 0600)")
+	fs.StringVar(&cfg.Anchor, "receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
+	fs.StringVar(&cfg.Libexec, "libexec", daemon.LibexecDir, "directory of the installed helpers")
+	fs.Var(&uids, "allow-uid", "uid allowed to connect (repeatable; default: gloved's own)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(os.Stderr, "gloved: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg.AllowUIDs = uids
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	cfg.Log, cfg.HelperLog = log, os.Stderr
+
+	if err := session.BecomeSubreaper(); err != nil {
+		log.WithField("event", "start").Error(err.Error())
+		return 1
+	}
+	d, err := daemon.New(cfg)
+	if err != nil {
+		log.WithField("event", "start").Error("refusing to start: " + redact(cfg, err))
+		return 1
+	}
+	ln, err := daemon.Listen(d.SocketPath())
+	if err != nil {
+		log.WithField("event", "start").Error("refusing to start: " + redact(cfg, err))
+		_ = d.Shutdown(0)
+		return 1
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	signal.Ignore(unix.SIGPIPE, unix.SIGHUP)
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ln) }()
+	log.WithFields(logrus.Fields{"event": "start", "methods": d.Methods(), "pid": os.Getpid()}).Info("serving")
+	select {
+	case s := <-sigs:
+		log.WithFields(logrus.Fields{"event": "stop", "signal": s.String()}).Info("stopping")
+	case err := <-done:
+		msg := "serve ended"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		log.WithField("event", "stop").Error(msg)
+	}
+	code := 0
+	if err := d.Shutdown(5 * time.Second); err != nil {
+		log.WithField("event", "stop").Error("shutdown: " + err.Error())
+		code = 1
+	}
+	_ = ln.Close()
+	return code
 }

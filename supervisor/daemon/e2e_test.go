@@ -1,0 +1,477 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/daemon"
+	"github.com/glove-sandbox/glove/supervisor/plan"
+	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/receipt"
+	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// harnessSource stands in for an agent harness (as in the session
+// package's tests); with the argument "sleep" it waits instead.
+const harnessSource = `package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sleep" {
+		fmt.Println("sleeping")
+		time.Sleep(60 * time.Second)
+		return
+	}
+	fmt.Printf("args=%q home=%s cwd=", os.Args[1:], os.Getenv("HOME"))
+	wd, _ := os.Getwd()
+	fmt.Println(wd)
+	data, err := os.ReadFile("/workspace/in")
+	fmt.Printf("in=%q err=%v\n", data, err)
+	os.Exit(7)
+}
+`
+
+// buildHarness builds the harness beneath the mounter's source root.
+func buildHarness(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(harnessSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module harness\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.Base, "sources", "daemon-harness")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "harness")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build harness: %v\n%s", err, b)
+	}
+	return out
+}
+
+// configure gives glove-mounter and glove-cgroup the bounds sessions
+// need (as the session package's tests do).
+func configure(t *testing.T, e *testenv.Env) {
+	t.Helper()
+	cfg := testenv.DefaultConfigs(e.Base)["mounter.json"].(map[string]any)
+	cfg["source_roots"] = []string{"/etc", "/usr", filepath.Join(e.Base, "sources")}
+	cfg["max_tmpfs_bytes"] = 1 << 30
+	cfg["max_tmpfs_inodes"] = 1 << 20
+	if err := e.WriteConfig("mounter.json", cfg); err != nil {
+		t.Fatal(err)
+	}
+	cg := testenv.DefaultConfigs(e.Base)["cgroup.json"].(map[string]any)
+	cg["max_memory_bytes"] = 4 << 30
+	cg["max_pids"] = 4096
+	if err := e.WriteConfig("cgroup.json", cg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func v2Root(t *testing.T) string {
+	t.Helper()
+	mounts, err := testenv.CgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, "cgroup.controllers")); err == nil {
+			return m
+		}
+	}
+	t.Skip("skipped: no cgroup v2 hierarchy on this host (glove-cgroup needs one)")
+	return ""
+}
+
+// ownedDir creates a directory of the service user, mode 0700.
+func ownedDir(t *testing.T, e *testenv.Env, path string) string {
+	t.Helper()
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type gloved struct {
+	cmd    *exec.Cmd
+	socket string
+	log    *testenv.SyncBuffer
+}
+
+// startGloved starts the installed gloved as the service user inside the
+// delegated cgroup parent, and waits for its socket.
+func startGloved(t *testing.T, e *testenv.Env, args ...string) *gloved {
+	t.Helper()
+	parent := filepath.Join(v2Root(t), testenv.CgroupParent(e.Base))
+	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(cg)
+	g := &gloved{log: &testenv.SyncBuffer{}}
+	for i, a := range args {
+		if a == "--runtime-dir" {
+			g.socket = filepath.Join(args[i+1], "gloved.sock")
+		}
+	}
+	g.cmd = exec.Command(e.HelperPath("gloved"), args...)
+	g.cmd.Env = []string{}
+	g.cmd.Stderr = g.log
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), UseCgroupFD: true, CgroupFD: cg}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if g.cmd.ProcessState == nil {
+			_ = g.cmd.Process.Kill()
+			_ = g.cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Lstat(g.socket); err == nil {
+			return g
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gloved did not create its socket\nlog: %s", g.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and checks gloved exits 0 and removed its socket.
+func (g *gloved) stop(t *testing.T) {
+	t.Helper()
+	if err := g.cmd.Process.Signal(unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("gloved exit: %v\nlog: %s", err, g.log)
+		}
+	case <-time.After(30 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-done
+		t.Fatalf("gloved still running 30 s after SIGTERM\nlog: %s", g.log)
+	}
+	if _, err := os.Lstat(g.socket); err == nil {
+		t.Error("gloved left its socket behind")
+	}
+}
+
+type ended struct {
+	daemon.End
+	output string
+}
+
+// attach attaches and collects the output until "ended".
+func attach(t *testing.T, c *client, id string) ended {
+	t.Helper()
+	var a struct {
+		Attached bool `json:"attached"`
+	}
+	c.ok("attach", map[string]any{"session_id": id}, &a)
+	if !a.Attached {
+		t.Fatal("not attached")
+	}
+	var out strings.Builder
+	next := uint64(0)
+	for {
+		m, err := c.read()
+		if err != nil {
+			t.Fatalf("attach %s: %v (output so far %q)", id, err, out.String())
+		}
+		switch m.Method {
+		case "output":
+			var o daemon.Output
+			if err := json.Unmarshal(m.Params, &o); err != nil || o.SessionID != id {
+				t.Fatalf("output %s: %v", m.Params, err)
+			}
+			if o.Offset != next {
+				t.Errorf("output at offset %d, want %d", o.Offset, next)
+			}
+			next = o.Offset + uint64(len(o.Data))
+			out.Write(o.Data)
+		case "ended":
+			var e daemon.End
+			if err := json.Unmarshal(m.Params, &e); err != nil {
+				t.Fatal(err)
+			}
+			return ended{End: e, output: out.String()}
+		default:
+			t.Fatalf("unexpected line %+v", m)
+		}
+	}
+}
+
+func TestGlovedEndToEnd(t *testing.T) {
+	e := testenv.Get(t)
+	configure(t, e)
+	testenv.CheckLeaks(t, e.UID)
+	exe := buildHarness(t, e)
+
+	ws, err := os.MkdirTemp(e.Base, "ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if err := os.WriteFile(filepath.Join(ws, "in"), []byte("granted tree"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{ws, filepath.Join(ws, "in")} {
+		if err := os.Chown(p, e.UID, e.GID); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tiny := policy.ResourceProfile{ProfileID: "tiny", CPUTimeMs: 5000, MemoryBytes: 256 << 20, Pids: 64,
+		WallTimeMs: 20000, DiskBytes: 8 << 20, TerminalOutputBytes: 1 << 20}
+	short := tiny
+	short.ProfileID, short.WallTimeMs = "short", 700
+	tmpl := func(id string, args ...string) policy.RuntimeTemplate {
+		r := policy.RuntimeTemplate{
+			RuntimeTemplateID: id, RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+			AllowedPathAliases: []string{"workspace"},
+			Launch:             policy.Launch{ExecutablePath: exe, Arguments: args, Environment: []string{"TERM=dumb"}},
+		}
+		r.AdapterCommandDigest = policy.AdapterDigest(&r)
+		return r
+	}
+	harness, sleeper := tmpl("harness", "--flag", "x"), tmpl("sleeper", "sleep")
+	pol := &policy.Policy{
+		SchemaVersion: 1, Revision: 3, MaxPlanTTLMs: 600000,
+		RuntimeTemplates: []policy.RuntimeTemplate{harness, sleeper},
+		PathAliases: []policy.PathAlias{{Alias: "workspace", HostPath: ws, TargetPath: "/workspace", MaxTTLSecs: 600,
+			Access: []policy.AccessTuple{{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
+				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20}}}},
+		ResourceProfiles: []policy.ResourceProfile{short, tiny},
+	}
+	if err := policy.Validate(pol); err != nil {
+		t.Fatalf("test policy: %v", err)
+	}
+	planFor := func(t policy.RuntimeTemplate, prof policy.ResourceProfile) *plan.Plan {
+		return &plan.Plan{
+			SchemaVersion: 1, PolicyRevision: 3, ExpiresAtUnixMs: uint64(time.Now().Add(5 * time.Minute).UnixMilli()),
+			RuntimeTemplateID: t.RuntimeTemplateID, RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+			AdapterCommandDigest: t.AdapterCommandDigest, ResourceProfile: prof,
+			PathGrants: []plan.PathGrant{{Alias: "workspace", Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
+				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, TTLSecs: 300, MaxBytes: 4 << 20}},
+		}
+	}
+
+	dir, err := os.MkdirTemp(e.Base, "gloved-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := ownedDir(t, e, filepath.Join(dir, "run"))
+	storeDir := ownedDir(t, e, filepath.Join(dir, "store"))
+	mat := ownedDir(t, e, filepath.Join(dir, "mat"))
+	key := []byte(strings.Repeat("k", 32))
+	writeFile(t, filepath.Join(dir, "policy.json"), policy.Canonical(pol), e.UID, e.GID)
+	writeFile(t, filepath.Join(dir, "key"), key, e.UID, e.GID)
+
+	args := []string{"--session-policy", filepath.Join(dir, "policy.json"), "--session-store", storeDir,
+		"--materialization-root", mat, "--runtime-dir", run, "--receipt-key", filepath.Join(dir, "key"),
+		"--receipt-anchor", testAnchor, "--libexec", filepath.Dir(e.HelperPath("glove-shim")),
+		"--allow-uid", strconv.Itoa(e.UID), "--allow-uid", "0"}
+	g := startGloved(t, e, args...)
+	st, err := os.Lstat(g.socket)
+	if err != nil || st.Mode().Perm() != 0o600 || st.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("socket %v %v", st.Mode(), err)
+	}
+	c := dial(t, g.socket)
+
+	var caps struct {
+		Methods []string `json:"methods"`
+	}
+	c.ok("capabilities", nil, &caps)
+	want := "capabilities receipts_page receipts_ack validate_plan create_session session_status " +
+		"start_session attach write_stdin resize signal detach stop_session cleanup_session"
+	if got := strings.Join(caps.Methods, " "); got != want {
+		t.Fatalf("capabilities %s\nwant %s\nlog: %s", got, want, g.log)
+	}
+
+	// create, start, attach: one session that exits 7.
+	create := func(id string, pl *plan.Plan) (token string) {
+		t.Helper()
+		var plObj map[string]any
+		if err := json.Unmarshal(plan.Canonical(pl), &plObj); err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Digest string `json:"plan_content_digest"`
+		}
+		c.ok("validate_plan", map[string]any{"plan": plObj}, &v)
+		if v.Digest != plan.ContentDigest(pl) {
+			t.Errorf("digest %s, want %s", v.Digest, plan.ContentDigest(pl))
+		}
+		var cr struct {
+			State string `json:"state"`
+			Token string `json:"start_token"`
+		}
+		c.ok("create_session", map[string]any{"session_id": id, "idempotency_key": "key-" + id,
+			"controller_plan_digest": strings.Repeat("c", 64), "plan": plObj}, &cr)
+		if cr.State != "created" {
+			t.Fatalf("created: %+v", cr)
+		}
+		return cr.Token
+	}
+	exitPlan := planFor(harness, tiny)
+	tok := create("s-exit", exitPlan)
+	c.fails("start_session", map[string]any{"session_id": "s-exit", "start_token": tok + "0"}, daemon.CodeUnauthorized)
+	c.fails("start_session", map[string]any{"session_id": "nobody", "start_token": tok}, daemon.CodeNotFound)
+	var started struct {
+		State string `json:"state"`
+	}
+	c.ok("start_session", map[string]any{"session_id": "s-exit", "start_token": tok}, &started)
+	if started.State != "running" {
+		t.Fatalf("start: %+v", started)
+	}
+	c.fails("start_session", map[string]any{"session_id": "s-exit", "start_token": tok}, daemon.CodeConflict)
+	end := attach(t, c, "s-exit")
+	if end.Termination != "exited" || end.ExitCode != 7 || end.Status != 7 || end.State != "exited" {
+		t.Errorf("ended %+v\nlog: %s", end.End, g.log)
+	}
+	if !strings.Contains(end.output, `args=["--flag" "x"] home=/workspace cwd=/workspace`) ||
+		!strings.Contains(end.output, `in="granted tree" err=<nil>`) {
+		t.Errorf("output %q", end.output)
+	}
+	var status daemon.Status
+	c.ok("session_status", map[string]any{"session_id": "s-exit"}, &status)
+	if status.State != "exited" || status.Termination != "exited" || status.ExitCode == nil || *status.ExitCode != 7 {
+		t.Errorf("status %+v", status)
+	}
+	// A late attacher gets the transcript, then "ended".
+	c2 := dial(t, g.socket)
+	if late := attach(t, c2, "s-exit"); late.output != end.output || late.ExitCode != 7 {
+		t.Errorf("late attach: %q %+v", late.output, late.End)
+	}
+	c.fails("write_stdin", map[string]any{"session_id": "s-exit", "data": "aGk="}, daemon.CodeConflict)
+	// glove call: attach replays the output and exits with the status.
+	call := exec.Command(e.HelperPath("glove"), "call", "--socket", g.socket, "attach", `{"session_id":"s-exit"}`)
+	var callOut strings.Builder
+	call.Stdout = &callOut
+	if err := call.Run(); call.ProcessState.ExitCode() != 7 || callOut.String() != end.output {
+		t.Errorf("glove call attach: %v, output %q", err, callOut.String())
+	}
+
+	// A session ended by its wall time.
+	tok = create("s-wall", planFor(sleeper, short))
+	c.ok("start_session", map[string]any{"session_id": "s-wall", "start_token": tok}, nil)
+	end = attach(t, c, "s-wall")
+	if end.Termination != "limit:wall_time_ms" || end.State != "exited" {
+		t.Errorf("wall: ended %+v output %q\nlog: %s", end.End, end.output, g.log)
+	}
+	c.ok("session_status", map[string]any{"session_id": "s-wall"}, &status)
+	if status.State != "exited" || status.Reason != "limit:wall_time_ms" || status.Termination != "limit:wall_time_ms" {
+		t.Errorf("wall: status %+v", status)
+	}
+
+	// A session stopped by stop_session: SIGTERM, then killed.
+	tok = create("s-stop", planFor(sleeper, tiny))
+	c.ok("start_session", map[string]any{"session_id": "s-stop", "start_token": tok}, nil)
+	c.fails("cleanup_session", map[string]any{"session_id": "s-stop"}, daemon.CodeConflict)
+	c.ok("resize", map[string]any{"session_id": "s-stop", "rows": 40, "cols": 100}, nil)
+	c.ok("write_stdin", map[string]any{"session_id": "s-stop", "data": "aGkK"}, nil)
+	c.fails("signal", map[string]any{"session_id": "s-stop", "signal": "KILL"}, daemon.CodeInvalidParams)
+	var stopped struct {
+		State string `json:"state"`
+	}
+	c.ok("stop_session", map[string]any{"session_id": "s-stop", "grace_ms": 200}, &stopped)
+	if stopped.State != "stopping" {
+		t.Errorf("stop: %+v", stopped)
+	}
+	end = attach(t, c, "s-stop")
+	if end.State != "exited" || end.Termination != "signaled" || end.Signal != 15 || end.Status != 143 {
+		t.Errorf("stop: ended %+v", end.End)
+	}
+	c.ok("cleanup_session", map[string]any{"session_id": "s-stop"}, nil)
+
+	// Receipts: one per session, chained to the anchor.
+	var page struct {
+		Envelopes []receipt.Envelope `json:"envelopes"`
+		HeadSeq   uint64             `json:"head_seq"`
+		HeadMAC   string             `json:"head_mac"`
+	}
+	c.ok("receipts_page", map[string]any{"after": 0, "limit": 100}, &page)
+	if len(page.Envelopes) != 3 || page.HeadSeq != 3 {
+		t.Fatalf("page: %d envelopes, head %d", len(page.Envelopes), page.HeadSeq)
+	}
+	if err := receipt.Verify(key, testAnchor, page.Envelopes); err != nil {
+		t.Errorf("receipts do not verify: %v", err)
+	}
+	b := page.Envelopes[0].Body
+	if b.SessionID != "s-exit" || b.Termination != "exited" || b.ExitCode != 7 || b.PolicyRevision != 3 ||
+		b.PlanContentDigest != plan.ContentDigest(exitPlan) || b.Usage.TerminalOutputBytes == 0 {
+		t.Errorf("receipt 1: %+v", b)
+	}
+	if b := page.Envelopes[1].Body; b.SessionID != "s-wall" || b.Termination != "limit:wall_time_ms" {
+		t.Errorf("receipt 2: %+v", b)
+	}
+	var ack struct {
+		Acked uint64 `json:"acked"`
+	}
+	ackedMAC := page.Envelopes[1].EnvelopeMAC
+	c.ok("receipts_ack", map[string]any{"seq": 2, "envelope_mac": ackedMAC}, &ack)
+	if ack.Acked != 2 {
+		t.Errorf("ack %+v", ack)
+	}
+	c.fails("receipts_ack", map[string]any{"seq": 2, "envelope_mac": page.Envelopes[1].EnvelopeMAC}, daemon.CodeConflict)
+	c.fails("receipts_ack", map[string]any{"seq": 3, "envelope_mac": page.Envelopes[1].EnvelopeMAC}, daemon.CodeConflict)
+
+	// SIGTERM with a session running: gloved stops it, seals its
+	// receipt, removes its socket and exits 0.
+	tok = create("s-shutdown", planFor(sleeper, tiny))
+	c.ok("start_session", map[string]any{"session_id": "s-shutdown", "start_token": tok}, nil)
+	g.stop(t)
+	for _, secret := range []string{tok, ws, string(key)} {
+		if strings.Contains(g.log.String(), secret) {
+			t.Errorf("the log holds a start token, a key or a host path:\n%s", g.log)
+		}
+	}
+
+	// A restarted gloved replays both journals.
+	g = startGloved(t, e, args...)
+	c = dial(t, g.socket)
+	c.ok("session_status", map[string]any{"session_id": "s-shutdown"}, &status)
+	if status.State != "exited" || status.Reason != "signaled" {
+		t.Errorf("after shutdown: status %+v", status)
+	}
+	c.ok("receipts_page", map[string]any{"after": 2, "limit": 100}, &page)
+	if len(page.Envelopes) != 2 || page.HeadSeq != 4 || page.Envelopes[1].Body.SessionID != "s-shutdown" {
+		t.Fatalf("page after restart: %+v", page)
+	}
+	if err := receipt.Verify(key, ackedMAC, page.Envelopes); err != nil {
+		t.Errorf("receipts after restart do not verify: %v", err)
+	}
+	g.stop(t)
+}

@@ -1,0 +1,627 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/plan"
+	"github.com/glove-sandbox/glove/supervisor/receipt"
+	"github.com/glove-sandbox/glove/supervisor/session"
+	"github.com/glove-sandbox/glove/supervisor/store"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// Bounds of the session runtime.
+const (
+	// MaxSessions is how many sessions run at once. One, for now: the
+	// session engine reaps every ended child of gloved when a session
+	// ends (wait4(-1)), which could take another session's glove-shim
+	// from under its own Wait.
+	MaxSessions     = 1
+	TranscriptBytes = 64 << 10 // kept for late attachers
+	MaxPendingInput = 64 << 10 // written but not yet read by the program
+	chunkBytes      = 16 << 10 // transcript notifications
+	watcherQueue    = 1024     // notifications queued per attachment
+	DefaultGraceMs  = 5000
+	MaxGraceMs      = 60000
+	// ExitFailed is an ended session's status when the program never ran.
+	ExitFailed = 125
+)
+
+// signals are the names signal accepts.
+var signals = map[string]syscall.Signal{
+	"INT": unix.SIGINT, "TERM": unix.SIGTERM, "HUP": unix.SIGHUP, "QUIT": unix.SIGQUIT,
+	"USR1": unix.SIGUSR1, "USR2": unix.SIGUSR2, "WINCH": unix.SIGWINCH,
+}
+
+// End is the "ended" notification's params.
+type End struct {
+	SessionID   string `json:"session_id"`
+	State       string `json:"state"`
+	Termination string `json:"termination"`
+	ExitCode    int    `json:"exit_code"`
+	Signal      int    `json:"signal"`
+	// Status is the exit status `glove run` would have (128+N for signal
+	// N, 125 when the program never ran).
+	Status int `json:"status"`
+}
+
+// Output is the "output" notification's params.
+type Output struct {
+	SessionID string `json:"session_id"`
+	Data      []byte `json:"data"` // base64
+	Offset    uint64 `json:"offset"`
+}
+
+// live is a session this gloved started.
+type live struct {
+	d  *Daemon
+	id string
+
+	mu       sync.Mutex
+	ring     []byte // the last TranscriptBytes of output
+	total    uint64 // bytes of output so far
+	watchers map[*conn]chan notification
+	end      *End
+	stopping bool
+
+	input   *inputQueue
+	resizes chan unix.Winsize
+	signals chan syscall.Signal
+	cancel  context.CancelFunc
+}
+
+// Write is the session's output: kept in the ring, fanned out.
+func (l *live) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	off := l.total
+	l.total += uint64(len(p))
+	l.ring = append(l.ring, p...)
+	if len(l.ring) > TranscriptBytes {
+		l.ring = append(l.ring[:0:0], l.ring[len(l.ring)-TranscriptBytes:]...)
+	}
+	for c, ch := range l.watchers {
+		l.enqueue(c, ch, notification{JSONRPC: "2.0", Method: "output",
+			Params: Output{SessionID: l.id, Data: append([]byte(nil), p...), Offset: off}})
+	}
+	return len(p), nil
+}
+
+// enqueue queues a notification; a connection that does not keep up is
+// closed (l.mu held).
+func (l *live) enqueue(c *conn, ch chan notification, n notification) {
+	select {
+	case ch <- n:
+	default:
+		delete(l.watchers, c)
+		close(ch)
+		go c.close()
+	}
+}
+
+func (l *live) ended() *End {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.end
+}
+
+// watch attaches c: the transcript from offset from (or the ring's
+// start), then live output, then "ended".
+func (l *live) watch(c *conn, from *uint64) {
+	ch := make(chan notification, watcherQueue)
+	go func() {
+		for n := range ch {
+			if err := c.send(n); err != nil {
+				c.close()
+				for range ch {
+				}
+				return
+			}
+		}
+	}()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	start := l.total - uint64(len(l.ring))
+	if from != nil && *from > start {
+		start = min(*from, l.total)
+	}
+	data := l.ring[start-(l.total-uint64(len(l.ring))):]
+	for len(data) > 0 {
+		k := min(len(data), chunkBytes)
+		ch <- notification{JSONRPC: "2.0", Method: "output",
+			Params: Output{SessionID: l.id, Data: append([]byte(nil), data[:k]...), Offset: start}}
+		start += uint64(k)
+		data = data[k:]
+	}
+	if l.end != nil {
+		ch <- notification{JSONRPC: "2.0", Method: "ended", Params: *l.end}
+		close(ch)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Not twice (checked by attach, but a second attach may have raced
+	// here), and not for a connection already closed.
+	if l.watchers[c] != nil || c.watching == nil {
+		close(ch)
+		return
+	}
+	l.watchers[c] = ch
+	c.watching[l] = true
+}
+
+// detach removes c's attachment; it reports whether there was one.
+func (l *live) detach(c *conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.watchers[c]
+	if ok {
+		delete(l.watchers, c)
+		close(ch)
+	}
+	return ok
+}
+
+// finish records the end and tells every attachment.
+func (l *live) finish(e End) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.end = &e
+	for c, ch := range l.watchers {
+		l.enqueue(c, ch, notification{JSONRPC: "2.0", Method: "ended", Params: e})
+		if l.watchers[c] != nil {
+			close(ch)
+		}
+		delete(l.watchers, c)
+	}
+	l.input.Close()
+	close(l.resizes)
+	close(l.signals)
+}
+
+// stop asks the program to end (SIGTERM), then kills the session after
+// grace. It reports false when the session has already ended.
+func (l *live) stop(grace time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return false
+	}
+	if l.stopping {
+		return true
+	}
+	l.stopping = true
+	select {
+	case l.signals <- unix.SIGTERM:
+	default:
+	}
+	time.AfterFunc(grace, l.cancel)
+	return true
+}
+
+// inputQueue is the program's input: write_stdin appends (bounded),
+// the session reads.
+type inputQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	closed bool
+}
+
+var errInputFull = errors.New("input queue full")
+
+func newInputQueue() *inputQueue {
+	q := &inputQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *inputQueue) Read(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.buf) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if len(q.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, q.buf)
+	q.buf = q.buf[n:]
+	return n, nil
+}
+
+func (q *inputQueue) add(p []byte) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return io.ErrClosedPipe
+	}
+	if len(q.buf)+len(p) > MaxPendingInput {
+		return errInputFull
+	}
+	q.buf = append(q.buf, p...)
+	q.cond.Signal()
+	return nil
+}
+
+func (q *inputQueue) Close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+type startParams struct {
+	SessionID  string `json:"session_id"`
+	StartToken string `json:"start_token"`
+}
+
+func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
+	var ps startParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	sess, e := d.lookup(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	if sess.State != store.Created {
+		return nil, errorf(CodeConflict, "session is %s, not created", sess.State)
+	}
+	if err := d.auth.Verify(ps.StartToken, sess); err != nil {
+		return nil, errorf(CodeUnauthorized, "start authorization rejected")
+	}
+	d.mu.Lock()
+	switch {
+	case d.closing:
+		d.mu.Unlock()
+		return nil, errorf(CodeUnavailable, "gloved is shutting down")
+	case d.claims[sess.ID]:
+		d.mu.Unlock()
+		return nil, errorf(CodeConflict, "session is being started")
+	case d.running() >= MaxSessions:
+		d.mu.Unlock()
+		return nil, errorf(CodeUnavailable, "%d sessions are running", MaxSessions)
+	}
+	d.claims[sess.ID] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.claims, sess.ID)
+		d.mu.Unlock()
+	}()
+	if _, err := d.store.Transition(sess.ID, store.Preparing, ""); err != nil {
+		return nil, errorf(CodeConflict, "session is no longer created")
+	}
+	fail := func(reason string, e *Error) (any, *Error) {
+		if _, err := d.store.Transition(sess.ID, store.Failed, reason); err != nil {
+			d.log.WithField("session_id", sess.ID).Error("session store failure")
+		}
+		return nil, e
+	}
+	pl, err := plan.Decode(sess.Plan)
+	if err != nil {
+		return fail("plan_corrupt", errorf(CodeInternal, "stored plan does not decode"))
+	}
+	if err := plan.Validate(pl, d.pol, time.Now()); err != nil {
+		return fail("plan_rejected", errorf(CodeRejected, "plan rejected: %s", oneLine(err.Error())))
+	}
+	launch, err := session.Resolve(d.pol, pl, sess.ID)
+	if err != nil {
+		return fail("unsupported", errorf(CodeRejected, "the plan cannot be launched by this revision"))
+	}
+	launch.Terminal = true
+	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot}
+	// One pair of helpers per session: each serves one request at a
+	// time on one connection, and sessions stay isolated.
+	var helpers []*helperproc.Proc
+	closeHelpers := func() {
+		for _, p := range helpers {
+			_ = p.Close()
+		}
+	}
+	for _, h := range []struct {
+		name string
+		into **helperproc.Proc
+	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}} {
+		p, err := d.startHelper(h.name)
+		if err != nil {
+			closeHelpers()
+			return fail("helpers", errorf(CodeUnavailable, "helpers unavailable"))
+		}
+		helpers = append(helpers, p)
+		*h.into = p
+	}
+	if err := d.receipts.Reserve(sess.ID); err != nil {
+		closeHelpers()
+		if errors.Is(err, receipt.ErrFull) {
+			return fail("receipt_capacity", errorf(CodeUnavailable, "no receipt capacity"))
+		}
+		return fail("receipt_reserve", errorf(CodeInternal, "receipt reservation failed"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
+		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel}
+	for _, to := range []store.State{store.Starting, store.Running} {
+		if _, err := d.store.Transition(sess.ID, to, ""); err != nil {
+			cancel()
+			closeHelpers()
+			d.finalize(sess, time.Now(), nil)
+			return fail("store", errorf(CodeInternal, "session store failure"))
+		}
+	}
+	d.mu.Lock()
+	d.sessions[sess.ID] = l
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go d.run(ctx, l, sess, env, launch, helpers)
+	return map[string]any{"session_id": sess.ID, "state": store.Running}, nil
+}
+
+// running counts the sessions that have not ended (d.mu held).
+func (d *Daemon) running() int {
+	n := len(d.claims)
+	for _, l := range d.sessions {
+		if l.ended() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// run runs one session to its end, seals its receipt, then records the
+// terminal state: the receipt is durable before the session is exited.
+func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, helpers []*helperproc.Proc) {
+	defer d.wg.Done()
+	defer l.cancel()
+	res, err := session.Run(ctx, env, launch, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
+	for _, p := range helpers {
+		_ = p.Close()
+	}
+	d.endSession(l, sess, res, err)
+}
+
+// endSession seals the receipt and records the terminal state.
+func (d *Daemon) endSession(l *live, sess store.Session, res *session.Result, runErr error) {
+	log := d.log.WithField("session_id", sess.ID)
+	now := time.Now()
+	end := End{SessionID: sess.ID, Termination: "failed", State: string(store.Failed), Status: ExitFailed}
+	to, reason := store.Failed, "failed"
+	if res != nil {
+		end.Termination, end.ExitCode, end.Signal, end.Status = res.Termination, res.ExitCode, res.Signal, res.Status()
+		end.State = string(store.Exited)
+		to, reason = store.Exited, res.Termination
+	}
+	if runErr != nil {
+		log.WithField("event", "session_error").Warn("the session engine reported an error")
+	}
+	if err := d.finalize(sess, now, res); err != nil {
+		log.WithField("event", "receipt").Error("terminal receipt not sealed")
+		end.State, to, reason = string(store.Failed), store.Failed, "receipt"
+	}
+	if to == store.Exited {
+		if _, err := d.store.Transition(sess.ID, store.Stopping, ""); err != nil {
+			log.Error("session store failure")
+		}
+	}
+	if _, err := d.store.Transition(sess.ID, to, reason); err != nil {
+		log.Error("session store failure")
+	}
+	log.WithFields(logrus.Fields{"event": "ended", "termination": end.Termination, "state": end.State}).Info("session ended")
+	l.finish(end)
+}
+
+// finalize durably appends the session's terminal receipt.
+func (d *Daemon) finalize(sess store.Session, now time.Time, res *session.Result) error {
+	b := receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
+		PolicyRevision: d.pol.Revision, Termination: "failed", StartedAtMS: now.UnixMilli(), EndedAtMS: now.UnixMilli()}
+	if res != nil {
+		b.Termination, b.ExitCode, b.Signal = res.Termination, res.ExitCode, res.Signal
+		b.Usage = receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
+			PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
+			TerminalOutputBytes: res.Usage.TerminalOutputBytes}
+		b.StartedAtMS = res.StartedAt.UnixMilli()
+		b.EndedAtMS = max(res.EndedAt.UnixMilli(), b.StartedAtMS)
+	}
+	_, err := d.receipts.Finalize(b)
+	return err
+}
+
+// liveSession returns a running session of this gloved.
+func (d *Daemon) liveSession(k *call, id string) (*live, *Error) {
+	sess, e := d.lookup(k, id)
+	if e != nil {
+		return nil, e
+	}
+	d.mu.Lock()
+	l := d.sessions[sess.ID]
+	d.mu.Unlock()
+	if l == nil {
+		return nil, errorf(CodeConflict, "session is %s and not running in this gloved", sess.State)
+	}
+	return l, nil
+}
+
+type attachParams struct {
+	SessionID string  `json:"session_id"`
+	From      *uint64 `json:"from,omitempty"`
+}
+
+func (d *Daemon) attach(c *conn, k *call) (any, *Error) {
+	var ps attachParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	l.mu.Lock()
+	dup := l.watchers[c] != nil
+	l.mu.Unlock()
+	if dup {
+		return nil, errorf(CodeConflict, "already attached")
+	}
+	k.after = func() { l.watch(c, ps.From) }
+	return map[string]any{"attached": true}, nil
+}
+
+type stdinParams struct {
+	SessionID string `json:"session_id"`
+	Data      []byte `json:"data"`
+}
+
+func (d *Daemon) writeStdin(_ *conn, k *call) (any, *Error) {
+	var ps stdinParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	switch err := l.input.add(ps.Data); {
+	case errors.Is(err, errInputFull):
+		return nil, errorf(CodeUnavailable, "more than %d bytes of input pending", MaxPendingInput)
+	case err != nil:
+		return nil, errorf(CodeConflict, "session has ended")
+	}
+	return map[string]any{"written": len(ps.Data)}, nil
+}
+
+type resizeParams struct {
+	SessionID string `json:"session_id"`
+	Rows      uint16 `json:"rows"`
+	Cols      uint16 `json:"cols"`
+}
+
+func (d *Daemon) resize(_ *conn, k *call) (any, *Error) {
+	var ps resizeParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	if ps.Rows == 0 || ps.Cols == 0 {
+		return nil, errorf(CodeInvalidParams, "rows and cols must be 1..65535")
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return nil, errorf(CodeConflict, "session has ended")
+	}
+	select {
+	case l.resizes <- unix.Winsize{Row: ps.Rows, Col: ps.Cols}:
+	default:
+		return nil, errorf(CodeUnavailable, "too many pending resizes")
+	}
+	return map[string]any{"resized": true}, nil
+}
+
+type signalParams struct {
+	SessionID string `json:"session_id"`
+	Signal    string `json:"signal"`
+}
+
+func (d *Daemon) signal(_ *conn, k *call) (any, *Error) {
+	var ps signalParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	sig, ok := signals[ps.Signal]
+	if !ok {
+		return nil, errorf(CodeInvalidParams, "signal must be one of INT, TERM, HUP, QUIT, USR1, USR2, WINCH")
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return nil, errorf(CodeConflict, "session has ended")
+	}
+	select {
+	case l.signals <- sig:
+	default:
+		return nil, errorf(CodeUnavailable, "too many pending signals")
+	}
+	return map[string]any{"signaled": true}, nil
+}
+
+func (d *Daemon) detach(c *conn, k *call) (any, *Error) {
+	var ps sessionParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	ok := l.detach(c)
+	c.mu.Lock()
+	delete(c.watching, l)
+	c.mu.Unlock()
+	return map[string]any{"detached": ok}, nil
+}
+
+type stopParams struct {
+	SessionID string  `json:"session_id"`
+	GraceMs   *uint64 `json:"grace_ms,omitempty"`
+}
+
+func (d *Daemon) stopSession(_ *conn, k *call) (any, *Error) {
+	var ps stopParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	grace := uint64(DefaultGraceMs)
+	if ps.GraceMs != nil {
+		grace = *ps.GraceMs
+	}
+	if grace > MaxGraceMs {
+		return nil, errorf(CodeInvalidParams, "grace_ms must be 0..%d", MaxGraceMs)
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	if _, err := d.store.Transition(l.id, store.Stopping, "stop"); err != nil {
+		return nil, errorf(CodeConflict, "session is not running")
+	}
+	if !l.stop(time.Duration(grace) * time.Millisecond) {
+		return nil, errorf(CodeConflict, "session has ended")
+	}
+	return map[string]any{"session_id": l.id, "state": store.Stopping}, nil
+}
+
+func (d *Daemon) cleanupSession(_ *conn, k *call) (any, *Error) {
+	var ps sessionParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	sess, e := d.lookup(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.sessions[sess.ID]
+	if !sess.State.Terminal() || (l != nil && l.ended() == nil) {
+		return nil, errorf(CodeConflict, "session has not ended")
+	}
+	// The engine removed its cgroups, mounts and bundle when the session
+	// ended: what is left is this process's record of it.
+	delete(d.sessions, sess.ID)
+	return map[string]any{"session_id": sess.ID, "cleaned": true}, nil
+}
