@@ -32,7 +32,7 @@ import (
 // (128+N when it was killed by signal N).
 const ExitNotStarted = 125
 
-const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
+const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
 
 // limitList is the repeatable --limit flag: NAME=VALUE for one of the six
 // limits, replacing the profile's value.
@@ -116,6 +116,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	receiptFile := fs.String("receipt", "", "")
 	receiptKey := fs.String("receipt-key", "", "")
 	receiptAnchor := fs.String("receipt-anchor", strings.Repeat("0", 64), "")
+	matRoot := fs.String("materialization-root", "", "")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "glove: run: %v\n%s\n", err, usageRun)
 		return ExitUsage
@@ -130,10 +131,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "glove: run: --receipt needs --receipt-key (and --receipt-anchor is 64 hex)\n%s\n", usageRun)
 			return ExitUsage
 		}
-		return runPlan(*polFile, *planFile, receiptOptions{file: *receiptFile, key: *receiptKey, anchor: *receiptAnchor}, stdin, stdout, stderr)
+		return runPlan(*polFile, *planFile, *matRoot, receiptOptions{file: *receiptFile, key: *receiptKey, anchor: *receiptAnchor}, stdin, stdout, stderr)
 	}
-	if *receiptFile != "" || *receiptKey != "" {
-		fmt.Fprintf(stderr, "glove: run: --receipt is for --policy/--plan runs\n%s\n", usageRun)
+	if *receiptFile != "" || *receiptKey != "" || *matRoot != "" {
+		fmt.Fprintf(stderr, "glove: run: --receipt and --materialization-root are for --policy/--plan runs\n%s\n", usageRun)
 		return ExitUsage
 	}
 	if len(cmdArgs) == 0 {
@@ -151,7 +152,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glove: run: %v\n", err)
 		return ExitNotStarted
 	}
-	res, err := runSession(l, stdin, stdout, stderr)
+	res, err := runSession(l, "", stdin, stdout, stderr)
 	status, _ := finish(res, err, stderr)
 	return status
 }
@@ -176,7 +177,7 @@ type receiptOptions struct{ file, key, anchor string }
 // runPlan runs the session a plan selects from a policy, through the
 // same resolution and session code as gloved's start_session, and writes
 // its authenticated receipt.
-func runPlan(polFile, planFile string, ro receiptOptions, stdin io.Reader, stdout, stderr io.Writer) int {
+func runPlan(polFile, planFile, matRoot string, ro receiptOptions, stdin io.Reader, stdout, stderr io.Writer) int {
 	pol, err := policy.Load(polFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
@@ -204,11 +205,24 @@ func runPlan(polFile, planFile string, ro receiptOptions, stdin io.Reader, stdou
 		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
 		return ExitNotStarted
 	}
+	if l.Retains() {
+		if matRoot == "" {
+			fmt.Fprintf(stderr, "glove: run: the plan has a retained_write grant: --materialization-root DIR (glove-loopext4's materialization_root) is required\n")
+			return ExitNotStarted
+		}
+		if matRoot, err = filepath.Abs(matRoot); err != nil {
+			fmt.Fprintf(stderr, "glove: run: --materialization-root: %v\n", err)
+			return ExitNotStarted
+		}
+	}
 	l.Terminal = isTerminal(os.Stdin)
-	res, err := runSession(l, stdin, stdout, stderr)
+	res, err := runSession(l, matRoot, stdin, stdout, stderr)
 	status, started := finish(res, err, stderr)
 	if !started {
 		return status
+	}
+	for _, r := range res.Retained {
+		fmt.Fprintf(stderr, "glove: run: retained %s: staged in %s (frozen ext4 image)\n", r.Target, filepath.Join(matRoot, r.Image))
 	}
 	if ro.file != "" {
 		digest := plan.ContentDigest(pl)
@@ -330,7 +344,9 @@ func isTerminal(f *os.File) bool {
 }
 
 // runSession starts the helpers, runs the session and stops the helpers.
-func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (res *session.Result, err error) {
+// glove-loopext4 is started only for a launch with retained copies,
+// whose images go in matRoot (its configured materialization_root).
+func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stderr io.Writer) (res *session.Result, err error) {
 	rt, err := os.MkdirTemp("", "glove-run-")
 	if err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
@@ -339,7 +355,7 @@ func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (r
 	if err := session.BecomeSubreaper(); err != nil {
 		return nil, err
 	}
-	env := &session.Env{ShimPath: filepath.Join(LibexecDir, "glove-shim"), RuntimeDir: rt}
+	env := &session.Env{ShimPath: filepath.Join(LibexecDir, "glove-shim"), RuntimeDir: rt, MaterializationRoot: matRoot}
 	// The helpers' JSON logs are kept, and shown only when the session
 	// could not run: they say which request a helper refused and why.
 	helperLog := &tailBuffer{max: 4096}
@@ -348,10 +364,15 @@ func runSession(l *session.Launch, stdin io.Reader, stdout, stderr io.Writer) (r
 			fmt.Fprintf(stderr, "glove: run: helper log:\n%s", helperLog.String())
 		}
 	}()
-	for _, h := range []struct {
+	type helper struct {
 		name string
 		into **helperproc.Proc
-	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}} {
+	}
+	helpers := []helper{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}}
+	if l.Retains() {
+		helpers = append(helpers, helper{"glove-loopext4", &env.Loopext4})
+	}
+	for _, h := range helpers {
 		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, h.name), Name: h.name, Stderr: helperLog})
 		if err != nil {
 			return nil, err

@@ -10,13 +10,17 @@
 //
 //	cgroup ── CgCreate ──► dir, events, memory events, cpu.stat descriptors
 //	mounts ── Bind / Tmpfs ──► detached mount descriptors (copies filled here)
+//	images ── Create / Attach (glove-loopext4) ──► detached ext4 mounts (filled here)
 //	bundle ── spec.Build ──► config.json (mounts as /proc/self/fd/N)
 //	shim   ── clone3(CLONE_INTO_CGROUP) + CgPlace (v1) + sync byte ──► program
 //	limits ── wall timer, cpu.stat budget, output counter, memory/pids by cgroup
-//	end    ── CgStat, CgRemove, descriptors closed, bundle removed
+//	end    ── CgStat, CgRemove, images synced and frozen (Freeze),
+//	          descriptors closed, bundle removed
 package session
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -34,16 +38,29 @@ const (
 	ReadOnlyBind  = "read_only_bind" // the host tree itself, read-only, by descriptor
 	EphemeralCopy = "ephemeral_copy" // a tmpfs of MaxBytes filled with a copy of the host tree
 	Tmpfs         = "tmpfs"          // an empty tmpfs of MaxBytes
+	// RetainedCopy is an ext4 image of MaxBytes (glove-loopext4), filled
+	// with a copy of the host tree and bound writable; after the session
+	// it is frozen read-only and the image file is kept in the
+	// materialization root as a staged change (retained_write grants).
+	RetainedCopy = "retained_copy"
 )
 
 // Mount is one mount of the session, beside the fixed /proc and /dev.
 type Mount struct {
 	Target   string
 	Kind     string
-	HostPath string // ReadOnlyBind and EphemeralCopy
-	MaxBytes uint64 // EphemeralCopy and Tmpfs: the quota
-	// CreateEmpty starts an EphemeralCopy empty when the host path does
-	// not exist (create_policy empty_directory); the host is never changed.
+	HostPath string // ReadOnlyBind, EphemeralCopy and RetainedCopy
+	// MaxBytes is the quota: a tmpfs's size (EphemeralCopy, Tmpfs), or
+	// the image file's size (RetainedCopy, rounded up to 4 KiB), which
+	// is what the host spends; ext4's own metadata (journal, inode
+	// tables) comes out of it, so less is usable inside.
+	MaxBytes uint64
+	// Alias names a RetainedCopy's image, with the session's name (see
+	// ImageName).
+	Alias string
+	// CreateEmpty starts an EphemeralCopy or RetainedCopy empty when the
+	// host path does not exist (create_policy empty_directory); the host
+	// is never changed.
 	CreateEmpty bool
 	Mode        uint32 // Tmpfs: the root's mode (e.g. 01777 for /tmp)
 	// ReadOnly binds an EphemeralCopy read-only (read_only+copy grants).
@@ -78,7 +95,7 @@ func (l *Launch) Check() error {
 	if lim.CPUTimeMs == 0 || lim.MemoryBytes == 0 || lim.Pids == 0 || lim.WallTimeMs == 0 || lim.DiskBytes == 0 || lim.TerminalOutputBytes == 0 {
 		return bad("every one of the six limits is required")
 	}
-	seen := map[string]bool{}
+	seen, images := map[string]bool{}, map[string]bool{}
 	for i, m := range l.Mounts {
 		if !path.IsAbs(m.Target) || path.Clean(m.Target) != m.Target || m.Target == "/" {
 			return bad("mounts[%d]: target %q is not an absolute clean path", i, m.Target)
@@ -101,6 +118,21 @@ func (l *Launch) Check() error {
 			if m.MaxBytes == 0 {
 				return bad("mounts[%d]: %s needs a quota", i, m.Kind)
 			}
+		case RetainedCopy:
+			if m.MaxBytes == 0 || m.MaxBytes > maxImageBytes {
+				return bad("mounts[%d]: a retained copy needs a quota of 1..%d bytes", i, uint64(maxImageBytes))
+			}
+			if m.ReadOnly {
+				return bad("mounts[%d]: a retained copy is writable", i)
+			}
+			name := ImageName(l.Name, m.Alias)
+			if m.Alias == "" || !validImageName(name) {
+				return bad("mounts[%d]: alias %q does not name an image", i, m.Alias)
+			}
+			if images[name] {
+				return bad("mounts[%d]: image %s twice", i, name)
+			}
+			images[name] = true
 		default:
 			return bad("mounts[%d]: unknown kind %q", i, m.Kind)
 		}
@@ -109,6 +141,53 @@ func (l *Launch) Check() error {
 		}
 	}
 	return nil
+}
+
+// Retains reports whether the launch has a RetainedCopy mount: its
+// supervisor must then provide glove-loopext4 and the materialization
+// root (Env.Loopext4, Env.MaterializationRoot).
+func (l *Launch) Retains() bool {
+	for _, m := range l.Mounts {
+		if m.Kind == RetainedCopy {
+			return true
+		}
+	}
+	return false
+}
+
+// maxImageBytes is the largest retained copy (policy: max_bytes ≤ 2^40,
+// as glove-loopext4's max_image_bytes).
+const maxImageBytes = 1 << 40
+
+// ImageName is the file name of a retained copy's image in the
+// materialization root: "<session>_<alias>.img", which glove-loopext4's
+// rule ([a-z0-9][a-z0-9._-]{0,63} ending in ".img") accepts for a valid
+// session name and alias identifier. A pair too long for 64 bytes keeps
+// its first bytes and ends in a digest of the whole, so two aliases of
+// one session never share a name.
+func ImageName(session, alias string) string {
+	base := session + "_" + alias
+	const suffix = ".img"
+	if len(base)+len(suffix) > 64 {
+		sum := sha256.Sum256([]byte(base))
+		d := hex.EncodeToString(sum[:8])
+		base = base[:64-len(suffix)-1-len(d)] + "-" + d
+	}
+	return base + suffix
+}
+
+// validImageName is glove-loopext4's name rule.
+func validImageName(s string) bool {
+	if len(s) > 64 || !strings.HasSuffix(s, ".img") || len(s) == len(".img") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '_' || c == '-')) {
+			return false
+		}
+	}
+	return true
 }
 
 func validName(s string) bool {

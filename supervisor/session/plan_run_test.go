@@ -20,11 +20,23 @@ import (
 const harnessSource = `package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
 func main() {
+	if n, ok := strings.CutPrefix(strings.Join(os.Args[1:], " "), "--fill="); ok {
+		// Write into the workspace first, then try to write n bytes more.
+		err := os.WriteFile("/workspace/out", []byte("written"), 0o644)
+		fmt.Println("write:", err)
+		size, _ := strconv.Atoi(n)
+		fmt.Println("fill:", fill("/workspace/big", size))
+		os.Remove("/workspace/big")
+		os.Exit(7)
+	}
 	fmt.Printf("args=%q home=%s cwd=", os.Args[1:], os.Getenv("HOME"))
 	wd, _ := os.Getwd()
 	fmt.Println(wd)
@@ -37,6 +49,27 @@ func main() {
 		fmt.Println("READ-HOST-ETC")
 	}
 	os.Exit(7)
+}
+
+func fill(name string, size int) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	chunk := bytes.Repeat([]byte("z"), 1<<20)
+	for size > 0 {
+		n, err := f.Write(chunk[:min(size, len(chunk))])
+		size -= n
+		if err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 `
 
@@ -77,37 +110,36 @@ func writeOwned(t *testing.T, e *testenv.Env, path string, data []byte) {
 	}
 }
 
-func TestGloveRunPolicyPlan(t *testing.T) {
-	e := testenv.Get(t)
-	configure(t, e)
-	testenv.CheckLeaks(t, e.UID)
-	exe := buildHarness(t, e)
-	ws := workspace(t, e, map[string]string{"in": "granted tree"})
+// planFiles writes, for `glove run --policy --plan`, a policy whose one
+// template runs the harness with args and whose one alias, "workspace",
+// grants ws at /workspace with tuple, and a plan choosing that tuple. dir
+// is a directory (mode 0755) for further files.
+func planFiles(t *testing.T, e *testenv.Env, exe, ws string, args []string, tuple policy.AccessTuple) (dir, polFile, planFile string, pl *plan.Plan) {
+	t.Helper()
 	prof := policy.ResourceProfile{ProfileID: "tiny", CPUTimeMs: 5000, MemoryBytes: 256 << 20, Pids: 64,
 		WallTimeMs: 20000, DiskBytes: 8 << 20, TerminalOutputBytes: 1 << 20}
 	tmpl := policy.RuntimeTemplate{
 		RuntimeTemplateID: "harness", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
 		AllowedPathAliases: []string{"workspace"},
-		Launch:             policy.Launch{ExecutablePath: exe, Arguments: []string{"--flag", "x"}, Environment: []string{"TERM=dumb"}},
+		Launch:             policy.Launch{ExecutablePath: exe, Arguments: args, Environment: []string{"TERM=dumb"}},
 	}
 	tmpl.AdapterCommandDigest = policy.AdapterDigest(&tmpl)
 	pol := &policy.Policy{
 		SchemaVersion: 1, Revision: 3, MaxPlanTTLMs: 600000,
 		RuntimeTemplates: []policy.RuntimeTemplate{tmpl},
 		PathAliases: []policy.PathAlias{{Alias: "workspace", HostPath: ws, TargetPath: "/workspace", MaxTTLSecs: 600,
-			Access: []policy.AccessTuple{{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
-				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20}}}},
+			Access: []policy.AccessTuple{tuple}}},
 		ResourceProfiles: []policy.ResourceProfile{prof},
 	}
 	if err := policy.Validate(pol); err != nil {
 		t.Fatalf("test policy: %v", err)
 	}
-	pl := &plan.Plan{
+	pl = &plan.Plan{
 		SchemaVersion: 1, PolicyRevision: 3, ExpiresAtUnixMs: uint64(time.Now().Add(5 * time.Minute).UnixMilli()),
 		RuntimeTemplateID: "harness", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
 		AdapterCommandDigest: tmpl.AdapterCommandDigest, ResourceProfile: prof,
-		PathGrants: []plan.PathGrant{{Alias: "workspace", Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
-			CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, TTLSecs: 300, MaxBytes: 4 << 20}},
+		PathGrants: []plan.PathGrant{{Alias: "workspace", Access: tuple.Access, Materialization: tuple.Materialization,
+			CreatePolicy: tuple.CreatePolicy, CleanupPolicy: tuple.CleanupPolicy, TTLSecs: 300, MaxBytes: tuple.MaxBytes}},
 	}
 	if err := plan.Validate(pl, pol, time.Now()); err != nil {
 		t.Fatalf("test plan: %v", err)
@@ -120,9 +152,21 @@ func TestGloveRunPolicyPlan(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	polFile, planFile, keyFile := filepath.Join(dir, "policy.json"), filepath.Join(dir, "plan.json"), filepath.Join(dir, "key")
+	polFile, planFile = filepath.Join(dir, "policy.json"), filepath.Join(dir, "plan.json")
 	writeOwned(t, e, polFile, policy.Canonical(pol))
 	writeOwned(t, e, planFile, plan.Canonical(pl))
+	return dir, polFile, planFile, pl
+}
+
+func TestGloveRunPolicyPlan(t *testing.T) {
+	e := testenv.Get(t)
+	configure(t, e)
+	testenv.CheckLeaks(t, e.UID)
+	exe := buildHarness(t, e)
+	ws := workspace(t, e, map[string]string{"in": "granted tree"})
+	dir, polFile, planFile, pl := planFiles(t, e, exe, ws, []string{"--flag", "x"}, policy.AccessTuple{Access: policy.AccessEphemeralWrite,
+		Materialization: policy.MaterializationCopy, CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20})
+	keyFile := filepath.Join(dir, "key")
 	key := []byte(strings.Repeat("k", 32))
 	writeOwned(t, e, keyFile, key)
 	out := filepath.Join(dir, "out")

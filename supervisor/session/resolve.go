@@ -27,6 +27,8 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 //   - each path grant: read_only+bind → a read-only bind of the host
 //     tree; read_only+copy → a copy (then bound read-only);
 //     ephemeral_write+copy → a writable copy of max_bytes;
+//     retained_write+copy → a writable copy in an ext4 image of max_bytes
+//     (glove-loopext4), kept, frozen, after the session;
 //   - /tmp is a tmpfs of the profile's disk_bytes.
 func Resolve(pol *policy.Policy, pl *plan.Plan, name string) (*Launch, error) {
 	t, ok := pol.Template(pl.RuntimeTemplateID)
@@ -70,8 +72,12 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string) (*Launch, error) {
 			if home == "/tmp" {
 				home = a.TargetPath
 			}
-		case g.Access == policy.AccessRetainedWrite:
-			return nil, fmt.Errorf("resolve: path_grants[%d] %s: retained_write (ext4 images): %w", i, g.Alias, ErrUnsupported)
+		case g.Access == policy.AccessRetainedWrite && g.Materialization == policy.MaterializationCopy:
+			m.Kind, m.MaxBytes, m.Alias = RetainedCopy, g.MaxBytes, g.Alias
+			m.CreateEmpty = g.CreatePolicy == policy.CreateEmptyDirectory
+			if home == "/tmp" {
+				home = a.TargetPath
+			}
 		default:
 			return nil, fmt.Errorf("resolve: path_grants[%d] %s: %s/%s is not launchable: %w", i, g.Alias, g.Access, g.Materialization, ErrInvalid)
 		}

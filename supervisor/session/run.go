@@ -57,6 +57,11 @@ type Env struct {
 	Cgroup     *helperproc.Proc
 	ShimPath   string
 	RuntimeDir string // owned by the service user, mode 0700
+	// Loopext4 and MaterializationRoot (glove-loopext4's configured
+	// materialization_root, an absolute path) are needed only by a
+	// launch with a RetainedCopy mount (Launch.Retains).
+	Loopext4            *helperproc.Proc
+	MaterializationRoot string
 }
 
 // IO connects the program. Input is copied to the program until it ends
@@ -90,7 +95,20 @@ type Result struct {
 	Usage       Usage
 	StartedAt   time.Time
 	EndedAt     time.Time
+	// Retained lists the retained copies, in mount order: each image
+	// file stays in the materialization root, frozen, for inspection.
+	Retained []RetainedImage
 }
+
+// RetainedImage is one retained copy's staged change.
+type RetainedImage struct {
+	Target string // where the session saw it
+	Image  string // the image's file name in the materialization root
+}
+
+// ErrNoImages is wrapped when a launch with a RetainedCopy mount is run
+// without glove-loopext4 or a materialization root.
+var ErrNoImages = errors.New("a retained_write grant needs glove-loopext4 and its materialization root")
 
 // Status is the exit status a command line reports for r: the program's
 // own, 128+N for signal N, and 128+9 for a session a limit ended.
@@ -114,6 +132,21 @@ type prepared struct {
 	bundle   string
 	cgMade   bool
 	released bool
+	// root is the materialization root (O_PATH), when the launch retains.
+	root *os.File
+	// images are the retained copies' images, from their creation on.
+	images []*image
+	// started: the program was released; images are kept from then on
+	// (before, a failed launch removes the images it created).
+	started bool
+}
+
+// image is a retained copy's image file.
+type image struct {
+	target   string
+	name     string
+	dev, ino uint64
+	mnt      *os.File // its mount, once filled (also in mounts)
 }
 
 func (p *prepared) release() error {
@@ -122,6 +155,24 @@ func (p *prepared) release() error {
 	}
 	p.released = true
 	var errs []error
+	// The session's processes are gone (its cgroup is empty): the images
+	// are written back, made read-only, and their mounts closed below,
+	// which unbinds their loop devices (autoclear). The image files stay.
+	for _, img := range p.images {
+		if !p.started {
+			p.removeImage(img)
+			continue
+		}
+		if img.mnt == nil {
+			continue
+		}
+		if err := syncImage(img.mnt); err != nil {
+			errs = append(errs, fmt.Errorf("sync image %s: %w", img.name, err))
+		}
+		if _, err := call(p.env.Loopext4, &wire.Freeze{}, int(img.mnt.Fd())); err != nil {
+			errs = append(errs, fmt.Errorf("freeze image %s: %w", img.name, err))
+		}
+	}
 	if p.cgMade {
 		if _, err := call(p.env.Cgroup, &wire.CgRemove{Session: p.name}); err != nil {
 			errs = append(errs, fmt.Errorf("remove the session's cgroups: %w", err))
@@ -130,12 +181,38 @@ func (p *prepared) release() error {
 	for _, f := range append(p.cgroup, p.mounts...) {
 		f.Close()
 	}
+	if p.root != nil {
+		p.root.Close()
+	}
 	if p.bundle != "" {
 		if err := os.RemoveAll(p.bundle); err != nil {
 			errs = append(errs, fmt.Errorf("remove the bundle: %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// syncImage writes an image's file system back to the image file (its
+// loop device passes the flush on as an fsync of the file), so the staged
+// change survives a crash of the host. The mount descriptor is O_PATH,
+// which syncfs refuses: its root is opened for reading.
+func syncImage(mnt *os.File) error {
+	fd, err := unix.Openat(int(mnt.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
+}
+
+// removeImage unlinks an image of a launch that never started, if its
+// name still names the file created (the service user owns the root;
+// nothing else there is touched).
+func (p *prepared) removeImage(img *image) {
+	var st unix.Stat_t
+	if unix.Fstatat(int(p.root.Fd()), img.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Dev == img.dev && st.Ino == img.ino {
+		_ = unix.Unlinkat(int(p.root.Fd()), img.name, 0)
+	}
 }
 
 // call sends one request to a helper and returns the reply's descriptors.
@@ -160,9 +237,18 @@ func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
 	if err := l.Check(); err != nil {
 		return nil, err
 	}
+	if l.Retains() && (env.Loopext4 == nil || !filepath.IsAbs(env.MaterializationRoot)) {
+		return nil, fmt.Errorf("session %s: %w", l.Name, ErrNoImages)
+	}
 	p := &prepared{env: env, name: l.Name}
 	res, err := run(ctx, p, l, pio)
-	if rerr := p.release(); rerr != nil {
+	rerr := p.release()
+	if res != nil {
+		for _, img := range p.images {
+			res.Retained = append(res.Retained, RetainedImage{Target: img.target, Image: img.name})
+		}
+	}
+	if rerr != nil {
 		if err == nil && res != nil {
 			// The program ran and ended; the clean-up failure is the
 			// supervisor's to report, not a reason to lose the result.
@@ -179,8 +265,26 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 		return nil, fmt.Errorf("create the session's cgroups: %w", err)
 	}
 	p.cgMade, p.cgroup = true, files
+	if l.Retains() {
+		// Opened once, without following links; glove-loopext4 checks it
+		// is its configured root (device and inode).
+		fd, err := unix.Openat2(unix.AT_FDCWD, p.env.MaterializationRoot, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open the materialization root: %w", err)
+		}
+		p.root = os.NewFile(uintptr(fd), p.env.MaterializationRoot)
+	}
 	for i, m := range l.Mounts {
-		f, err := materializeMount(p.env.Mounter, m, pio)
+		var f *os.File
+		var err error
+		if m.Kind == RetainedCopy {
+			f, err = p.retain(l.Name, m, pio)
+		} else {
+			f, err = materializeMount(p.env.Mounter, m, pio)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("mounts[%d] %s: %w", i, m.Target, err)
 		}
@@ -232,9 +336,44 @@ func materializeMount(mounter *helperproc.Proc, m Mount, pio IO) (*os.File, erro
 	return nil, fmt.Errorf("unknown kind %q: %w", m.Kind, ErrInvalid)
 }
 
-// fill copies the host tree into the tmpfs through its descriptor: the
-// tmpfs size is the quota, so a copy that does not fit fails here with
-// limit:disk_bytes, before the program exists.
+// retain makes a RetainedCopy: glove-loopext4 creates the image (its size
+// is the quota), attaches it read-write as a detached ext4 mount, and the
+// copy is made through that mount's descriptor.
+func (p *prepared) retain(session string, m Mount, pio IO) (*os.File, error) {
+	img := &image{target: m.Target, name: ImageName(session, m.Alias)}
+	lx := p.env.Loopext4
+	if _, err := call(lx, &wire.Create{Name: img.name, SizeBytes: roundPage(m.MaxBytes)}, int(p.root.Fd())); err != nil {
+		return nil, fmt.Errorf("glove-loopext4 create %s of %d bytes: %w", img.name, roundPage(m.MaxBytes), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(p.root.Fd()), img.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, fmt.Errorf("stat image %s: %w", img.name, err)
+	}
+	img.dev, img.ino = st.Dev, st.Ino
+	p.images = append(p.images, img)
+	files, err := call(lx, &wire.Attach{Name: img.name}, int(p.root.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("glove-loopext4 attach %s: %w", img.name, err)
+	}
+	mnt := files[0]
+	// mkfs.ext4 leaves lost+found (root's) in the new file system; the
+	// copy starts from an empty directory, so the staged tree holds only
+	// the host tree and the session's changes (e2fsck remakes it).
+	if err := unix.Unlinkat(int(mnt.Fd()), "lost+found", unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		mnt.Close()
+		return nil, fmt.Errorf("image %s: remove lost+found: %w", img.name, err)
+	}
+	if err := fill(mnt, m, pio); err != nil {
+		mnt.Close()
+		return nil, err
+	}
+	img.mnt = mnt
+	return mnt, nil
+}
+
+// fill copies the host tree into the tmpfs (or image) through its
+// descriptor: its size is the quota, so a copy that does not fit fails
+// here with limit:disk_bytes, before the program exists.
 func fill(dst *os.File, m Mount, pio IO) error {
 	src, err := materialize.Open(m.HostPath)
 	if errors.Is(err, unix.ENOENT) && m.CreateEmpty {
@@ -452,6 +591,8 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		<-waited
 		return nil, err
 	}
+	// From here on the program may run: its retained images are kept.
+	p.started = true
 	if _, err := syncW.Write([]byte{1}); err != nil {
 		_ = cmd.Process.Kill()
 		<-waited
