@@ -115,11 +115,39 @@ type Session struct {
 	Reason    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Runtime identifies the session's processes once they exist.
+	Runtime *Runtime
+}
+
+// Runtime identifies a started session's processes durably, so that a
+// restarted gloved can tell them apart from anything that later reuses a
+// pid: the boot, the shim's pid and its start time (clock ticks since
+// boot, /proc/PID/stat field 22), and the inode of the session's cgroup
+// directory. Recovery acts only through the session's cgroup, never on a
+// bare pid.
+type Runtime struct {
+	BootID      string `json:"boot_id"`
+	PID         int    `json:"pid"`
+	StartTicks  uint64 `json:"start_ticks"`
+	CgroupInode uint64 `json:"cgroup_inode"`
+}
+
+func (r *Runtime) check() error {
+	if len(r.BootID) != 36 || r.PID <= 0 || r.StartTicks == 0 || r.CgroupInode == 0 {
+		return fmt.Errorf("%w: runtime identity %+v", ErrInvalid, *r)
+	}
+	for i := 0; i < len(r.BootID); i++ {
+		c := r.BootID[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == '-') {
+			return fmt.Errorf("%w: boot id %q", ErrInvalid, r.BootID)
+		}
+	}
+	return nil
 }
 
 // record is one journal entry. Exactly the fields of its Type are set.
 type record struct {
-	Type    string `json:"type"` // "create" or "transition"
+	Type    string `json:"type"` // "create", "transition" or "runtime"
 	Session string `json:"session"`
 	AtMS    int64  `json:"at_ms"`
 	// create
@@ -133,6 +161,8 @@ type record struct {
 	From   State  `json:"from,omitempty"`
 	To     State  `json:"to,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// runtime
+	Runtime *Runtime `json:"runtime,omitempty"`
 }
 
 // Store is an open session store. It is safe for concurrent use; writes
@@ -212,10 +242,57 @@ func (s *Store) replay(r journal.Record) error {
 			return fmt.Errorf("session %s: transition %s→%s recorded in state %s", rec.Session, rec.From, rec.To, sess.State)
 		}
 		sess.State, sess.Reason, sess.UpdatedAt = rec.To, rec.Reason, time.UnixMilli(rec.AtMS)
+	case "runtime":
+		sess, ok := s.sessions[rec.Session]
+		if !ok {
+			return fmt.Errorf("runtime of unknown session %s", rec.Session)
+		}
+		if err := runtimeAllowed(sess, rec.Runtime); err != nil {
+			return err
+		}
+		rt := *rec.Runtime
+		sess.Runtime, sess.UpdatedAt = &rt, time.UnixMilli(rec.AtMS)
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}
 	return nil
+}
+
+// runtimeAllowed: one identity per session, recorded while it starts.
+func runtimeAllowed(sess *Session, rt *Runtime) error {
+	if rt == nil {
+		return fmt.Errorf("%w: session %s: runtime record without identity", ErrInvalid, sess.ID)
+	}
+	if err := rt.check(); err != nil {
+		return err
+	}
+	if sess.Runtime != nil {
+		return fmt.Errorf("%w: session %s: runtime recorded twice", ErrConflict, sess.ID)
+	}
+	if sess.State != Starting {
+		return fmt.Errorf("%w: session %s: runtime recorded in state %s", ErrTransition, sess.ID, sess.State)
+	}
+	return nil
+}
+
+// SetRuntime records, durably, the identity of a starting session's
+// processes (state starting, once).
+func (s *Store) SetRuntime(id string, rt Runtime) (Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[id]
+	if !ok {
+		return Session{}, fmt.Errorf("set runtime %q: %w", id, ErrNotFound)
+	}
+	if err := runtimeAllowed(sess, &rt); err != nil {
+		return Session{}, fmt.Errorf("set runtime %s: %w", id, err)
+	}
+	at := s.now()
+	if err := s.append(record{Type: "runtime", Session: id, AtMS: at.UnixMilli(), Runtime: &rt}); err != nil {
+		return Session{}, fmt.Errorf("set runtime %s: %w", id, err)
+	}
+	sess.Runtime, sess.UpdatedAt = &rt, time.UnixMilli(at.UnixMilli())
+	return sess.copy(), nil
 }
 
 func (s *Store) apply(req CreateRequest, at time.Time) *Session {
@@ -340,5 +417,9 @@ func (s *Store) append(rec record) error {
 func (s *Session) copy() Session {
 	c := *s
 	c.Plan = append([]byte(nil), s.Plan...)
+	if s.Runtime != nil {
+		rt := *s.Runtime
+		c.Runtime = &rt
+	}
 	return c
 }

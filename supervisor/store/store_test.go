@@ -173,6 +173,52 @@ func TestIllegalTransitions(t *testing.T) {
 	}
 }
 
+var (
+	rt         = Runtime{BootID: "01234567-89ab-cdef-0123-456789abcdef", PID: 42, StartTicks: 1000, CgroupInode: 77}
+	rtJSON     = `{"boot_id":"01234567-89ab-cdef-0123-456789abcdef","pid":42,"start_ticks":1000,"cgroup_inode":77}`
+	toStarting = []string{`{"type":"transition","session":"s1","at_ms":1,"from":"created","to":"preparing"}`,
+		`{"type":"transition","session":"s1","at_ms":1,"from":"preparing","to":"starting"}`}
+)
+
+func TestRuntime(t *testing.T) {
+	d := dir(t)
+	s := open(t, d)
+	if _, _, err := s.Create(req("s1", "k1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetRuntime("s1", rt); !errors.Is(err, ErrTransition) {
+		t.Errorf("runtime while created: %v, want ErrTransition", err)
+	}
+	for _, to := range []State{Preparing, Starting} {
+		if _, err := s.Transition("s1", to, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := rt
+	bad.PID = 0
+	if _, err := s.SetRuntime("s1", bad); !errors.Is(err, ErrInvalid) {
+		t.Errorf("pid 0: %v, want ErrInvalid", err)
+	}
+	if _, err := s.SetRuntime("nope", rt); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
+	got, err := s.SetRuntime("s1", rt)
+	if err != nil || got.Runtime == nil || *got.Runtime != rt {
+		t.Fatalf("set runtime: %+v %v", got.Runtime, err)
+	}
+	if _, err := s.SetRuntime("s1", rt); !errors.Is(err, ErrConflict) {
+		t.Errorf("twice: %v, want ErrConflict", err)
+	}
+	got.Runtime.PID = 1 // a copy: the store's record is unchanged
+	s.Close()
+	s = open(t, d)
+	defer s.Close()
+	again, err := s.Get("s1")
+	if err != nil || again.Runtime == nil || *again.Runtime != rt || again.State != Starting {
+		t.Errorf("after reopen: %+v %v", again, err)
+	}
+}
+
 // TestReplayRejectsForgedRecords writes records this package would never
 // write straight into the journal and checks Open refuses the store.
 func TestReplayRejectsForgedRecords(t *testing.T) {
@@ -188,6 +234,13 @@ func TestReplayRejectsForgedRecords(t *testing.T) {
 		"invalid digest":                {strings.Replace(create, hexA, "zz", 1)},
 		"trailing data":                 {create + ` {}`},
 		"not JSON":                      {`create s1`},
+		"runtime of unknown session":    {`{"type":"runtime","session":"s9","at_ms":1,"runtime":` + rtJSON + `}`},
+		"runtime while created":         {create, `{"type":"runtime","session":"s1","at_ms":1,"runtime":` + rtJSON + `}`},
+		"runtime without identity":      {create, toStarting[0], toStarting[1], `{"type":"runtime","session":"s1","at_ms":1}`},
+		"runtime twice": {create, toStarting[0], toStarting[1], `{"type":"runtime","session":"s1","at_ms":1,"runtime":` + rtJSON + `}`,
+			`{"type":"runtime","session":"s1","at_ms":1,"runtime":` + rtJSON + `}`},
+		"runtime with a bad boot id": {create, toStarting[0], toStarting[1],
+			`{"type":"runtime","session":"s1","at_ms":1,"runtime":` + strings.Replace(rtJSON, "0123", "01G3", 1) + `}`},
 	}
 	for name, recs := range cases {
 		t.Run(name, func(t *testing.T) {
