@@ -62,6 +62,21 @@ type Env struct {
 	// launch with a RetainedCopy mount (Launch.Retains).
 	Loopext4            *helperproc.Proc
 	MaterializationRoot string
+	// Started, if set, is given the shim's identity once it is in the
+	// session's cgroups and before it is released; an error stops the
+	// session before the program runs. gloved records it durably there,
+	// so that a restarted gloved can recognize what it finds.
+	Started func(Identity) error
+	// Fault, if set, is called at each named point of the start path
+	// ("cgroup", "mounts", "bundle", "placed", "released"); the recovery
+	// tests use it to kill the supervisor there.
+	Fault func(point string)
+}
+
+func (e *Env) fault(point string) {
+	if e.Fault != nil {
+		e.Fault(point)
+	}
 }
 
 // IO connects the program. Input is copied to the program until it ends
@@ -131,6 +146,7 @@ type prepared struct {
 	mounts   []*os.File // in l.Mounts order
 	bundle   string
 	cgMade   bool
+	cgInode  uint64
 	released bool
 	// root is the materialization root (O_PATH), when the launch retains.
 	root *os.File
@@ -260,11 +276,19 @@ func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
 }
 
 func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
-	files, err := call(p.env.Cgroup, &wire.CgCreate{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks})
+	reply, files, err := p.env.Cgroup.Client.Call(&wire.CgCreate{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("create the session's cgroups: %w", err)
 	}
-	p.cgMade, p.cgroup = true, files
+	cr, ok := reply.(*wire.CgCreateReply)
+	if !ok || len(files) != 4 {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("create the session's cgroups: unexpected reply %T with %d descriptors", reply, len(files))
+	}
+	p.cgMade, p.cgroup, p.cgInode = true, files, cr.Inode
+	p.env.fault("cgroup")
 	if l.Retains() {
 		// Opened once, without following links; glove-loopext4 checks it
 		// is its configured root (device and inode).
@@ -290,9 +314,11 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 		}
 		p.mounts = append(p.mounts, f)
 	}
+	p.env.fault("mounts")
 	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, len(p.mounts)); err != nil {
 		return nil, err
 	}
+	p.env.fault("bundle")
 	return supervise(ctx, p, l, pio)
 }
 
@@ -591,6 +617,18 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		<-waited
 		return nil, err
 	}
+	if p.env.Started != nil {
+		id, err := identify(cmd.Process.Pid, p.cgInode)
+		if err == nil {
+			err = p.env.Started(id)
+		}
+		if err != nil {
+			_ = cmd.Process.Kill()
+			<-waited
+			return nil, fmt.Errorf("record the session's identity: %w", err)
+		}
+	}
+	p.env.fault("placed")
 	// From here on the program may run: its retained images are kept.
 	p.started = true
 	if _, err := syncW.Write([]byte{1}); err != nil {
@@ -599,6 +637,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		return nil, fmt.Errorf("release the shim: %w", err)
 	}
 	syncW.Close()
+	p.env.fault("released")
 	if ptyMaster != nil && pio.Input != nil {
 		go func() { _, _ = io.Copy(ptyMaster, pio.Input) }()
 	}
@@ -729,6 +768,19 @@ func waitEmpty(events *os.File, timeout time.Duration) bool {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// identify returns the identity of the shim process pid.
+func identify(pid int, cgInode uint64) (Identity, error) {
+	boot, err := BootID()
+	if err != nil {
+		return Identity{}, err
+	}
+	t, err := StartTicks(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{BootID: boot, PID: pid, StartTicks: t, CgroupInode: cgInode}, nil
 }
 
 // place puts the shim in the session's v1 cgroups (a no-op for v2, where
