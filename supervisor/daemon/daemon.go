@@ -163,9 +163,9 @@ func New(cfg Config) (*Daemon, error) {
 				return nil, fmt.Errorf("--receipt-anchor: %w", err)
 			}
 			d.receipts = rj
-			if out := rj.Outstanding(); len(out) > 0 {
-				// Recovery of sessions a previous gloved left running is
-				// not in this revision: they are reported, not resumed.
+			if out := rj.Outstanding(); len(out) > 0 && cfg.MaterializationRoot == "" {
+				// Recovery needs the session runtime (--materialization-root):
+				// without it, they are reported and left for a gloved that has it.
 				d.log.WithField("outstanding_receipts", len(out)).Warn("reserved receipts without a terminal receipt")
 			}
 		}
@@ -180,6 +180,9 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, errors.New("--materialization-root needs --session-policy, --session-store, --receipt-key and --receipt-anchor")
 		}
 		if err := d.checkRuntime(); err != nil {
+			return nil, err
+		}
+		if err := d.recoverSessions(); err != nil {
 			return nil, err
 		}
 		d.lifecycle = true

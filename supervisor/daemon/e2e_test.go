@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +125,13 @@ type gloved struct {
 // delegated cgroup parent, and waits for its socket.
 func startGloved(t *testing.T, e *testenv.Env, args ...string) *gloved {
 	t.Helper()
+	return startGlovedAt(t, e, e.HelperPath("gloved"), nil, args...)
+}
+
+// startGlovedAt starts the gloved at path, with env, as the service user
+// in the delegated cgroup parent, and waits for its socket.
+func startGlovedAt(t *testing.T, e *testenv.Env, path string, env []string, args ...string) *gloved {
+	t.Helper()
 	parent := filepath.Join(v2Root(t), testenv.CgroupParent(e.Base))
 	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -136,8 +144,8 @@ func startGloved(t *testing.T, e *testenv.Env, args ...string) *gloved {
 			g.socket = filepath.Join(args[i+1], "gloved.sock")
 		}
 	}
-	g.cmd = exec.Command(e.HelperPath("gloved"), args...)
-	g.cmd.Env = []string{}
+	g.cmd = exec.Command(path, args...)
+	g.cmd.Env = append([]string{}, env...)
 	g.cmd.Stderr = g.log
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), UseCgroupFD: true, CgroupFD: cg}
 	if err := g.cmd.Start(); err != nil {
@@ -151,7 +159,10 @@ func startGloved(t *testing.T, e *testenv.Env, args ...string) *gloved {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := os.Lstat(g.socket); err == nil {
+		// Accepting, not merely present: a killed gloved leaves a stale
+		// socket that the next one replaces.
+		if conn, err := net.Dial("unix", g.socket); err == nil {
+			conn.Close()
 			return g
 		}
 		if time.Now().After(deadline) {
@@ -353,7 +364,7 @@ func TestGlovedEndToEnd(t *testing.T) {
 		State string `json:"state"`
 	}
 	c.ok("start_session", map[string]any{"session_id": "s-exit", "start_token": tok}, &started)
-	if started.State != "running" {
+	if started.State != "starting" {
 		t.Fatalf("start: %+v", started)
 	}
 	c.fails("start_session", map[string]any{"session_id": "s-exit", "start_token": tok}, daemon.CodeConflict)

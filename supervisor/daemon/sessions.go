@@ -20,16 +20,15 @@ import (
 
 // Bounds of the session runtime.
 const (
-	// MaxSessions is how many sessions run at once. One, for now: the
-	// session engine reaps every ended child of gloved when a session
-	// ends (wait4(-1)), which could take another session's glove-shim
-	// from under its own Wait.
-	MaxSessions     = 1
+	// MaxSessions bounds the sessions running at once: each has its own
+	// helper pair, shim and cgroups.
+	MaxSessions     = 32
 	TranscriptBytes = 64 << 10 // kept for late attachers
 	MaxPendingInput = 64 << 10 // written but not yet read by the program
 	chunkBytes      = 16 << 10 // transcript notifications
 	watcherQueue    = 1024     // notifications queued per attachment
 	DefaultGraceMs  = 5000
+	startWait       = 30 * time.Second // the longest stop_session waits for a starting session
 	MaxGraceMs      = 60000
 	// ExitFailed is an ended session's status when the program never ran.
 	ExitFailed = 125
@@ -350,20 +349,30 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
 		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel}
-	for _, to := range []store.State{store.Starting, store.Running} {
-		if _, err := d.store.Transition(sess.ID, to, ""); err != nil {
-			cancel()
-			closeHelpers()
-			d.finalize(sess, time.Now(), nil)
-			return fail("store", errorf(CodeInternal, "session store failure"))
-		}
+	if _, err := d.store.Transition(sess.ID, store.Starting, ""); err != nil {
+		cancel()
+		closeHelpers()
+		d.finalize(sess, time.Now(), nil)
+		return fail("store", errorf(CodeInternal, "session store failure"))
 	}
+	// The program is released only once its identity is durable and the
+	// session is recorded as running: a gloved killed at any point finds,
+	// on restart, either no runtime (nothing ran) or one it can check.
+	env.Started = func(id session.Identity) error {
+		if _, err := d.store.SetRuntime(sess.ID, store.Runtime{BootID: id.BootID, PID: id.PID,
+			StartTicks: id.StartTicks, CgroupInode: id.CgroupInode}); err != nil {
+			return err
+		}
+		_, err := d.store.Transition(sess.ID, store.Running, "")
+		return err
+	}
+	env.Fault = faultHook()
 	d.mu.Lock()
 	d.sessions[sess.ID] = l
 	d.wg.Add(1)
 	d.mu.Unlock()
 	go d.run(ctx, l, sess, env, launch, helpers)
-	return map[string]any{"session_id": sess.ID, "state": store.Running}, nil
+	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
 }
 
 // running counts the sessions that have not ended (d.mu held).
@@ -595,6 +604,15 @@ func (d *Daemon) stopSession(_ *conn, k *call) (any, *Error) {
 	l, e := d.liveSession(k, ps.SessionID)
 	if e != nil {
 		return nil, e
+	}
+	// A session still starting becomes running as soon as its program is
+	// released (or fails): wait for that, boundedly, then stop it.
+	for deadline := time.Now().Add(startWait); ; {
+		sess, err := d.store.Get(l.id)
+		if err != nil || sess.State != store.Starting || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := d.store.Transition(l.id, store.Stopping, "stop"); err != nil {
 		return nil, errorf(CodeConflict, "session is not running")

@@ -679,7 +679,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		s.end("")
 		waitEmpty(p.cgroup[1], 10*time.Second)
 	}
-	reapOrphans()
+	reapOrphans(l.Name)
 	if ptyMaster != nil {
 		// The pty's output ends when the last process holding the slave
 		// is gone; the session's processes are (cgroup kill or exit).
@@ -742,16 +742,49 @@ func BecomeSubreaper() error {
 	return nil
 }
 
-// reapOrphans collects every child that has already ended. The helpers
-// are children too, but they end only when their connection is closed.
-func reapOrphans() {
-	for {
+// reapOrphans collects the zombies of this session that were re-parented
+// to this supervisor: its children that have ended while in the session's
+// cgroup (a zombie still shows its cgroup). Only those: a supervisor runs
+// several sessions, and reaping another session's glove-shim, or a
+// helper, would take its exit status from under its own Wait.
+func reapOrphans(name string) {
+	self := strconv.Itoa(os.Getpid())
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(f) < 2 || f[0] != "Z" || f[1] != self {
+			continue
+		}
+		cg, err := os.ReadFile("/proc/" + d.Name() + "/cgroup")
+		if err != nil || !inSessionCgroup(string(cg), name) {
+			continue
+		}
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
-		if err != nil || pid <= 0 {
-			return
+		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// inSessionCgroup reports whether a /proc/PID/cgroup text puts the process
+// in the v2 cgroup of session name (a directory of that name).
+func inSessionCgroup(cg, name string) bool {
+	for _, l := range strings.Split(cg, "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return strings.HasSuffix(p, "/"+name)
 		}
 	}
+	return false
 }
 
 // waitEmpty waits until the cgroup.events descriptor says "populated 0".

@@ -1,0 +1,216 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/daemon"
+	"github.com/glove-sandbox/glove/supervisor/plan"
+	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/receipt"
+	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// buildFaultyGloved builds gloved with the glove_testfaults tag: with
+// GLOVED_TEST_FAULT=POINT it kills itself with SIGKILL at that point of a
+// session's start path. It is never installed.
+func buildFaultyGloved(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	dir := filepath.Join(e.Base, "faulty-gloved")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "gloved")
+	cmd := exec.Command("go", "build", "-tags", "glove_testfaults", "-o", out, "../cmd/gloved")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build faulty gloved: %v\n%s", err, b)
+	}
+	return out
+}
+
+// reapOrphans waits for, and reaps, every child of this process that a
+// killed gloved left (helpers exit on their socket's EOF, the shim on its
+// parent-death signal).
+func reapOrphans(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		left := 0
+		ents, _ := os.ReadDir("/proc")
+		for _, d := range ents {
+			pid, err := strconv.Atoi(d.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+			if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+				continue
+			}
+			comm := string(b[strings.IndexByte(string(b), '(')+1 : strings.LastIndexByte(string(b), ')')])
+			if !strings.HasPrefix(comm, "glove-") && comm != "exe" {
+				continue
+			}
+			left++
+			var ws unix.WaitStatus
+			if p, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); p == pid {
+				left--
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the killed gloved still running", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestGlovedRecovery kills gloved with SIGKILL at each point of a
+// session's start path, restarts it, and checks that the restarted gloved
+// finishes the session as failed, with a durable failed receipt, and that
+// nothing is left: no process, mount, loop device, cgroup (the leak
+// check) and no bundle directory.
+func TestGlovedRecovery(t *testing.T) {
+	e := testenv.Get(t)
+	configure(t, e)
+	// This test process is the init of the gloved it kills: the killed
+	// gloved's children (its helpers, the shim) are re-parented here and
+	// reaped by reapOrphans, as a service manager would reap them.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	testenv.CheckLeaks(t, e.UID)
+	exe := buildHarness(t, e)
+	faulty := buildFaultyGloved(t, e)
+
+	ws, err := os.MkdirTemp(e.Base, "ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if err := os.Chown(ws, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	prof := policy.ResourceProfile{ProfileID: "tiny", CPUTimeMs: 5000, MemoryBytes: 256 << 20, Pids: 64,
+		WallTimeMs: 20000, DiskBytes: 8 << 20, TerminalOutputBytes: 1 << 20}
+	tmpl := policy.RuntimeTemplate{RuntimeTemplateID: "sleeper", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+		AllowedPathAliases: []string{"workspace"},
+		Launch:             policy.Launch{ExecutablePath: exe, Arguments: []string{"sleep"}, Environment: []string{"TERM=dumb"}}}
+	tmpl.AdapterCommandDigest = policy.AdapterDigest(&tmpl)
+	access := policy.AccessTuple{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
+		CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20}
+	pol := &policy.Policy{SchemaVersion: 1, Revision: 5, MaxPlanTTLMs: 600000,
+		RuntimeTemplates: []policy.RuntimeTemplate{tmpl},
+		PathAliases: []policy.PathAlias{{Alias: "workspace", HostPath: ws, TargetPath: "/workspace", MaxTTLSecs: 600,
+			Access: []policy.AccessTuple{access}}},
+		ResourceProfiles: []policy.ResourceProfile{prof}}
+	if err := policy.Validate(pol); err != nil {
+		t.Fatal(err)
+	}
+	pl := &plan.Plan{SchemaVersion: 1, PolicyRevision: 5, ExpiresAtUnixMs: uint64(time.Now().Add(10 * time.Minute).UnixMilli()),
+		RuntimeTemplateID: "sleeper", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+		AdapterCommandDigest: tmpl.AdapterCommandDigest, ResourceProfile: prof,
+		PathGrants: []plan.PathGrant{{Alias: "workspace", Access: access.Access, Materialization: access.Materialization,
+			CreatePolicy: access.CreatePolicy, CleanupPolicy: access.CleanupPolicy, TTLSecs: 300, MaxBytes: access.MaxBytes}}}
+	var plObj map[string]any
+	if err := json.Unmarshal(plan.Canonical(pl), &plObj); err != nil {
+		t.Fatal(err)
+	}
+
+	dir, err := os.MkdirTemp(e.Base, "gloved-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := ownedDir(t, e, filepath.Join(dir, "run"))
+	storeDir := ownedDir(t, e, filepath.Join(dir, "store"))
+	mat := ownedDir(t, e, filepath.Join(dir, "mat"))
+	key := []byte(strings.Repeat("r", 32))
+	writeFile(t, filepath.Join(dir, "policy.json"), policy.Canonical(pol), e.UID, e.GID)
+	writeFile(t, filepath.Join(dir, "key"), key, e.UID, e.GID)
+	args := []string{"--session-policy", filepath.Join(dir, "policy.json"), "--session-store", storeDir,
+		"--materialization-root", mat, "--runtime-dir", run, "--receipt-key", filepath.Join(dir, "key"),
+		"--receipt-anchor", testAnchor, "--libexec", filepath.Dir(e.HelperPath("glove-shim")),
+		"--allow-uid", strconv.Itoa(e.UID), "--allow-uid", "0"}
+
+	points := []string{"cgroup", "mounts", "bundle", "placed", "released"}
+	for _, point := range points {
+		id := "r-" + point
+		g := startGlovedAt(t, e, faulty, []string{"GLOVED_TEST_FAULT=" + point}, args...)
+		c := dial(t, g.socket)
+		var created struct {
+			StartToken string `json:"start_token"`
+		}
+		c.ok("create_session", map[string]any{"session_id": id, "idempotency_key": "k-" + point,
+			"controller_plan_digest": strings.Repeat("c", 64), "plan": plObj}, &created)
+		_, _ = c.call("start_session", map[string]any{"session_id": id, "start_token": created.StartToken})
+		done := make(chan error, 1)
+		go func() { done <- g.cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: gloved was not killed at its fault point\nlog: %s", point, g.log)
+		}
+		if ws, ok := g.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("%s: gloved ended with %v, want SIGKILL at the fault point\nlog: %s", point, g.cmd.ProcessState, g.log)
+		}
+		reapOrphans(t)
+
+		// The restarted gloved finishes the session.
+		g2 := startGloved(t, e, args...)
+		c2 := dial(t, g2.socket)
+		var st struct {
+			State  string `json:"state"`
+			Reason string `json:"reason"`
+		}
+		c2.ok("session_status", map[string]any{"session_id": id}, &st)
+		if st.State != "failed" || (st.Reason != daemon.RecoveredGone && st.Reason != daemon.RecoveredKilled) {
+			t.Errorf("%s: after restart %+v, want failed and recovered:*\nlog: %s", point, st, g2.log)
+		}
+		if strings.Contains(g2.log.String(), `"level":"error"`) {
+			t.Errorf("%s: errors in the restarted gloved's log: %s", point, g2.log)
+		}
+		g2.stop(t)
+		if m, _ := filepath.Glob(filepath.Join(mat, "bundle-*")); len(m) != 0 {
+			t.Errorf("%s: bundles left: %v", point, m)
+		}
+	}
+
+	// Every recovered session has its failed receipt, in one chain.
+	g := startGloved(t, e, args...)
+	c := dial(t, g.socket)
+	var page struct {
+		Envelopes []receipt.Envelope `json:"envelopes"`
+	}
+	c.ok("receipts_page", map[string]any{"after": 0, "limit": 100}, &page)
+	g.stop(t)
+	if len(page.Envelopes) != len(points) {
+		t.Fatalf("%d receipts, want %d", len(page.Envelopes), len(points))
+	}
+	if err := receipt.Verify(key, testAnchor, page.Envelopes); err != nil {
+		t.Errorf("receipts do not verify: %v", err)
+	}
+	for i, env := range page.Envelopes {
+		if env.Body.SessionID != "r-"+points[i] || env.Body.Termination != "failed" {
+			t.Errorf("receipt %d: %s %s", i, env.Body.SessionID, env.Body.Termination)
+		}
+	}
+}
