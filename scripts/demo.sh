@@ -53,11 +53,14 @@ chown -R "$DEMO_USER:$DEMO_USER" "$work/workspace"
 # as_user CMD...: run CMD as the demo user, from inside its delegated
 # cgroup subtree (a supervisor must live there to place its sessions),
 # with the user's groups (glove: it may execute the helpers).
-as_user() {
-  ( echo "$BASHPID" > "$parent/cgroup.procs"
-    cd "$work/workspace"
-    exec setpriv --reuid="$uid" --regid="$gid" --init-groups --reset-env -- "$@" )
+# as_user_exec replaces the (sub)shell it runs in, so that `as_user_exec
+# CMD &` gives CMD's own pid in $!.
+as_user_exec() {
+  echo "$BASHPID" > "$parent/cgroup.procs"
+  cd "$work/workspace"
+  exec setpriv --reuid="$uid" --regid="$gid" --init-groups --reset-env -- "$@"
 }
+as_user() { ( as_user_exec "$@" ); }
 
 step "1. glove status"
 as_user "$GLOVE" status || true
@@ -86,12 +89,36 @@ if [ -e "$work/workspace/new-file" ] || [ -e /usr/pwned ] || [ -e /etc/pwned ]; 
 fi
 echo "host workspace unchanged: $(ls "$work/workspace")"
 
-step "5. a managed session from a policy and a plan, with its authenticated receipt"
+step "5. a managed session through gloved's control socket, and its verified receipt"
 go run ./scripts/demopolicy "$work"
-mkdir "$work/out"
-chown "$DEMO_USER:$DEMO_USER" "$work/policy.json" "$work/plan.json" "$work/key" "$work/out"
-as_user "$GLOVE" run --policy "$work/policy.json" --plan "$work/plan.json" \
-  --receipt "$work/out/receipt.json" --receipt-key "$work/key" || true
-echo "receipt:"
-sed 's/^/  /' "$work/out/receipt.json"
-as_user "$GLOVE" receipt verify --key "$work/key" "$work/out/receipt.json"
+for d in run store mat; do mkdir -m 0700 "$work/$d"; done
+chown "$DEMO_USER:$DEMO_USER" "$work/policy.json" "$work/plan.json" "$work/key" "$work/run" "$work/store" "$work/mat"
+anchor="$(printf 'a%.0s' $(seq 64))"
+sock="$work/run/gloved.sock"
+as_user_exec "$PREFIX/bin/gloved" --session-policy "$work/policy.json" --session-store "$work/store" \
+  --materialization-root "$work/mat" --runtime-dir "$work/run" --receipt-key "$work/key" \
+  --receipt-anchor "$anchor" > "$work/gloved.out" 2> "$work/gloved.log" &
+gloved_pid=$!
+trap 'kill -TERM "$gloved_pid" 2>/dev/null || true; wait "$gloved_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+call() { as_user "$GLOVE" call --socket "$sock" "$@"; }
+echo "capabilities: $(call capabilities | tr -d ' \n')"
+plan_json="$(cat "$work/plan.json")"
+digest="$(printf 'c%.0s' $(seq 64))"
+token="$(call create_session "{\"session_id\":\"demo-1\",\"idempotency_key\":\"demo-key-1\",\"controller_plan_digest\":\"$digest\",\"plan\":$plan_json}" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["start_token"])')"
+call start_session "{\"session_id\":\"demo-1\",\"start_token\":\"$token\"}" > /dev/null
+echo "-- the session's output (attach):"
+status=0
+call attach '{"session_id":"demo-1"}' || status=$?
+echo "-- the session exited with status $status"
+call session_status '{"session_id":"demo-1"}' | python3 -c 'import json,sys; s=json.load(sys.stdin); print("state:", s["state"], " termination:", s.get("termination"), " exit code:", s.get("exit_code"))'
+call receipts_page '{"after":0,"limit":100}' | python3 -c 'import json,sys; json.dump(json.load(sys.stdin)["envelopes"], sys.stdout, indent=2); print()' > "$work/receipts.json"
+chown "$DEMO_USER:$DEMO_USER" "$work/receipts.json"
+chmod 0600 "$work/receipts.json"
+echo "-- the terminal receipt (HMAC, chained to the anchor):"
+sed 's/^/  /' "$work/receipts.json"
+as_user "$GLOVE" receipt verify --key "$work/key" --anchor "$anchor" "$work/receipts.json"
+kill -TERM "$gloved_pid"
+wait "$gloved_pid"
+echo "gloved stopped; the host's workspace is unchanged: $(ls "$work/workspace")"

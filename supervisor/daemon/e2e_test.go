@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,14 +13,14 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/daemon"
 	"github.com/glove-sandbox/glove/supervisor/plan"
-	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // harnessSource stands in for an agent harness (as in the session
-// package's tests); with the argument "sleep" it waits instead.
+// package's tests); with the argument "sleep" it waits instead, with
+// "line" it prints one line and exits 0.
 const harnessSource = `package main
 
 import (
@@ -31,6 +30,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "line" {
+		fmt.Println("ready")
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "sleep" {
 		fmt.Println("sleeping")
 		time.Sleep(60 * time.Second)
@@ -46,7 +49,7 @@ func main() {
 `
 
 // buildHarness builds the harness beneath the mounter's source root.
-func buildHarness(t *testing.T, e *testenv.Env) string {
+func buildHarness(t testing.TB, e *testenv.Env) string {
 	t.Helper()
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(harnessSource), 0o644); err != nil {
@@ -71,7 +74,7 @@ func buildHarness(t *testing.T, e *testenv.Env) string {
 
 // configure gives glove-mounter and glove-cgroup the bounds sessions
 // need (as the session package's tests do).
-func configure(t *testing.T, e *testenv.Env) {
+func configure(t testing.TB, e *testenv.Env) {
 	t.Helper()
 	cfg := testenv.DefaultConfigs(e.Base)["mounter.json"].(map[string]any)
 	cfg["source_roots"] = []string{"/etc", "/usr", filepath.Join(e.Base, "sources")}
@@ -88,7 +91,7 @@ func configure(t *testing.T, e *testenv.Env) {
 	}
 }
 
-func v2Root(t *testing.T) string {
+func v2Root(t testing.TB) string {
 	t.Helper()
 	mounts, err := testenv.CgroupMounts()
 	if err != nil {
@@ -104,7 +107,7 @@ func v2Root(t *testing.T) string {
 }
 
 // ownedDir creates a directory of the service user, mode 0700.
-func ownedDir(t *testing.T, e *testenv.Env, path string) string {
+func ownedDir(t testing.TB, e *testenv.Env, path string) string {
 	t.Helper()
 	if err := os.Mkdir(path, 0o700); err != nil {
 		t.Fatal(err)
@@ -123,14 +126,14 @@ type gloved struct {
 
 // startGloved starts the installed gloved as the service user inside the
 // delegated cgroup parent, and waits for its socket.
-func startGloved(t *testing.T, e *testenv.Env, args ...string) *gloved {
+func startGloved(t testing.TB, e *testenv.Env, args ...string) *gloved {
 	t.Helper()
 	return startGlovedAt(t, e, e.HelperPath("gloved"), nil, args...)
 }
 
 // startGlovedAt starts the gloved at path, with env, as the service user
 // in the delegated cgroup parent, and waits for its socket.
-func startGlovedAt(t *testing.T, e *testenv.Env, path string, env []string, args ...string) *gloved {
+func startGlovedAt(t testing.TB, e *testenv.Env, path string, env []string, args ...string) *gloved {
 	t.Helper()
 	parent := filepath.Join(v2Root(t), testenv.CgroupParent(e.Base))
 	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -173,7 +176,7 @@ func startGlovedAt(t *testing.T, e *testenv.Env, path string, env []string, args
 }
 
 // stop sends SIGTERM and checks gloved exits 0 and removed its socket.
-func (g *gloved) stop(t *testing.T) {
+func (g *gloved) stop(t testing.TB) {
 	t.Helper()
 	if err := g.cmd.Process.Signal(unix.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -244,76 +247,11 @@ func TestGlovedEndToEnd(t *testing.T) {
 	e := testenv.Get(t)
 	configure(t, e)
 	testenv.CheckLeaks(t, e.UID)
-	exe := buildHarness(t, e)
-
-	ws, err := os.MkdirTemp(e.Base, "ws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
-	if err := os.WriteFile(filepath.Join(ws, "in"), []byte("granted tree"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{ws, filepath.Join(ws, "in")} {
-		if err := os.Chown(p, e.UID, e.GID); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	tiny := policy.ResourceProfile{ProfileID: "tiny", CPUTimeMs: 5000, MemoryBytes: 256 << 20, Pids: 64,
-		WallTimeMs: 20000, DiskBytes: 8 << 20, TerminalOutputBytes: 1 << 20}
-	short := tiny
+	short := tinyProfile
 	short.ProfileID, short.WallTimeMs = "short", 700
-	tmpl := func(id string, args ...string) policy.RuntimeTemplate {
-		r := policy.RuntimeTemplate{
-			RuntimeTemplateID: id, RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
-			AllowedPathAliases: []string{"workspace"},
-			Launch:             policy.Launch{ExecutablePath: exe, Arguments: args, Environment: []string{"TERM=dumb"}},
-		}
-		r.AdapterCommandDigest = policy.AdapterDigest(&r)
-		return r
-	}
-	harness, sleeper := tmpl("harness", "--flag", "x"), tmpl("sleeper", "sleep")
-	pol := &policy.Policy{
-		SchemaVersion: 1, Revision: 3, MaxPlanTTLMs: 600000,
-		RuntimeTemplates: []policy.RuntimeTemplate{harness, sleeper},
-		PathAliases: []policy.PathAlias{{Alias: "workspace", HostPath: ws, TargetPath: "/workspace", MaxTTLSecs: 600,
-			Access: []policy.AccessTuple{{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
-				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20}}}},
-		ResourceProfiles: []policy.ResourceProfile{short, tiny},
-	}
-	if err := policy.Validate(pol); err != nil {
-		t.Fatalf("test policy: %v", err)
-	}
-	planFor := func(t policy.RuntimeTemplate, prof policy.ResourceProfile) *plan.Plan {
-		return &plan.Plan{
-			SchemaVersion: 1, PolicyRevision: 3, ExpiresAtUnixMs: uint64(time.Now().Add(5 * time.Minute).UnixMilli()),
-			RuntimeTemplateID: t.RuntimeTemplateID, RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
-			AdapterCommandDigest: t.AdapterCommandDigest, ResourceProfile: prof,
-			PathGrants: []plan.PathGrant{{Alias: "workspace", Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
-				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, TTLSecs: 300, MaxBytes: 4 << 20}},
-		}
-	}
+	f := newFixture(t, e, map[string][]string{"harness": {"--flag", "x"}, "sleeper": {"sleep"}}, short, tinyProfile)
+	key, args := f.key, f.args
 
-	dir, err := os.MkdirTemp(e.Base, "gloved-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := ownedDir(t, e, filepath.Join(dir, "run"))
-	storeDir := ownedDir(t, e, filepath.Join(dir, "store"))
-	mat := ownedDir(t, e, filepath.Join(dir, "mat"))
-	key := []byte(strings.Repeat("k", 32))
-	writeFile(t, filepath.Join(dir, "policy.json"), policy.Canonical(pol), e.UID, e.GID)
-	writeFile(t, filepath.Join(dir, "key"), key, e.UID, e.GID)
-
-	args := []string{"--session-policy", filepath.Join(dir, "policy.json"), "--session-store", storeDir,
-		"--materialization-root", mat, "--runtime-dir", run, "--receipt-key", filepath.Join(dir, "key"),
-		"--receipt-anchor", testAnchor, "--libexec", filepath.Dir(e.HelperPath("glove-shim")),
-		"--allow-uid", strconv.Itoa(e.UID), "--allow-uid", "0"}
 	g := startGloved(t, e, args...)
 	st, err := os.Lstat(g.socket)
 	if err != nil || st.Mode().Perm() != 0o600 || st.Mode()&os.ModeSocket == 0 {
@@ -332,32 +270,8 @@ func TestGlovedEndToEnd(t *testing.T) {
 	}
 
 	// create, start, attach: one session that exits 7.
-	create := func(id string, pl *plan.Plan) (token string) {
-		t.Helper()
-		var plObj map[string]any
-		if err := json.Unmarshal(plan.Canonical(pl), &plObj); err != nil {
-			t.Fatal(err)
-		}
-		var v struct {
-			Digest string `json:"plan_content_digest"`
-		}
-		c.ok("validate_plan", map[string]any{"plan": plObj}, &v)
-		if v.Digest != plan.ContentDigest(pl) {
-			t.Errorf("digest %s, want %s", v.Digest, plan.ContentDigest(pl))
-		}
-		var cr struct {
-			State string `json:"state"`
-			Token string `json:"start_token"`
-		}
-		c.ok("create_session", map[string]any{"session_id": id, "idempotency_key": "key-" + id,
-			"controller_plan_digest": strings.Repeat("c", 64), "plan": plObj}, &cr)
-		if cr.State != "created" {
-			t.Fatalf("created: %+v", cr)
-		}
-		return cr.Token
-	}
-	exitPlan := planFor(harness, tiny)
-	tok := create("s-exit", exitPlan)
+	exitPlan := f.plan("harness", "tiny")
+	tok := f.create(c, "s-exit", exitPlan)
 	c.fails("start_session", map[string]any{"session_id": "s-exit", "start_token": tok + "0"}, daemon.CodeUnauthorized)
 	c.fails("start_session", map[string]any{"session_id": "nobody", "start_token": tok}, daemon.CodeNotFound)
 	var started struct {
@@ -396,7 +310,7 @@ func TestGlovedEndToEnd(t *testing.T) {
 	}
 
 	// A session ended by its wall time.
-	tok = create("s-wall", planFor(sleeper, short))
+	tok = f.create(c, "s-wall", f.plan("sleeper", "short"))
 	c.ok("start_session", map[string]any{"session_id": "s-wall", "start_token": tok}, nil)
 	end = attach(t, c, "s-wall")
 	if end.Termination != "limit:wall_time_ms" || end.State != "exited" {
@@ -408,7 +322,7 @@ func TestGlovedEndToEnd(t *testing.T) {
 	}
 
 	// A session stopped by stop_session: SIGTERM, then killed.
-	tok = create("s-stop", planFor(sleeper, tiny))
+	tok = f.create(c, "s-stop", f.plan("sleeper", "tiny"))
 	c.ok("start_session", map[string]any{"session_id": "s-stop", "start_token": tok}, nil)
 	c.fails("cleanup_session", map[string]any{"session_id": "s-stop"}, daemon.CodeConflict)
 	c.ok("resize", map[string]any{"session_id": "s-stop", "rows": 40, "cols": 100}, nil)
@@ -461,10 +375,10 @@ func TestGlovedEndToEnd(t *testing.T) {
 
 	// SIGTERM with a session running: gloved stops it, seals its
 	// receipt, removes its socket and exits 0.
-	tok = create("s-shutdown", planFor(sleeper, tiny))
+	tok = f.create(c, "s-shutdown", f.plan("sleeper", "tiny"))
 	c.ok("start_session", map[string]any{"session_id": "s-shutdown", "start_token": tok}, nil)
 	g.stop(t)
-	for _, secret := range []string{tok, ws, string(key)} {
+	for _, secret := range []string{tok, f.ws, string(key)} {
 		if strings.Contains(g.log.String(), secret) {
 			t.Errorf("the log holds a start token, a key or a host path:\n%s", g.log)
 		}

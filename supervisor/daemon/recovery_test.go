@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/daemon"
-	"github.com/glove-sandbox/glove/supervisor/plan"
-	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
@@ -95,73 +92,18 @@ func TestGlovedRecovery(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
 	testenv.CheckLeaks(t, e.UID)
-	exe := buildHarness(t, e)
+	f := newFixture(t, e, map[string][]string{"sleeper": {"sleep"}})
 	faulty := buildFaultyGloved(t, e)
-
-	ws, err := os.MkdirTemp(e.Base, "ws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
-	if err := os.Chown(ws, e.UID, e.GID); err != nil {
-		t.Fatal(err)
-	}
-	prof := policy.ResourceProfile{ProfileID: "tiny", CPUTimeMs: 5000, MemoryBytes: 256 << 20, Pids: 64,
-		WallTimeMs: 20000, DiskBytes: 8 << 20, TerminalOutputBytes: 1 << 20}
-	tmpl := policy.RuntimeTemplate{RuntimeTemplateID: "sleeper", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
-		AllowedPathAliases: []string{"workspace"},
-		Launch:             policy.Launch{ExecutablePath: exe, Arguments: []string{"sleep"}, Environment: []string{"TERM=dumb"}}}
-	tmpl.AdapterCommandDigest = policy.AdapterDigest(&tmpl)
-	access := policy.AccessTuple{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
-		CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20}
-	pol := &policy.Policy{SchemaVersion: 1, Revision: 5, MaxPlanTTLMs: 600000,
-		RuntimeTemplates: []policy.RuntimeTemplate{tmpl},
-		PathAliases: []policy.PathAlias{{Alias: "workspace", HostPath: ws, TargetPath: "/workspace", MaxTTLSecs: 600,
-			Access: []policy.AccessTuple{access}}},
-		ResourceProfiles: []policy.ResourceProfile{prof}}
-	if err := policy.Validate(pol); err != nil {
-		t.Fatal(err)
-	}
-	pl := &plan.Plan{SchemaVersion: 1, PolicyRevision: 5, ExpiresAtUnixMs: uint64(time.Now().Add(10 * time.Minute).UnixMilli()),
-		RuntimeTemplateID: "sleeper", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
-		AdapterCommandDigest: tmpl.AdapterCommandDigest, ResourceProfile: prof,
-		PathGrants: []plan.PathGrant{{Alias: "workspace", Access: access.Access, Materialization: access.Materialization,
-			CreatePolicy: access.CreatePolicy, CleanupPolicy: access.CleanupPolicy, TTLSecs: 300, MaxBytes: access.MaxBytes}}}
-	var plObj map[string]any
-	if err := json.Unmarshal(plan.Canonical(pl), &plObj); err != nil {
-		t.Fatal(err)
-	}
-
-	dir, err := os.MkdirTemp(e.Base, "gloved-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := ownedDir(t, e, filepath.Join(dir, "run"))
-	storeDir := ownedDir(t, e, filepath.Join(dir, "store"))
-	mat := ownedDir(t, e, filepath.Join(dir, "mat"))
-	key := []byte(strings.Repeat("r", 32))
-	writeFile(t, filepath.Join(dir, "policy.json"), policy.Canonical(pol), e.UID, e.GID)
-	writeFile(t, filepath.Join(dir, "key"), key, e.UID, e.GID)
-	args := []string{"--session-policy", filepath.Join(dir, "policy.json"), "--session-store", storeDir,
-		"--materialization-root", mat, "--runtime-dir", run, "--receipt-key", filepath.Join(dir, "key"),
-		"--receipt-anchor", testAnchor, "--libexec", filepath.Dir(e.HelperPath("glove-shim")),
-		"--allow-uid", strconv.Itoa(e.UID), "--allow-uid", "0"}
+	key, args, mat := f.key, f.args, f.matRoot
+	pl := f.plan("sleeper", "tiny")
 
 	points := []string{"cgroup", "mounts", "bundle", "placed", "released"}
 	for _, point := range points {
 		id := "r-" + point
 		g := startGlovedAt(t, e, faulty, []string{"GLOVED_TEST_FAULT=" + point}, args...)
 		c := dial(t, g.socket)
-		var created struct {
-			StartToken string `json:"start_token"`
-		}
-		c.ok("create_session", map[string]any{"session_id": id, "idempotency_key": "k-" + point,
-			"controller_plan_digest": strings.Repeat("c", 64), "plan": plObj}, &created)
-		_, _ = c.call("start_session", map[string]any{"session_id": id, "start_token": created.StartToken})
+		tok := f.create(c, id, pl)
+		_, _ = c.call("start_session", map[string]any{"session_id": id, "start_token": tok})
 		done := make(chan error, 1)
 		go func() { done <- g.cmd.Wait() }()
 		select {
