@@ -318,7 +318,11 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		return fail("unsupported", errorf(CodeRejected, "the plan cannot be launched by this revision"))
 	}
 	launch.Terminal = true
-	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot}
+	// Bundles and retained images both live in the materialization root:
+	// glove-loopext4 must be configured with the same directory
+	// (loopext4.json materialization_root), which it checks by identity.
+	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
+		MaterializationRoot: d.cfg.MaterializationRoot}
 	// One pair of helpers per session: each serves one request at a
 	// time on one connection, and sessions stay isolated.
 	var helpers []*helperproc.Proc
@@ -330,7 +334,10 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	for _, h := range []struct {
 		name string
 		into **helperproc.Proc
-	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}} {
+	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}, {"glove-loopext4", &env.Loopext4}} {
+		if h.name == "glove-loopext4" && !launch.Retains() {
+			continue // only retained_write grants need images
+		}
 		p, err := d.startHelper(h.name)
 		if err != nil {
 			closeHelpers()
@@ -411,6 +418,12 @@ func (d *Daemon) endSession(l *live, sess store.Session, res *session.Result, ru
 	}
 	if runErr != nil {
 		log.WithField("event", "session_error").Warn("the session engine reported an error")
+	}
+	if res != nil {
+		for _, r := range res.Retained {
+			// The image's name only: never a raw host path in the log.
+			log.WithFields(logrus.Fields{"event": "retained", "target": r.Target, "image": filepath.Base(r.Image)}).Info("staged change kept")
+		}
 	}
 	if err := d.finalize(sess, now, res); err != nil {
 		log.WithField("event", "receipt").Error("terminal receipt not sealed")
