@@ -537,17 +537,26 @@ func (d *Daemon) resize(_ *conn, k *call) (any, *Error) {
 	if e != nil {
 		return nil, e
 	}
+	if e := enqueue(l, l.resizes, unix.Winsize{Row: ps.Rows, Col: ps.Cols}, "resizes"); e != nil {
+		return nil, e
+	}
+	return map[string]any{"resized": true}, nil
+}
+
+// enqueue hands v to a running session's engine through ch, without ever
+// blocking the connection: a full queue is the peer's problem to retry.
+func enqueue[T any](l *live, ch chan<- T, v T, what string) *Error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.end != nil {
-		return nil, errorf(CodeConflict, "session has ended")
+		return errorf(CodeConflict, "session has ended")
 	}
 	select {
-	case l.resizes <- unix.Winsize{Row: ps.Rows, Col: ps.Cols}:
+	case ch <- v:
+		return nil
 	default:
-		return nil, errorf(CodeUnavailable, "too many pending resizes")
+		return errorf(CodeUnavailable, "too many pending %s", what)
 	}
-	return map[string]any{"resized": true}, nil
 }
 
 type signalParams struct {
@@ -568,15 +577,8 @@ func (d *Daemon) signal(_ *conn, k *call) (any, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.end != nil {
-		return nil, errorf(CodeConflict, "session has ended")
-	}
-	select {
-	case l.signals <- sig:
-	default:
-		return nil, errorf(CodeUnavailable, "too many pending signals")
+	if e := enqueue(l, l.signals, sig, "signals"); e != nil {
+		return nil, e
 	}
 	return map[string]any{"signaled": true}, nil
 }
