@@ -1,0 +1,152 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+	"time"
+)
+
+// memConn is a Conn over a bytes.Reader; writes are collected.
+type memConn struct {
+	r *bytes.Reader
+	w bytes.Buffer
+}
+
+func newMemConn(b []byte) *memConn { return &memConn{r: bytes.NewReader(b)} }
+
+func (c *memConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *memConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+func (c *memConn) SetDeadline(time.Time) error { return nil }
+func (c *memConn) Queued() (int, error)        { return c.r.Len(), nil }
+func (c *memConn) Close() error                { return nil }
+func hdr(n uint32) []byte                      { return binary.BigEndian.AppendUint32(nil, n) }
+func frameOf(payload []byte) []byte            { return append(hdr(uint32(len(payload))), payload...) }
+func filled(n int, c byte) []byte              { return bytes.Repeat([]byte{c}, n) }
+func concat(parts ...[]byte) []byte            { return bytes.Join(parts, nil) }
+func mustAppend(t testing.TB, p []byte, max int) []byte {
+	t.Helper()
+	b, err := AppendFrame(nil, p, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestReadFrameTable(t *testing.T) {
+	const max = HardMaxFrame
+	cases := []struct {
+		name string
+		in   []byte
+		max  int
+		want []byte
+		err  error
+	}{
+		{"zero length", hdr(0), max, nil, ErrFraming},
+		{"zero length with trailing", concat(hdr(0), []byte("x")), max, nil, ErrFraming},
+		{"over max", concat(hdr(11), filled(11, 'a')), 10, nil, ErrFraming},
+		{"16385", concat(hdr(16385), filled(16385, 'a')), max, nil, ErrFraming},
+		{"huge length", hdr(0xffffffff), max, nil, ErrFraming},
+		{"empty stream", nil, max, nil, io.EOF},
+		{"truncated header 1", []byte{0}, max, nil, ErrFraming},
+		{"truncated header 3", []byte{0, 0, 0}, max, nil, ErrFraming},
+		{"truncated payload", concat(hdr(5), []byte("abcd")), max, nil, ErrFraming},
+		{"header only", hdr(5), max, nil, ErrFraming},
+		{"one byte", frameOf([]byte("x")), max, []byte("x"), nil},
+		{"exactly max", frameOf(filled(max, 'm')), max, filled(max, 'm'), nil},
+		{"exactly small max", frameOf(filled(10, 'm')), 10, filled(10, 'm'), nil},
+		{"max 0", frameOf([]byte("x")), 0, nil, ErrBound},
+		{"max 16385", frameOf([]byte("x")), HardMaxFrame + 1, nil, ErrBound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadFrame(newMemConn(tc.in), tc.max, time.Time{})
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || got != nil {
+					t.Fatalf("got %d bytes, %v; want %v", len(got), err, tc.err)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got, tc.want) {
+				t.Fatalf("got %d bytes, %v; want %d bytes", len(got), err, len(tc.want))
+			}
+		})
+	}
+}
+
+func TestReadFrameSequence(t *testing.T) {
+	c := newMemConn(concat(frameOf([]byte("one")), frameOf([]byte("two"))))
+	for _, want := range []string{"one", "two"} {
+		got, err := ReadFrame(c, 16, time.Time{})
+		if err != nil || string(got) != want {
+			t.Fatalf("got %q, %v; want %q", got, err, want)
+		}
+	}
+	if _, err := ReadFrame(c, 16, time.Time{}); err != io.EOF {
+		t.Fatalf("got %v, want io.EOF", err)
+	}
+}
+
+func TestAppendWriteFrame(t *testing.T) {
+	if _, err := AppendFrame(nil, nil, 10); !errors.Is(err, ErrFraming) {
+		t.Fatalf("empty payload: %v", err)
+	}
+	if _, err := AppendFrame(nil, filled(11, 'a'), 10); !errors.Is(err, ErrFraming) {
+		t.Fatalf("over max: %v", err)
+	}
+	if _, err := AppendFrame(nil, []byte("a"), HardMaxFrame+1); !errors.Is(err, ErrBound) {
+		t.Fatalf("bad max: %v", err)
+	}
+	b := mustAppend(t, []byte("abc"), 10)
+	if !bytes.Equal(b, []byte{0, 0, 0, 3, 'a', 'b', 'c'}) {
+		t.Fatalf("AppendFrame = %x", b)
+	}
+	c := newMemConn(nil)
+	if err := WriteFrame(c, filled(HardMaxFrame, 'z'), HardMaxFrame, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFrame(newMemConn(c.w.Bytes()), HardMaxFrame, time.Time{})
+	if err != nil || !bytes.Equal(got, filled(HardMaxFrame, 'z')) {
+		t.Fatalf("round trip: %d bytes, %v", len(got), err)
+	}
+}
+
+// FuzzReadFrame checks the decoder never panics, never returns a frame
+// outside 1..max, and returns only the sentinel errors.
+func FuzzReadFrame(f *testing.F) {
+	f.Add([]byte{}, uint16(16))
+	f.Add(hdr(0), uint16(16))
+	f.Add(frameOf([]byte("hello")), uint16(16))
+	f.Add(frameOf([]byte("hello")), uint16(4))
+	f.Add(concat(hdr(16385), filled(64, 'a')), uint16(HardMaxFrame))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(HardMaxFrame))
+	f.Add([]byte{0, 0, 0}, uint16(1))
+	f.Fuzz(func(t *testing.T, in []byte, m uint16) {
+		max := int(m)%HardMaxFrame + 1
+		c := newMemConn(in)
+		for {
+			before := c.r.Len()
+			got, err := ReadFrame(c, max, time.Time{})
+			if err != nil {
+				if got != nil {
+					t.Fatal("payload returned with an error")
+				}
+				if err != io.EOF && !errors.Is(err, ErrFraming) {
+					t.Fatalf("unexpected error %v", err)
+				}
+				if err == io.EOF && before != 0 {
+					t.Fatal("io.EOF with bytes left")
+				}
+				return
+			}
+			if len(got) < 1 || len(got) > max {
+				t.Fatalf("frame of %d bytes, max %d", len(got), max)
+			}
+			if before-c.r.Len() != HeaderSize+len(got) {
+				t.Fatal("consumed bytes do not match the frame")
+			}
+		}
+	})
+}
