@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -186,17 +185,7 @@ func (e *Env) RunAs(t testing.TB, r ShimRun) ShimResult {
 		t.Fatalf("%s %v: still running after %v\nstdout: %s\nstderr: %s", r.Shim, r.Args, timeout, &out, &errb)
 	}
 	res := ShimResult{Stdout: out.String(), Stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		ws := ee.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			res.Code = 128 + int(ws.Signal())
-		} else {
-			res.Code = ws.ExitStatus()
-		}
-	default:
+	if res.Code, err = ExitStatus(err); err != nil {
 		t.Fatalf("%s %v: %v", r.Shim, r.Args, err)
 	}
 	return res

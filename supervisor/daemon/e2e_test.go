@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,59 +50,7 @@ func main() {
 // buildHarness builds the harness beneath the mounter's source root.
 func buildHarness(t testing.TB, e *testenv.Env) string {
 	t.Helper()
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(harnessSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module harness\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(e.Base, "sources", "daemon-harness")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "harness")
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build harness: %v\n%s", err, b)
-	}
-	return out
-}
-
-// configure gives glove-mounter and glove-cgroup the bounds sessions
-// need (as the session package's tests do).
-func configure(t testing.TB, e *testenv.Env) {
-	t.Helper()
-	cfg := testenv.DefaultConfigs(e.Base)["mounter.json"].(map[string]any)
-	cfg["source_roots"] = []string{"/etc", "/usr", filepath.Join(e.Base, "sources")}
-	cfg["max_tmpfs_bytes"] = 1 << 30
-	cfg["max_tmpfs_inodes"] = 1 << 20
-	if err := e.WriteConfig("mounter.json", cfg); err != nil {
-		t.Fatal(err)
-	}
-	cg := testenv.DefaultConfigs(e.Base)["cgroup.json"].(map[string]any)
-	cg["max_memory_bytes"] = 4 << 30
-	cg["max_pids"] = 4096
-	if err := e.WriteConfig("cgroup.json", cg); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func v2Root(t testing.TB) string {
-	t.Helper()
-	mounts, err := testenv.CgroupMounts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range mounts {
-		if _, err := os.Stat(filepath.Join(m, "cgroup.controllers")); err == nil {
-			return m
-		}
-	}
-	t.Skip("skipped: no cgroup v2 hierarchy on this host (glove-cgroup needs one)")
-	return ""
+	return testenv.BuildStatic(t, e, "harness", harnessSource)
 }
 
 // ownedDir creates a directory of the service user, mode 0700.
@@ -135,12 +82,7 @@ func startGloved(t testing.TB, e *testenv.Env, args ...string) *gloved {
 // in the delegated cgroup parent, and waits for its socket.
 func startGlovedAt(t testing.TB, e *testenv.Env, path string, env []string, args ...string) *gloved {
 	t.Helper()
-	parent := filepath.Join(v2Root(t), testenv.CgroupParent(e.Base))
-	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(cg)
+	attr := e.InDelegatedCgroup(t)
 	g := &gloved{log: &testenv.SyncBuffer{}}
 	for i, a := range args {
 		if a == "--runtime-dir" {
@@ -150,7 +92,7 @@ func startGlovedAt(t testing.TB, e *testenv.Env, path string, env []string, args
 	g.cmd = exec.Command(path, args...)
 	g.cmd.Env = append([]string{}, env...)
 	g.cmd.Stderr = g.log
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), UseCgroupFD: true, CgroupFD: cg}
+	g.cmd.SysProcAttr = attr
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +187,7 @@ func attach(t *testing.T, c *client, id string) ended {
 
 func TestGlovedEndToEnd(t *testing.T) {
 	e := testenv.Get(t)
-	configure(t, e)
+	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
 	short := tinyProfile
 	short.ProfileID, short.WallTimeMs = "short", 700

@@ -149,7 +149,7 @@ const loadSessions = 20
 func TestGlovedLoad(t *testing.T) {
 	e := testenv.Get(t)
 	testenv.CheckLeaks(t, e.UID)
-	configure(t, e)
+	e.ConfigureForSessions(t)
 	f := newFixture(t, e, map[string][]string{"load": {"load"}})
 	g := f.start()
 	// The harness on a terminal (ONLCR): each line ends "\r\n".

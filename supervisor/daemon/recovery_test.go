@@ -83,7 +83,7 @@ func reapOrphans(t *testing.T) {
 // check) and no bundle directory.
 func TestGlovedRecovery(t *testing.T) {
 	e := testenv.Get(t)
-	configure(t, e)
+	e.ConfigureForSessions(t)
 	// This test process is the init of the gloved it kills: the killed
 	// gloved's children (its helpers, the shim) are re-parented here and
 	// reaped by reapOrphans, as a service manager would reap them.

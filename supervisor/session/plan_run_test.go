@@ -3,7 +3,6 @@ package session_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,29 +72,11 @@ func fill(name string, size int) error {
 }
 `
 
-// buildHarness builds the harness into a root-owned directory of the test
-// environment, which the policy pins as its executable.
+// buildHarness builds the harness beneath the mounter's source root
+// (testenv.BuildStatic), where the policy pins it as its executable.
 func buildHarness(t *testing.T, e *testenv.Env) string {
 	t.Helper()
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(harnessSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module harness\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(e.Base, "sources", "harness") // beneath a mounter source root
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "harness")
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build harness: %v\n%s", err, b)
-	}
-	return out
+	return testenv.BuildStatic(t, e, "harness", harnessSource)
 }
 
 // writeOwned writes data as a protected file of the service user (mode
@@ -160,7 +141,7 @@ func planFiles(t *testing.T, e *testenv.Env, exe, ws string, args []string, tupl
 
 func TestGloveRunPolicyPlan(t *testing.T) {
 	e := testenv.Get(t)
-	configure(t, e)
+	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
 	exe := buildHarness(t, e)
 	ws := workspace(t, e, map[string]string{"in": "granted tree"})

@@ -68,7 +68,7 @@ func listImages(t *testing.T, dir string) []string {
 // holding the write, while the host tree is unchanged.
 func TestGloveRunRetainedWrite(t *testing.T) {
 	e := testenv.Get(t)
-	configure(t, e)
+	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
 	images := filepath.Join(e.Base, "images") // testenv.DefaultConfigs' materialization_root
 	// Runs before the leak check (cleanups run last first).

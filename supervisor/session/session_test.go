@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/glove-sandbox/glove/testenv"
-	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -23,12 +21,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // the delegated cgroup parent (where a supervisor lives), in workspace.
 func gloveRun(t *testing.T, e *testenv.Env, workspace string, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	parent := filepath.Join(v2Root(t), testenv.CgroupParent(e.Base))
-	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(cg)
+	attr := e.InDelegatedCgroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.HelperPath("glove"), append([]string{"run"}, args...)...)
@@ -37,8 +30,8 @@ func gloveRun(t *testing.T, e *testenv.Env, workspace string, stdin string, args
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), UseCgroupFD: true, CgroupFD: cg}
-	err = cmd.Run()
+	cmd.SysProcAttr = attr
+	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("glove run %v: still running after 60 s\nstdout: %s\nstderr: %s", args, &out, &errb)
 	}
@@ -47,21 +40,6 @@ func gloveRun(t *testing.T, e *testenv.Env, workspace string, stdin string, args
 		t.Fatalf("glove run: %v", err)
 	}
 	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
-}
-
-func v2Root(t *testing.T) string {
-	t.Helper()
-	mounts, err := testenv.CgroupMounts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range mounts {
-		if _, err := os.Stat(filepath.Join(m, "cgroup.controllers")); err == nil {
-			return m
-		}
-	}
-	t.Skip("skipped: no cgroup v2 hierarchy on this host (glove-cgroup needs one)")
-	return ""
 }
 
 // workspace creates a host workspace owned by the service user.
@@ -88,29 +66,9 @@ func workspace(t *testing.T, e *testenv.Env, files map[string]string) string {
 	return dir
 }
 
-// configure gives glove-mounter the bounds `glove run` needs, as
-// scripts/setup-host.sh writes them: /etc and /usr as source roots, and
-// tmpfs bounds above the small profile's.
-func configure(t *testing.T, e *testenv.Env) {
-	t.Helper()
-	cfg := testenv.DefaultConfigs(e.Base)["mounter.json"].(map[string]any)
-	cfg["source_roots"] = []string{"/etc", "/usr", filepath.Join(e.Base, "sources")}
-	cfg["max_tmpfs_bytes"] = 1 << 30
-	cfg["max_tmpfs_inodes"] = 1 << 20
-	if err := e.WriteConfig("mounter.json", cfg); err != nil {
-		t.Fatal(err)
-	}
-	cg := testenv.DefaultConfigs(e.Base)["cgroup.json"].(map[string]any)
-	cg["max_memory_bytes"] = 4 << 30
-	cg["max_pids"] = 4096
-	if err := e.WriteConfig("cgroup.json", cg); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestGloveRun(t *testing.T) {
 	e := testenv.Get(t)
-	configure(t, e)
+	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
 	ws := workspace(t, e, map[string]string{"in": "from the host\n"})
 	cases := []struct {

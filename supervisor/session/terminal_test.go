@@ -6,9 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +19,7 @@ import (
 // and the caller's terminal settings are restored afterwards.
 func TestGloveRunTerminal(t *testing.T) {
 	e := testenv.Get(t)
-	configure(t, e)
+	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
 	ws := workspace(t, e, nil)
 	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
@@ -48,19 +46,15 @@ func TestGloveRunTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent := filepath.Join(v2Root(t), testenv.CgroupParent(e.Base))
-	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(cg)
+	attr := e.InDelegatedCgroup(t)
+	attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.HelperPath("glove"), "run", "--", "sh", "-c", "test -t 0 && echo IS-A-TTY; stty size; exit 4")
 	cmd.Dir = ws
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=vt100"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, io.Discard
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), UseCgroupFD: true, CgroupFD: cg, Setsid: true, Setctty: true, Ctty: 0}
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

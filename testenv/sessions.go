@@ -1,0 +1,101 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file is what the tests of whole sessions (`glove run`, gloved)
+// share: the helpers' bounds they need, the delegated cgroup a supervisor
+// starts in, and the static programs they run as harnesses.
+
+// ConfigureForSessions gives glove-mounter and glove-cgroup the bounds a
+// session needs, as scripts/setup-host.sh writes them: /etc and /usr (and
+// sources/, where BuildStatic puts programs) as source roots, tmpfs
+// bounds above the small profile's, and memory and pids bounds above any
+// profile's.
+func (e *Env) ConfigureForSessions(t testing.TB) {
+	t.Helper()
+	cfg := DefaultConfigs(e.Base)["mounter.json"].(map[string]any)
+	cfg["source_roots"] = []string{"/etc", "/usr", filepath.Join(e.Base, "sources")}
+	cfg["max_tmpfs_bytes"] = 1 << 30
+	cfg["max_tmpfs_inodes"] = 1 << 20
+	if err := e.WriteConfig("mounter.json", cfg); err != nil {
+		t.Fatal(err)
+	}
+	cg := DefaultConfigs(e.Base)["cgroup.json"].(map[string]any)
+	cg["max_memory_bytes"] = 4 << 30
+	cg["max_pids"] = 4096
+	if err := e.WriteConfig("cgroup.json", cg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// V2Root is the mount point of the cgroup v2 hierarchy (on a hybrid host,
+// the unified one beside the v1 controllers). It skips the test when the
+// host has none: glove-cgroup needs one.
+func V2Root(t testing.TB) string {
+	t.Helper()
+	mounts, err := CgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if _, err := os.Stat(filepath.Join(m, "cgroup.controllers")); err == nil {
+			return m
+		}
+	}
+	t.Skip("skipped: no cgroup v2 hierarchy on this host (glove-cgroup needs one)")
+	return ""
+}
+
+// InDelegatedCgroup is how to start a supervisor (glove run, gloved): as
+// the service user, placed by clone3 in the delegated cgroup v2 parent
+// (CgroupParent), as a service manager would place it, so that
+// glove-cgroup may create the sessions' cgroups beneath its own. The
+// parent's descriptor stays open until the test ends; callers may add
+// to the attributes (a terminal, a session).
+func (e *Env) InDelegatedCgroup(t testing.TB) *syscall.SysProcAttr {
+	t.Helper()
+	parent := filepath.Join(V2Root(t), CgroupParent(e.Base))
+	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(cg) })
+	return &syscall.SysProcAttr{Credential: e.Credential(), UseCgroupFD: true, CgroupFD: cg}
+}
+
+// BuildStatic builds source, a Go main package, into a static executable
+// (CGO_ENABLED=0: it runs inside a sandbox's root, which holds no C
+// library of the host's own) at sources/<name>/<name> beneath e.Base, a
+// root-owned directory beneath the mounter's source root, so that a
+// policy may pin it as a runtime template's executable. It returns the
+// executable's path.
+func BuildStatic(t testing.TB, e *Env, name, source string) string {
+	t.Helper()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module "+name+"\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(e.Base, "sources", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, b)
+	}
+	return out
+}
