@@ -23,10 +23,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 
 	"github.com/glove-sandbox/glove/supervisor/policy"
+	"golang.org/x/sys/unix"
 )
 
 // ErrInvalid is wrapped by every error about a launch that cannot run as
@@ -82,7 +84,26 @@ type Launch struct {
 	// Terminal gives the program a pseudo-terminal (gloved's PTY) instead
 	// of pipes.
 	Terminal bool
+	// Stream, when set, is the inherited-stream-v1 transport: the guest
+	// end of the supervisor's socketpair reaches the program at
+	// descriptor 3 (StreamFD), and only there may it inspect a socket.
+	Stream *Stream
 }
+
+// Stream is one adapter-bound alias's inherited stream.
+type Stream struct {
+	Alias string
+	Guest *os.File // AF_UNIX SOCK_STREAM, the sandbox's end
+}
+
+// StreamFD is the program's descriptor for the inherited stream.
+const StreamFD = 3
+
+// StreamEnv is the variable that tells the program which descriptor
+// serves which alias (GLOVE_LOCAL_SERVICE_FDS_V1={"<alias>":3}). Names
+// beginning GLOVE_ are Glove's: a launch whose environment already has
+// one is refused (mixed or operator-supplied reserved environment).
+const StreamEnv = "GLOVE_LOCAL_SERVICE_FDS_V1"
 
 // Check validates the launch's shape; package spec checks the rest when
 // the bundle is built.
@@ -90,6 +111,23 @@ func (l *Launch) Check() error {
 	bad := func(f string, a ...any) error { return fmt.Errorf("session: %s: %w", fmt.Sprintf(f, a...), ErrInvalid) }
 	if !validName(l.Name) {
 		return bad("name %q is not [a-z0-9][a-z0-9-]{0,63}", l.Name)
+	}
+	for i, e := range l.Env {
+		if strings.HasPrefix(e, "GLOVE_") {
+			return bad("env[%d]: GLOVE_ names are Glove's own", i)
+		}
+	}
+	if st := l.Stream; st != nil {
+		if !policy.ValidIdentifier(st.Alias) || st.Guest == nil {
+			return bad("stream: alias %q is not an identifier, or no descriptor", st.Alias)
+		}
+		var dom, typ int
+		var derr, terr error
+		dom, derr = unix.GetsockoptInt(int(st.Guest.Fd()), unix.SOL_SOCKET, unix.SO_DOMAIN)
+		typ, terr = unix.GetsockoptInt(int(st.Guest.Fd()), unix.SOL_SOCKET, unix.SO_TYPE)
+		if derr != nil || terr != nil || dom != unix.AF_UNIX || typ != unix.SOCK_STREAM {
+			return bad("stream %s: the guest end is not an AF_UNIX stream socket", st.Alias)
+		}
 	}
 	lim := l.Limits
 	if lim.CPUTimeMs == 0 || lim.MemoryBytes == 0 || lim.Pids == 0 || lim.WallTimeMs == 0 || lim.DiskBytes == 0 || lim.TerminalOutputBytes == 0 {

@@ -472,19 +472,29 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 		mounts = append(mounts, spec.Mount{Target: d, Kind: spec.KindBind, SourceFD: spec.NoFD, Source: d})
 	}
 	for i, m := range l.Mounts {
-		mounts = append(mounts, spec.Mount{Target: m.Target, Kind: spec.KindBind, SourceFD: 3 + i, ReadOnly: m.Kind == ReadOnlyBind || m.ReadOnly})
+		mounts = append(mounts, spec.Mount{Target: m.Target, Kind: spec.KindBind, SourceFD: firstMountFD(l) + i, ReadOnly: m.Kind == ReadOnlyBind || m.ReadOnly})
+	}
+	// The inherited stream: descriptor 3, named in the environment, and
+	// the only descriptor the seccomp profile lets the program inspect as
+	// a socket (getsockname, getsockopt(SOL_SOCKET, SO_TYPE)).
+	var opts profile.ProfileOptions
+	env := l.Env
+	if l.Stream != nil {
+		opts.InheritedFDs = []uint32{StreamFD}
+		env = append(append([]string(nil), env...), fmt.Sprintf(`%s={"%s":%d}`, StreamEnv, l.Stream.Alias, StreamFD))
+		n++
 	}
 	// Parents before children (spec.Build refuses anything else).
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
 	s, err := spec.Build(spec.Launch{
-		Executable: l.Executable, Args: l.Args, Env: l.Env, Cwd: l.Cwd,
+		Executable: l.Executable, Args: l.Args, Env: env, Cwd: l.Cwd,
 		UID: SandboxUID, GID: SandboxGID, HostUID: uint32(os.Getuid()), HostGID: uint32(os.Getgid()),
 		Hostname:        l.Hostname,
 		Mounts:          mounts,
 		NoNewPrivileges: true,
 		Terminal:        l.Terminal,
 		PreserveFDs:     n,
-		Seccomp:         profile.DefaultProfile(profile.ProfileOptions{}),
+		Seccomp:         profile.DefaultProfile(opts),
 	})
 	if err != nil {
 		return "", fmt.Errorf("build config.json: %w", err)
@@ -501,6 +511,16 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 }
 
 func depth(p string) int { return strings.Count(p, "/") }
+
+// firstMountFD is the shim's descriptor of the first mount: 3, or 4 when
+// descriptor 3 is the inherited stream (preserved and passed to the
+// program; mount descriptors are consumed by the shim).
+func firstMountFD(l *Launch) int {
+	if l.Stream != nil {
+		return StreamFD + 1
+	}
+	return StreamFD
+}
 
 // mountsUnder reports whether a mount makes p visible: p itself or one of
 // its parents is a mount target.
@@ -546,8 +566,12 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	}
 	defer syncR.Close()
 	defer syncW.Close()
-	n := len(p.mounts)
-	extra := append(append([]*os.File(nil), p.mounts...), syncR)
+	var extra []*os.File
+	if l.Stream != nil {
+		extra = append(extra, l.Stream.Guest)
+	}
+	extra = append(append(extra, p.mounts...), syncR)
+	n := len(extra) - 1
 	cmd := &exec.Cmd{
 		Path: p.env.ShimPath,
 		Args: []string{"glove-shim", "run", "--bundle", p.bundle, "--preserve-fds", strconv.Itoa(n),
