@@ -1,8 +1,41 @@
 package streamproxy
 
-import "github.com/glove-sandbox/glove/seccomp/bpf"
+import (
+	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"golang.org/x/sys/unix"
+)
 
-// Syscalls is glove-streamproxy's addition to helperkit.BaseSyscalls. It
-// is empty while the helper serves only Hello; the relay's reads, writes
-// and polls on the descriptors it is given arrive with its requests.
-var Syscalls = []bpf.Rule{}
+// This file is data: glove-streamproxy's additions to
+// helperkit.BaseSyscalls, for checking the three descriptors of
+// StreamOpen (server.go), keeping them (net.FileConn in relay.FromFile,
+// dup) and relaying on them (package relay). Reads, writes, close and the
+// poller are in the base list.
+//
+// Not allowed, on purpose: socket, connect, accept, bind, open or openat
+// of anything (the helper only ever uses descriptors it was handed),
+// setsockopt, any ioctl but SIOCINQ, fsync of metadata beyond fdatasync.
+
+// exact matches all 64 bits of an argument.
+const exact = ^uint64(0)
+
+// Syscalls is glove-streamproxy's addition to helperkit.BaseSyscalls.
+var Syscalls = []bpf.Rule{
+	// Descriptor checks: SO_DOMAIN and SO_TYPE of the two sockets,
+	// SO_PEERCRED of both (connected; the upstream's uid and, per
+	// exchange, its unchanged identity). Level SOL_SOCKET only.
+	{Name: "getsockopt", Nr: unix.SYS_GETSOCKOPT, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.SOL_SOCKET}, {Arg: 2, Mask: exact, Value: unix.SO_DOMAIN}}},
+	{Name: "getsockopt", Nr: unix.SYS_GETSOCKOPT, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.SOL_SOCKET}, {Arg: 2, Mask: exact, Value: unix.SO_TYPE}}},
+	{Name: "getsockopt", Nr: unix.SYS_GETSOCKOPT, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.SOL_SOCKET}, {Arg: 2, Mask: exact, Value: unix.SO_PEERCRED}}},
+	// The audit file: type and owner (fstat), flushed after each record.
+	{Name: "fstat", Nr: unix.SYS_FSTAT},
+	{Name: "fdatasync", Nr: unix.SYS_FDATASYNC},
+	// Keeping received descriptors past the handler: close-on-exec
+	// duplicates from 0 up (server.go's dup, net.FileConn's), never
+	// plain F_DUPFD or dup2/dup3 onto a chosen number.
+	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.F_DUPFD_CLOEXEC}, {Arg: 2, Mask: exact, Value: 0}}},
+	// net.FileConn asks for the socket's addresses.
+	{Name: "getsockname", Nr: unix.SYS_GETSOCKNAME},
+	{Name: "getpeername", Nr: unix.SYS_GETPEERNAME},
+	// The relay's queue checks (relay.Conn.Queued): SIOCINQ only.
+	{Name: "ioctl", Nr: unix.SYS_IOCTL, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.SIOCINQ}}},
+}

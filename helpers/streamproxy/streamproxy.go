@@ -1,11 +1,30 @@
 // Package streamproxy is glove-streamproxy: the relay of the
 // inherited-stream-v1 transport, moving one bounded request and one
 // bounded response at a time between a sandbox's descriptor and an
-// upstream connection. It holds no capability. This revision serves
-// Hello; the relay arrives with its requests.
+// upstream connection. It holds no capability.
+//
+// One helper process serves one stream: StreamOpen (once) hands it the
+// guest end, the upstream connection and the audit file; the helper
+// checks them, runs the relay (package relay) in a goroutine, and keeps
+// answering StreamStatus (is it open, how many exchanges were delivered,
+// why it closed) and StreamClose (cancel and wait). Each audit record is
+// one JSON line {"seq","session","alias","phase","status","latency_ms"}
+// appended with one write(2) and made durable with fdatasync(2) before
+// the relay goes on.
+//
+// The upstream's SO_PEERCRED uid must be the helper's own (the Glove
+// service user), at StreamOpen; before and after every exchange its
+// pid, uid and gid must still be the ones seen then (upstream drift).
+// If the supervisor closes the control connection while the stream is
+// open the helper exits at once: a pending exchange keeps its
+// conservative delivery_pending record and is never recorded delivered.
 package streamproxy
 
-import "github.com/glove-sandbox/glove/helpers/helperkit"
+import (
+	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"golang.org/x/sys/unix"
+)
 
 // Name is the executable and wire name.
 const Name = "glove-streamproxy"
@@ -41,5 +60,11 @@ func (c *Config) Validate() error {
 
 // Spec is glove-streamproxy for helperkit.Main.
 func Spec() helperkit.Spec {
-	return helperkit.Spec{Name: Name, ConfigFile: ConfigFile, Config: &Config{}, Syscalls: Syscalls}
+	cfg := &Config{}
+	return helperkit.Spec{
+		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Handlers: func(_ *unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+			return newServer(cfg).handlers(), nil
+		},
+	}
 }

@@ -19,5 +19,5 @@ var Accepts = map[string][]Accept{
 	"glove-mounter":     {{MsgHello, true}, {MsgBind, false}, {MsgTmpfs, false}},
 	"glove-loopext4":    {{MsgHello, true}, {MsgCreate, false}, {MsgAttach, false}, {MsgFreeze, false}},
 	"glove-cgroup":      {{MsgHello, true}, {MsgCgCreate, false}, {MsgCgPlace, false}, {MsgCgKill, false}, {MsgCgRemove, false}, {MsgCgStat, false}, {MsgCgFreeze, false}},
-	"glove-streamproxy": {{MsgHello, true}},
+	"glove-streamproxy": {{MsgHello, true}, {MsgStreamOpen, true}, {MsgStreamStatus, false}, {MsgStreamClose, false}},
 }

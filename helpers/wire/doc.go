@@ -111,6 +111,13 @@
 //	                                              PidsPeak u64, CPUTimeNS u64
 //	0x030b CgFreeze      supervisor -> cgroup 0   Session string(64), Frozen bool
 //	0x030c CgFreezeReply cgroup -> supervisor 0   Settled bool
+//	0x0401 StreamOpen        supervisor -> streamproxy 3  Session string(64), Alias string(64);
+//	                                                      fds: guest end, upstream, audit file
+//	0x0402 StreamOpenReply   streamproxy -> supervisor 0  (empty)
+//	0x0403 StreamStatus      supervisor -> streamproxy 0  (empty)
+//	0x0404 StreamStatusReply streamproxy -> supervisor 0  Open bool, Exchanges u64, Err string(32)
+//	0x0405 StreamClose       supervisor -> streamproxy 0  (empty)
+//	0x0406 StreamCloseReply  streamproxy -> supervisor 0  (empty)
 //
 // # Which helper accepts which message
 //
@@ -123,7 +130,7 @@
 //	glove-mounter       Hello (once), Bind, Tmpfs
 //	glove-loopext4      Hello (once), Create, Attach, Freeze
 //	glove-cgroup        Hello (once), CgCreate, CgPlace, CgKill, CgRemove, CgStat, CgFreeze
-//	glove-streamproxy   Hello (once)
+//	glove-streamproxy   Hello (once), StreamOpen (once), StreamStatus, StreamClose
 //
 // # Error codes
 //

@@ -62,6 +62,13 @@ var registry = map[MsgType]func() Message{
 	MsgCgStatReply:   func() Message { return &CgStatReply{} },
 	MsgCgFreeze:      func() Message { return &CgFreeze{} },
 	MsgCgFreezeReply: func() Message { return &CgFreezeReply{} },
+
+	MsgStreamOpen:        func() Message { return &StreamOpen{} },
+	MsgStreamOpenReply:   func() Message { return &StreamOpenReply{} },
+	MsgStreamStatus:      func() Message { return &StreamStatus{} },
+	MsgStreamStatusReply: func() Message { return &StreamStatusReply{} },
+	MsgStreamClose:       func() Message { return &StreamClose{} },
+	MsgStreamCloseReply:  func() Message { return &StreamCloseReply{} },
 }
 
 // New returns a pointer to a zero value of the struct for type t, and false

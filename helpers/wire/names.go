@@ -10,6 +10,8 @@ var msgNames = map[MsgType]string{
 	MsgCgCreate: "CgCreate", MsgCgCreateReply: "CgCreateReply", MsgCgPlace: "CgPlace", MsgCgPlaceReply: "CgPlaceReply",
 	MsgCgKill: "CgKill", MsgCgKillReply: "CgKillReply", MsgCgRemove: "CgRemove", MsgCgRemoveReply: "CgRemoveReply",
 	MsgCgStat: "CgStat", MsgCgStatReply: "CgStatReply", MsgCgFreeze: "CgFreeze", MsgCgFreezeReply: "CgFreezeReply",
+	MsgStreamOpen: "StreamOpen", MsgStreamOpenReply: "StreamOpenReply", MsgStreamStatus: "StreamStatus",
+	MsgStreamStatusReply: "StreamStatusReply", MsgStreamClose: "StreamClose", MsgStreamCloseReply: "StreamCloseReply",
 }
 
 // String names a message type for logs and documentation, e.g. "Bind",
