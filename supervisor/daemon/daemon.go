@@ -42,15 +42,16 @@ const StartTokenTTL = 5 * time.Minute
 
 // Config is gloved's configuration: its command line.
 type Config struct {
-	PolicyFile          string // --session-policy
-	StoreDir            string // --session-store: sessions.journal and receipts.journal
-	MaterializationRoot string // --materialization-root
-	RuntimeDir          string // --runtime-dir
-	Socket              string // --socket (default: RuntimeDir/gloved.sock)
-	KeyFile             string // --receipt-key: the service key
-	Anchor              string // --receipt-anchor: the controller's trusted anchor
-	Libexec             string // --libexec
-	AllowUIDs           []int  // --allow-uid (default: our own uid)
+	PolicyFile          string        // --session-policy
+	StoreDir            string        // --session-store: sessions.journal and receipts.journal
+	MaterializationRoot string        // --materialization-root
+	RuntimeDir          string        // --runtime-dir
+	Socket              string        // --socket (default: RuntimeDir/gloved.sock)
+	KeyFile             string        // --receipt-key: the service key
+	Anchor              string        // --receipt-anchor: the controller's trusted anchor
+	Libexec             string        // --libexec
+	AllowUIDs           []int         // --allow-uid (default: our own uid)
+	Stream              *StreamConfig // --inherited-stream ALIAS=SOCKET
 	// Log receives the JSON log; HelperLog the helpers' own logs.
 	Log       *logrus.Logger
 	HelperLog io.Writer
@@ -68,8 +69,11 @@ type Daemon struct {
 	// lifecycle is set when the local session runtime is operational:
 	// materialization root checked, helpers answering Hello, shim present.
 	lifecycle bool
-	methods   map[string]bool
-	order     []string
+	// stream is the inherited-stream-v1 upstream, when configured and
+	// its helper works; sessions then get the stream at descriptor 3.
+	stream  *endpoint
+	methods map[string]bool
+	order   []string
 
 	mu        sync.Mutex
 	sessions  map[string]*live // sessions started by this process
@@ -186,6 +190,20 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 		d.lifecycle = true
+		if cfg.Stream != nil {
+			ep, err := openEndpoint(*cfg.Stream)
+			if err != nil {
+				return nil, fmt.Errorf("--inherited-stream: %w", err)
+			}
+			d.stream = ep
+			p, err := d.startHelper("glove-streamproxy")
+			if err != nil {
+				return nil, fmt.Errorf("--inherited-stream: %w", err)
+			}
+			_ = p.Close()
+		}
+	} else if cfg.Stream != nil {
+		return nil, errors.New("--inherited-stream needs --materialization-root (sessions)")
 	}
 	if d.receipts != nil {
 		d.advertise(receiptMethods)
@@ -310,6 +328,10 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 
 func (d *Daemon) closeComponents() error {
 	var errs []error
+	if d.stream != nil {
+		unix.Close(d.stream.parent)
+		d.stream = nil
+	}
 	if d.store != nil {
 		errs = append(errs, d.store.Close())
 	}

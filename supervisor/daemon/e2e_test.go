@@ -23,12 +23,54 @@ import (
 const harnessSource = `package main
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
+	"syscall"
 	"time"
 )
 
+// stream is the sandboxed side of inherited-stream-v1: descriptor 3.
+func stream() {
+	fmt.Println("env", os.Getenv("GLOVE_LOCAL_SERVICE_FDS_V1"))
+	typ, err := syscall.GetsockoptInt(3, syscall.SOL_SOCKET, syscall.SO_TYPE)
+	fmt.Println("so_type", typ, err)
+	_, err = syscall.Getsockname(3)
+	fmt.Println("getsockname", err)
+	_, err = syscall.GetsockoptInt(3, syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+	fmt.Println("rcvbuf", err)
+	_, err = syscall.GetsockoptInt(0, syscall.SOL_SOCKET, syscall.SO_TYPE)
+	fmt.Println("other fd", err)
+	_, err = syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	fmt.Println("socket", err)
+	f := os.NewFile(3, "stream")
+	for _, msg := range []string{"ping", "again"} {
+		frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
+		if _, err := f.Write(append(frame, msg...)); err != nil {
+			fmt.Println("write", err)
+			os.Exit(1)
+		}
+		var hdr [4]byte
+		if _, err := io.ReadFull(f, hdr[:]); err != nil {
+			fmt.Println("read", err)
+			os.Exit(1)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(f, body); err != nil {
+			fmt.Println("read", err)
+			os.Exit(1)
+		}
+		fmt.Println("reply", string(body))
+		time.Sleep(50 * time.Millisecond) // no pipelining: see relay's post-send rule
+	}
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "stream" {
+		stream()
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "line" {
 		fmt.Println("ready")
 		return

@@ -16,7 +16,14 @@ func (d *Daemon) capabilities(_ *conn, k *call) (any, *Error) {
 	if e := decodeParams(k.params, &noParams{}); e != nil {
 		return nil, e
 	}
-	return map[string]any{"protocol_version": ProtocolVersion, "version": Version, "methods": d.Methods()}, nil
+	// inherited_stream_version is 1 only for the exact inherited-stream-v1
+	// composition (configured upstream, its helper working), 0 otherwise.
+	stream := 0
+	if d.stream != nil {
+		stream = 1
+	}
+	return map[string]any{"protocol_version": ProtocolVersion, "version": Version, "methods": d.Methods(),
+		"inherited_stream_version": stream}, nil
 }
 
 // checkPlan decodes and validates a plan given as a JSON object.

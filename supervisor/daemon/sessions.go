@@ -318,6 +318,29 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		return fail("unsupported", errorf(CodeRejected, "the plan cannot be launched by this revision"))
 	}
 	launch.Terminal = true
+	var sp *helperproc.Proc
+	if d.stream != nil {
+		// No grant may hand the sandbox the upstream socket another way:
+		// not its directory, nor any ancestor (compared by identity).
+		for _, m := range launch.Mounts {
+			if m.HostPath != "" && d.stream.exposes(m.HostPath) {
+				return fail("stream_exposed", errorf(CodeRejected, "a path grant would expose the inherited stream's upstream"))
+			}
+		}
+		st, p, err := d.openStream(sess.ID)
+		if err != nil {
+			d.log.WithField("session_id", sess.ID).WithField("event", "stream").Warn("inherited stream unavailable")
+			return fail("stream", errorf(CodeUnavailable, "inherited stream unavailable"))
+		}
+		launch.Stream, sp = st, p
+	}
+	// releaseStream closes the stream if the session does not run.
+	releaseStream := func() {
+		if sp != nil {
+			closeStream(sp)
+			launch.Stream.Guest.Close()
+		}
+	}
 	// Bundles and retained images both live in the materialization root:
 	// glove-loopext4 must be configured with the same directory
 	// (loopext4.json materialization_root), which it checks by identity.
@@ -341,6 +364,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		p, err := d.startHelper(h.name)
 		if err != nil {
 			closeHelpers()
+			releaseStream()
 			return fail("helpers", errorf(CodeUnavailable, "helpers unavailable"))
 		}
 		helpers = append(helpers, p)
@@ -348,6 +372,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	}
 	if err := d.receipts.Reserve(sess.ID); err != nil {
 		closeHelpers()
+		releaseStream()
 		if errors.Is(err, receipt.ErrFull) {
 			return fail("receipt_capacity", errorf(CodeUnavailable, "no receipt capacity"))
 		}
@@ -359,6 +384,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	if _, err := d.store.Transition(sess.ID, store.Starting, ""); err != nil {
 		cancel()
 		closeHelpers()
+		releaseStream()
 		d.finalize(sess, time.Now(), nil)
 		return fail("store", errorf(CodeInternal, "session store failure"))
 	}
@@ -378,7 +404,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	d.sessions[sess.ID] = l
 	d.wg.Add(1)
 	d.mu.Unlock()
-	go d.run(ctx, l, sess, env, launch, helpers)
+	go d.run(ctx, l, sess, env, launch, helpers, sp)
 	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
 }
 
@@ -395,12 +421,18 @@ func (d *Daemon) running() int {
 
 // run runs one session to its end, seals its receipt, then records the
 // terminal state: the receipt is durable before the session is exited.
-func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, helpers []*helperproc.Proc) {
+func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, helpers []*helperproc.Proc, sp *helperproc.Proc) {
 	defer d.wg.Done()
 	defer l.cancel()
 	res, err := session.Run(ctx, env, launch, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
 	for _, p := range helpers {
 		_ = p.Close()
+	}
+	if sp != nil {
+		// The program is gone: the stream's last exchange is over or
+		// was cut, and its audit says which.
+		closeStream(sp)
+		launch.Stream.Guest.Close()
 	}
 	d.endSession(l, sess, res, err)
 }

@@ -65,6 +65,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.Anchor, "receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
 	fs.StringVar(&cfg.Libexec, "libexec", daemon.LibexecDir, "directory of the installed helpers")
 	fs.Var(&uids, "allow-uid", "uid allowed to connect (repeatable; default: gloved's own)")
+	stream := fs.String("inherited-stream", "", "ALIAS=SOCKET: the inherited-stream-v1 upstream (a unix socket of the service user in a 0700 directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -73,6 +74,14 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.AllowUIDs = uids
+	if *stream != "" {
+		sc, err := daemon.ParseStream(*stream)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gloved: --inherited-stream: %v\n", err)
+			return 2
+		}
+		cfg.Stream = &sc
+	}
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
 	log.SetFormatter(&logrus.JSONFormatter{})

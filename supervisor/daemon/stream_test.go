@@ -1,0 +1,132 @@
+package daemon_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/testenv"
+)
+
+// upstreamSource is the upstream service of the stream tests: it listens
+// on a unix socket and answers each frame with "pong:" and the payload.
+const upstreamSource = `package main
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"os"
+)
+
+func main() {
+	l, err := net.Listen("unix", os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func(c net.Conn) {
+			defer c.Close()
+			for {
+				var hdr [4]byte
+				if _, err := io.ReadFull(c, hdr[:]); err != nil {
+					return
+				}
+				body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+				if _, err := io.ReadFull(c, body); err != nil {
+					return
+				}
+				out := append([]byte("pong:"), body...)
+				c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...))
+			}
+		}(c)
+	}
+}
+`
+
+// TestGlovedInheritedStream runs a session whose program talks to a real
+// upstream unix service through descriptor 3, as inherited-stream-v1
+// says: the descriptor map in its environment, getsockname and
+// getsockopt(SO_TYPE) on descriptor 3 allowed, any other getsockopt and
+// socket denied, two exchanges relayed by glove-streamproxy, and each
+// recorded pending then delivered in the session's audit file.
+func TestGlovedInheritedStream(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"streamer": {"stream"}})
+
+	// The upstream runs as the service user in a directory of its own,
+	// mode 0700 (the helper accepts only the service user's upstream).
+	up := testenv.BuildStatic(t, e, "upstream", upstreamSource)
+	sockDir := ownedDir(t, e, filepath.Join(f.dir, "svc"))
+	sock := filepath.Join(sockDir, "upstream.sock")
+	srv := exec.Command(up, sock)
+	srv.SysProcAttr = e.InDelegatedCgroup(t)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if i > 200 {
+			t.Fatal("upstream did not listen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	g := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	c := dial(t, g.socket)
+	var caps struct {
+		Stream int `json:"inherited_stream_version"`
+	}
+	c.ok("capabilities", nil, &caps)
+	if caps.Stream != 1 {
+		t.Errorf("inherited_stream_version %d, want 1", caps.Stream)
+	}
+	tok := f.create(c, "s-stream", f.plan("streamer", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "s-stream", "start_token": tok}, nil)
+	end := attach(t, c, "s-stream")
+	g.stop(t)
+	out := strings.ReplaceAll(end.output, "\r\n", "\n")
+	for _, want := range []string{
+		`env {"sage":3}`, "so_type 1 <nil>", "getsockname <nil>",
+		"rcvbuf operation not permitted", "other fd operation not permitted", "socket operation not permitted",
+		"reply pong:ping", "reply pong:again",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("sandbox output lacks %q:\n%s", want, out)
+		}
+	}
+	if end.Status != 0 {
+		t.Errorf("session status %d, want 0\n%s", end.Status, out)
+	}
+	audit, err := os.ReadFile(filepath.Join(f.storeDir, "stream-s-stream.audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(audit)), "\n")
+	var statuses []string
+	for _, l := range lines {
+		for _, st := range []string{"delivery_pending", "delivered", "delivery_failed"} {
+			if strings.Contains(l, `"status":"`+st+`"`) {
+				statuses = append(statuses, st)
+			}
+		}
+		if strings.Contains(l, "ping") || strings.Contains(l, "pong") || strings.Contains(l, sock) {
+			t.Errorf("an audit record holds payload or a host path: %s", l)
+		}
+	}
+	if got := strings.Join(statuses, " "); !strings.HasPrefix(got, "delivery_pending delivered delivery_pending delivered") {
+		t.Errorf("audit statuses %q, want pending/delivered twice\n%s", got, audit)
+	}
+}
