@@ -80,6 +80,7 @@ bench:
 	$(GO) test -run=NONE -bench=. -benchtime=200x -count=5 ./supervisor/journal/
 	$(GO) test -run=NONE -bench=Loopext4 -benchtime=20x -count=3 ./helpers/integration/
 	$(GO) test -run=NONE -bench=Mounter -benchtime=200x -count=5 ./helpers/integration/
+	$(GO) test -run=NONE -bench=StreamproxyExchange -benchtime=200x -count=1 ./helpers/integration/
 	$(GO) test -run=NONE -bench=StartTrue -benchtime=100x -count=3 ./shim/
 	$(GO) test -run=NONE -bench=StartToFirstByte -benchtime=30x -count=1 ./supervisor/daemon/
 

@@ -41,7 +41,7 @@ const spMaxFrame = 16 << 10
 
 // spDir is a directory owned by the service user, mode 0700, removed when
 // the test ends.
-func spDir(t *testing.T, env *testenv.Env) string {
+func spDir(t testing.TB, env *testenv.Env) string {
 	t.Helper()
 	dir, err := os.MkdirTemp(env.Base, "streamproxy-")
 	if err != nil {
@@ -59,7 +59,7 @@ func spDir(t *testing.T, env *testenv.Env) string {
 
 // spAsServiceUser runs fn on this goroutine's thread with the service
 // user's effective uid and gid, then restores root.
-func spAsServiceUser(t *testing.T, env *testenv.Env, fn func()) {
+func spAsServiceUser(t testing.TB, env *testenv.Env, fn func()) {
 	t.Helper()
 	const keep = ^uintptr(0) // -1: leave the id unchanged
 	runtime.LockOSThread()
@@ -96,9 +96,10 @@ type spUpstream struct {
 	mu        sync.Mutex
 	conns     []net.Conn
 	requests  chan []byte
+	discard   bool // keep no requests (the benchmark's upstream)
 }
 
-func spListen(t *testing.T, env *testenv.Env, dir string, asServiceUser bool) *spUpstream {
+func spListen(t testing.TB, env *testenv.Env, dir string, asServiceUser bool) *spUpstream {
 	t.Helper()
 	path := filepath.Join(dir, "upstream.sock")
 	u := &spUpstream{requests: make(chan []byte, 16), stop: make(chan struct{})}
@@ -133,7 +134,7 @@ func spListen(t *testing.T, env *testenv.Env, dir string, asServiceUser bool) *s
 
 // connect dials the upstream and serves the accepted end; it returns the
 // dialled end as a file (a duplicate, closed when the test ends).
-func (u *spUpstream) connect(t *testing.T) *os.File {
+func (u *spUpstream) connect(t testing.TB) *os.File {
 	t.Helper()
 	c, err := net.DialUnix("unix", nil, u.ln.Addr().(*net.UnixAddr))
 	if err != nil {
@@ -156,7 +157,9 @@ func (u *spUpstream) connect(t *testing.T) *os.File {
 			if err != nil {
 				return
 			}
-			u.requests <- p
+			if !u.discard {
+				u.requests <- p
+			}
 			if u.onRequest != nil && !u.onRequest(p, u.stop) {
 				return
 			}
@@ -215,7 +218,7 @@ func spReadFrame(r io.Reader) ([]byte, error) {
 
 // spAuditFile creates the audit file as the supervisor would: owned by
 // the service user, opened O_WRONLY|O_APPEND.
-func spAuditFile(t *testing.T, env *testenv.Env, dir string) (string, *os.File) {
+func spAuditFile(t testing.TB, env *testenv.Env, dir string) (string, *os.File) {
 	t.Helper()
 	p := filepath.Join(dir, "audit.jsonl")
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -231,7 +234,7 @@ func spAuditFile(t *testing.T, env *testenv.Env, dir string) (string, *os.File) 
 
 // spGuestPair is the sandbox's socketpair: the helper's end as a file and
 // the sandboxed program's end as a connection (with deadlines).
-func spGuestPair(t *testing.T) (*os.File, net.Conn) {
+func spGuestPair(t testing.TB) (*os.File, net.Conn) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -261,7 +264,7 @@ type spAuditRecord struct {
 // spReadAudit reads the audit file from outside and checks every line
 // has exactly the six fields, the session and alias, and consecutive
 // sequence numbers; it returns the statuses.
-func spReadAudit(t *testing.T, path, session, alias string) []string {
+func spReadAudit(t testing.TB, path, session, alias string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -300,7 +303,7 @@ func spReadAudit(t *testing.T, path, session, alias string) []string {
 
 // spSession is one helper with one open stream.
 type spSession struct {
-	t         *testing.T
+	t         testing.TB
 	p         *helperproc.Proc
 	log       *testenv.SyncBuffer
 	client    net.Conn
@@ -314,11 +317,18 @@ type spSession struct {
 
 // spOpen starts glove-streamproxy and opens a stream whose upstream is
 // served with onRequest.
-func spOpen(t *testing.T, env *testenv.Env, onRequest func([]byte, <-chan struct{}) bool) *spSession {
+func spOpen(t testing.TB, env *testenv.Env, onRequest func([]byte, <-chan struct{}) bool) *spSession {
+	t.Helper()
+	return spOpenWith(t, env, func(u *spUpstream) { u.onRequest = onRequest })
+}
+
+// spOpenWith is spOpen with the upstream set up by setup before it
+// accepts the helper's connection.
+func spOpenWith(t testing.TB, env *testenv.Env, setup func(*spUpstream)) *spSession {
 	t.Helper()
 	dir := spDir(t, env)
 	up := spListen(t, env, dir, true)
-	up.onRequest = onRequest
+	setup(up)
 	upFile := up.connect(t)
 	auditPath, auditFile := spAuditFile(t, env, dir)
 	guest, client := spGuestPair(t)
