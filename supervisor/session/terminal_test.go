@@ -16,12 +16,13 @@ import (
 
 // TestGloveRunTerminal runs glove run on a terminal: the program gets its
 // own pseudo-terminal (a controlling terminal, the caller's window size),
-// and the caller's terminal settings are restored afterwards.
+// the workspace copy shows its progress on the terminal, and the caller's
+// terminal settings are restored afterwards.
 func TestGloveRunTerminal(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
-	ws := workspace(t, e, nil)
+	ws := workspace(t, e, map[string]string{"big": strings.Repeat("x", 4<<20)})
 	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestGloveRunTerminal(t *testing.T) {
 	cmd := exec.CommandContext(ctx, e.HelperPath("glove"), "run", "--", "sh", "-c", "test -t 0 && echo IS-A-TTY; stty size; exit 4")
 	cmd.Dir = ws
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=vt100"}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, io.Discard
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -66,6 +67,9 @@ func TestGloveRunTerminal(t *testing.T) {
 	got := <-out
 	if cmd.ProcessState.ExitCode() != 4 {
 		t.Fatalf("exit %v, want 4; terminal: %q", err, got)
+	}
+	if !strings.Contains(got, "copying to /workspace [") || !strings.Contains(got, "100%") {
+		t.Errorf("terminal output %q: no progress bar for the workspace copy", got)
 	}
 	if !strings.Contains(got, "IS-A-TTY") || !strings.Contains(got, "31 101") {
 		t.Errorf("terminal output %q: want a tty of 31 rows and 101 columns", got)
