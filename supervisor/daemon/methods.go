@@ -125,6 +125,8 @@ type Status struct {
 	PlanContentDigest    string `json:"plan_content_digest"`
 	CreatedAtMS          int64  `json:"created_at_ms"`
 	UpdatedAtMS          int64  `json:"updated_at_ms"`
+	// LaunchDigest is the managed-launch digest, once the session started.
+	LaunchDigest string `json:"launch_digest,omitempty"`
 	// Known when this gloved ran the session to its end.
 	Termination string `json:"termination,omitempty"`
 	ExitCode    *int   `json:"exit_code,omitempty"`
@@ -143,6 +145,9 @@ func (d *Daemon) sessionStatus(_ *conn, k *call) (any, *Error) {
 	st := Status{SessionID: sess.ID, State: string(sess.State), Reason: sess.Reason,
 		ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
 		CreatedAtMS: sess.CreatedAt.UnixMilli(), UpdatedAtMS: sess.UpdatedAt.UnixMilli()}
+	if sess.Runtime != nil {
+		st.LaunchDigest = sess.Runtime.LaunchDigest
+	}
 	d.mu.Lock()
 	l := d.sessions[sess.ID]
 	d.mu.Unlock()

@@ -319,6 +319,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	}
 	launch.Terminal = true
 	var sp *helperproc.Proc
+	var transport *session.Transport
 	if d.stream != nil {
 		// No grant may hand the sandbox the upstream socket another way:
 		// not its directory, nor any ancestor (compared by identity).
@@ -327,7 +328,8 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 				return fail("stream_exposed", errorf(CodeRejected, "a path grant would expose the inherited stream's upstream"))
 			}
 		}
-		st, p, err := d.openStream(sess.ID)
+		st, tr, p, err := d.openStream(sess.ID)
+		transport = tr
 		if err != nil {
 			d.log.WithField("session_id", sess.ID).WithField("event", "stream").Warn("inherited stream unavailable")
 			return fail("stream", errorf(CodeUnavailable, "inherited stream unavailable"))
@@ -391,9 +393,13 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	// The program is released only once its identity is durable and the
 	// session is recorded as running: a gloved killed at any point finds,
 	// on restart, either no runtime (nothing ran) or one it can check.
+	// The managed-launch digest: the resolved launch and, with a stream,
+	// its transport, descriptor map, both endpoint identities and the
+	// upstream manifest; recorded with the runtime identity.
+	launchDigest := session.LaunchDigest(launch, pl.AdapterCommandDigest, transport)
 	env.Started = func(id session.Identity) error {
 		if _, err := d.store.SetRuntime(sess.ID, store.Runtime{BootID: id.BootID, PID: id.PID,
-			StartTicks: id.StartTicks, CgroupInode: id.CgroupInode}); err != nil {
+			StartTicks: id.StartTicks, CgroupInode: id.CgroupInode, LaunchDigest: launchDigest}); err != nil {
 			return err
 		}
 		_, err := d.store.Transition(sess.ID, store.Running, "")

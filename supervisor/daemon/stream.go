@@ -40,6 +40,7 @@ func ParseStream(v string) (StreamConfig, error) {
 // endpoint is the configured upstream, pinned by its parent directory.
 type endpoint struct {
 	alias  string
+	socket string // the configured path, for the manifest only
 	parent int    // O_PATH descriptor of the socket's directory
 	name   string // the socket's name in it
 }
@@ -57,7 +58,7 @@ func openEndpoint(c StreamConfig) (*endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open its directory: %w", err)
 	}
-	return &endpoint{alias: c.Alias, parent: fd, name: filepath.Base(c.Socket)}, nil
+	return &endpoint{alias: c.Alias, socket: c.Socket, parent: fd, name: filepath.Base(c.Socket)}, nil
 }
 
 // identity is the socket file's device and inode.
@@ -72,36 +73,38 @@ func (e *endpoint) identity() (uint64, uint64, error) {
 	return st.Dev, st.Ino, nil
 }
 
-// connect opens a connection to the upstream service: the socket file's
+// connect opens a connection to the upstream service and returns the
+// socket file's identity with the listening peer's uid: the socket file's
 // identity is the same before and after connect (threat: the name
 // swapped for another socket in between), and the listening peer is the
 // service user (SO_PEERCRED). The name is reached through the pinned
 // directory, never through a path resolved again from /.
-func (e *endpoint) connect() (*os.File, error) {
+func (e *endpoint) connect() (*os.File, session.EndpointID, error) {
+	var id session.EndpointID
 	dev, ino, err := e.identity()
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", e.alias, err)
+		return nil, id, fmt.Errorf("upstream %s: %w", e.alias, err)
 	}
 	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: socket: %w", e.alias, err)
+		return nil, id, fmt.Errorf("upstream %s: socket: %w", e.alias, err)
 	}
 	f := os.NewFile(uintptr(s), "upstream-"+e.alias)
 	path := "/proc/self/fd/" + strconv.Itoa(e.parent) + "/" + e.name
 	if err := unix.Connect(s, &unix.SockaddrUnix{Name: path}); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("upstream %s: connect: %w", e.alias, err)
+		return nil, id, fmt.Errorf("upstream %s: connect: %w", e.alias, err)
 	}
 	cred, err := unix.GetsockoptUcred(s, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil || int(cred.Uid) != os.Geteuid() {
 		f.Close()
-		return nil, fmt.Errorf("upstream %s: the peer is not the service user", e.alias)
+		return nil, id, fmt.Errorf("upstream %s: the peer is not the service user", e.alias)
 	}
 	if dev2, ino2, err := e.identity(); err != nil || dev2 != dev || ino2 != ino {
 		f.Close()
-		return nil, fmt.Errorf("upstream %s: the socket changed during connect", e.alias)
+		return nil, id, fmt.Errorf("upstream %s: the socket changed during connect", e.alias)
 	}
-	return f, nil
+	return f, session.EndpointID{Dev: dev, Ino: ino, UID: cred.Uid}, nil
 }
 
 // exposes reports whether the host tree at path is the endpoint's
@@ -149,38 +152,47 @@ func (e *endpoint) exposes(path string) bool {
 // the session in the store directory, and a glove-streamproxy holding
 // the peer end. The returned helper must get StreamClose before it is
 // closed.
-func (d *Daemon) openStream(id string) (*session.Stream, *helperproc.Proc, error) {
+func (d *Daemon) openStream(id string) (*session.Stream, *session.Transport, *helperproc.Proc, error) {
 	e := d.stream
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("socketpair: %w", err)
+		return nil, nil, nil, fmt.Errorf("socketpair: %w", err)
 	}
 	guest, peer := os.NewFile(uintptr(pair[0]), "guest"), os.NewFile(uintptr(pair[1]), "peer")
 	defer peer.Close()
-	up, err := e.connect()
+	up, upID, err := e.connect()
 	if err != nil {
 		guest.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	var gst unix.Stat_t
+	if err := unix.Fstat(int(guest.Fd()), &gst); err != nil {
+		guest.Close()
+		up.Close()
+		return nil, nil, nil, fmt.Errorf("guest end: %w", err)
+	}
+	tr := &session.Transport{Kind: "inherited-stream-v1", FDs: map[string]int{e.alias: session.StreamFD},
+		Guest:    session.EndpointID{Dev: gst.Dev, Ino: gst.Ino, UID: uint32(os.Geteuid())},
+		Upstream: upID, Manifest: []session.ManifestEntry{{Alias: e.alias, Socket: e.socket}}}
 	defer up.Close()
 	audit, err := os.OpenFile(filepath.Join(d.cfg.StoreDir, "stream-"+id+".audit"), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		guest.Close()
-		return nil, nil, fmt.Errorf("audit file: %w", err)
+		return nil, nil, nil, fmt.Errorf("audit file: %w", err)
 	}
 	defer audit.Close()
 	sp, err := d.startHelper("glove-streamproxy")
 	if err != nil {
 		guest.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, _, err := sp.Client.Call(&wire.StreamOpen{Session: id, Alias: e.alias},
 		[]int{int(peer.Fd()), int(up.Fd()), int(audit.Fd())}); err != nil {
 		guest.Close()
 		_ = sp.Close()
-		return nil, nil, fmt.Errorf("glove-streamproxy: %w", err)
+		return nil, nil, nil, fmt.Errorf("glove-streamproxy: %w", err)
 	}
-	return &session.Stream{Alias: e.alias, Guest: guest}, sp, nil
+	return &session.Stream{Alias: e.alias, Guest: guest}, tr, sp, nil
 }
 
 // closeStream ends a session's stream and its helper.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,14 @@ func TestGlovedInheritedStream(t *testing.T) {
 	tok := f.create(c, "s-stream", f.plan("streamer", "tiny"))
 	c.ok("start_session", map[string]any{"session_id": "s-stream", "start_token": tok}, nil)
 	end := attach(t, c, "s-stream")
+	var st struct {
+		LaunchDigest string `json:"launch_digest"`
+	}
+	c.ok("session_status", map[string]any{"session_id": "s-stream"}, &st)
 	g.stop(t)
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(st.LaunchDigest) {
+		t.Errorf("launch_digest %q, want the managed-launch digest", st.LaunchDigest)
+	}
 	out := strings.ReplaceAll(end.output, "\r\n", "\n")
 	for _, want := range []string{
 		`env {"sage":3}`, "so_type 1 <nil>", "getsockname <nil>",

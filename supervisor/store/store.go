@@ -130,11 +130,17 @@ type Runtime struct {
 	PID         int    `json:"pid"`
 	StartTicks  uint64 `json:"start_ticks"`
 	CgroupInode uint64 `json:"cgroup_inode"`
+	// LaunchDigest is the managed-launch digest (session.LaunchDigest):
+	// what the session was launched with, transport included.
+	LaunchDigest string `json:"launch_digest,omitempty"`
 }
 
 func (r *Runtime) check() error {
 	if len(r.BootID) != 36 || r.PID <= 0 || r.StartTicks == 0 || r.CgroupInode == 0 {
 		return fmt.Errorf("%w: runtime identity %+v", ErrInvalid, *r)
+	}
+	if r.LaunchDigest != "" && !policy.ValidSHA256Hex(r.LaunchDigest) {
+		return fmt.Errorf("%w: launch digest %q", ErrInvalid, r.LaunchDigest)
 	}
 	for i := 0; i < len(r.BootID); i++ {
 		c := r.BootID[i]

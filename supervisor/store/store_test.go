@@ -239,6 +239,8 @@ func TestReplayRejectsForgedRecords(t *testing.T) {
 		"runtime without identity":      {create, toStarting[0], toStarting[1], `{"type":"runtime","session":"s1","at_ms":1}`},
 		"runtime twice": {create, toStarting[0], toStarting[1], `{"type":"runtime","session":"s1","at_ms":1,"runtime":` + rtJSON + `}`,
 			`{"type":"runtime","session":"s1","at_ms":1,"runtime":` + rtJSON + `}`},
+		"runtime with a bad launch digest": {create, toStarting[0], toStarting[1],
+			`{"type":"runtime","session":"s1","at_ms":1,"runtime":` + strings.Replace(rtJSON, "}", `,"launch_digest":"zz"}`, 1) + `}`},
 		"runtime with a bad boot id": {create, toStarting[0], toStarting[1],
 			`{"type":"runtime","session":"s1","at_ms":1,"runtime":` + strings.Replace(rtJSON, "0123", "01G3", 1) + `}`},
 	}
