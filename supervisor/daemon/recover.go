@@ -159,7 +159,8 @@ func (d *Daemon) recoverOne(sess store.Session, reserved bool, reason string) er
 		started := sess.CreatedAt.UnixMilli()
 		if _, err := d.receipts.Finalize(receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest,
 			PlanContentDigest: sess.PlanContentDigest, PolicyRevision: d.pol.Revision, Termination: "failed",
-			StartedAtMS: max(started, 1), EndedAtMS: max(now, started, 1)}); err != nil {
+			LaunchDigest: launchDigestOf(sess),
+			StartedAtMS:  max(started, 1), EndedAtMS: max(now, started, 1)}); err != nil {
 			return fmt.Errorf("seal the terminal receipt: %w", err)
 		}
 	}
@@ -167,6 +168,15 @@ func (d *Daemon) recoverOne(sess store.Session, reserved bool, reason string) er
 		return fmt.Errorf("record the failure: %w", err)
 	}
 	return nil
+}
+
+// launchDigestOf is the recorded managed-launch digest, if the session got
+// as far as recording it.
+func launchDigestOf(sess store.Session) string {
+	if sess.Runtime == nil {
+		return ""
+	}
+	return sess.Runtime.LaunchDigest
 }
 
 // freezeImages re-attaches and freezes the session's retained images in

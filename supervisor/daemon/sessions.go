@@ -483,6 +483,11 @@ func (d *Daemon) endSession(l *live, sess store.Session, res *session.Result, ru
 func (d *Daemon) finalize(sess store.Session, now time.Time, res *session.Result) error {
 	b := receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
 		PolicyRevision: d.pol.Revision, Termination: "failed", StartedAtMS: now.UnixMilli(), EndedAtMS: now.UnixMilli()}
+	// The launch the receipt attests: the digest recorded when the
+	// program was released (the caller's copy of the session predates it).
+	if cur, err := d.store.Get(sess.ID); err == nil && cur.Runtime != nil {
+		b.LaunchDigest = cur.Runtime.LaunchDigest
+	}
 	if res != nil {
 		b.Termination, b.ExitCode, b.Signal = res.Termination, res.ExitCode, res.Signal
 		b.Usage = receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,

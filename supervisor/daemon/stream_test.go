@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/testenv"
 )
 
@@ -104,6 +105,18 @@ func TestGlovedInheritedStream(t *testing.T) {
 	g.stop(t)
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(st.LaunchDigest) {
 		t.Errorf("launch_digest %q, want the managed-launch digest", st.LaunchDigest)
+	}
+	g2 := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	var page struct {
+		Envelopes []receipt.Envelope `json:"envelopes"`
+	}
+	dial(t, g2.socket).ok("receipts_page", map[string]any{"after": 0, "limit": 10}, &page)
+	g2.stop(t)
+	if len(page.Envelopes) != 1 || page.Envelopes[0].Body.LaunchDigest != st.LaunchDigest {
+		t.Errorf("the receipt does not carry the launch digest %s: %+v", st.LaunchDigest, page.Envelopes)
+	}
+	if err := receipt.Verify(f.key, testAnchor, page.Envelopes); err != nil {
+		t.Errorf("receipt: %v", err)
 	}
 	out := strings.ReplaceAll(end.output, "\r\n", "\n")
 	for _, want := range []string{

@@ -89,6 +89,10 @@ type Body struct {
 	Usage       Usage  `json:"usage"`
 	StartedAtMS int64  `json:"started_at_ms"`
 	EndedAtMS   int64  `json:"ended_at_ms"`
+	// LaunchDigest is the managed-launch digest of a session that started
+	// (docs/protocol.md); absent for one that never did. Last, and
+	// omitted when empty, so receipts without it keep their MACs.
+	LaunchDigest string `json:"launch_digest,omitempty"`
 }
 
 // Check validates a body. The charsets keep its JSON encoding canonical
@@ -107,6 +111,8 @@ func (b *Body) Check() error {
 		return fmt.Errorf("%w: exit code %d signal %d", ErrInvalid, b.ExitCode, b.Signal)
 	case b.StartedAtMS <= 0 || b.EndedAtMS < b.StartedAtMS:
 		return fmt.Errorf("%w: times %d..%d", ErrInvalid, b.StartedAtMS, b.EndedAtMS)
+	case b.LaunchDigest != "" && !policy.ValidSHA256Hex(b.LaunchDigest):
+		return fmt.Errorf("%w: launch_digest", ErrInvalid)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -344,5 +345,36 @@ func TestReservationGuaranteesRoom(t *testing.T) {
 	}
 	if err := r.Ack(last.Seq, last.EnvelopeMAC); err != nil {
 		t.Fatalf("ack when full: %v", err)
+	}
+}
+
+// TestLaunchDigest: the digest is covered by the receipt MAC when present,
+// checked for shape, and absent from the encoding when empty (receipts
+// without it keep their MACs).
+func TestLaunchDigest(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	plain, err := Seal(key, 1, hexA, body("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := body("s1")
+	b.LaunchDigest = hexB
+	with, err := Seal(key, 1, hexA, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.ReceiptMAC == plain.ReceiptMAC {
+		t.Error("the launch digest is not covered by the receipt MAC")
+	}
+	if data, _ := json.Marshal(plain.Body); strings.Contains(string(data), "launch_digest") {
+		t.Errorf("an empty launch digest is encoded: %s", data)
+	}
+	with.Body.LaunchDigest = hexA
+	if err := Verify(key, hexA, []Envelope{with}); err == nil {
+		t.Error("a changed launch digest still verifies")
+	}
+	b.LaunchDigest = "not-hex"
+	if _, err := Seal(key, 1, hexA, b); err == nil {
+		t.Error("a malformed launch digest was sealed")
 	}
 }
