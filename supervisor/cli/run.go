@@ -233,6 +233,7 @@ func runPlan(polFile, planFile, matRoot string, ro receiptOptions, stdin io.Read
 				PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
 				TerminalOutputBytes: res.Usage.TerminalOutputBytes},
 			StartedAtMS: res.StartedAt.UnixMilli(), EndedAtMS: max(res.EndedAt.UnixMilli(), res.StartedAt.UnixMilli()),
+			LaunchDigest: session.LaunchDigest(l, pl.AdapterCommandDigest, nil),
 		})
 		if err == nil {
 			err = writeReceipt(ro.file, env)
