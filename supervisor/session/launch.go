@@ -105,6 +105,12 @@ const StreamFD = 3
 // one is refused (mixed or operator-supplied reserved environment).
 const StreamEnv = "GLOVE_LOCAL_SERVICE_FDS_V1"
 
+// StreamAliasEnv is the alias selector: which alias of the descriptor map
+// is the adapter's channel (GLOVE_LOCAL_SERVICE_ALIAS=<alias>). The
+// reference leaves its name to the adapter; Glove projects this one until
+// an adapter registry names its own.
+const StreamAliasEnv = "GLOVE_LOCAL_SERVICE_ALIAS"
+
 // Check validates the launch's shape; package spec checks the rest when
 // the bundle is built.
 func (l *Launch) Check() error {

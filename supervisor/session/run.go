@@ -481,7 +481,8 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 	env := l.Env
 	if l.Stream != nil {
 		opts.InheritedFDs = []uint32{StreamFD}
-		env = append(append([]string(nil), env...), fmt.Sprintf(`%s={"%s":%d}`, StreamEnv, l.Stream.Alias, StreamFD))
+		env = append(append([]string(nil), env...), fmt.Sprintf(`%s={"%s":%d}`, StreamEnv, l.Stream.Alias, StreamFD),
+			StreamAliasEnv+"="+l.Stream.Alias)
 		n++
 	}
 	// Parents before children (spec.Build refuses anything else).

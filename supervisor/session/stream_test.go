@@ -59,7 +59,7 @@ func TestStreamBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(s.Process.Env, `GLOVE_LOCAL_SERVICE_FDS_V1={"sage":3}`) {
+	if !slices.Contains(s.Process.Env, `GLOVE_LOCAL_SERVICE_FDS_V1={"sage":3}`) || !slices.Contains(s.Process.Env, "GLOVE_LOCAL_SERVICE_ALIAS=sage") {
 		t.Errorf("env %v lacks the stream's descriptor map", s.Process.Env)
 	}
 	var sources []string
