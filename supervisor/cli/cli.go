@@ -43,6 +43,10 @@ const usage = `usage:
                                 or exit 2 with the first fault and its JSON path
   glove policy explain --file F [--json]
                                 what a valid policy authorizes, in words or as JSON
+  glove policy detect --search-path DIR [--search-path DIR]... [--json]
+                                for each runtime_discovery adapter, the executable those
+                                directories (in order, never PATH) would yield and its
+                                identity, or why each directory was passed over
   glove plan validate --policy F --plan P
                                 check a plan (docs/plan.md) against a policy now; print its
                                 plan_content_digest, or exit 2 with the first mismatch

@@ -26,10 +26,12 @@ const (
 // (1) is left for the command itself failing.
 func policyCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "glove: policy: missing subcommand\n%s\n%s\n", usagePolicyValidate, usagePolicyExplain)
+		fmt.Fprintf(stderr, "glove: policy: missing subcommand\n%s\n%s\n%s\n", usagePolicyValidate, usagePolicyExplain, usagePolicyDetect)
 		return ExitUsage
 	}
 	switch args[0] {
+	case "detect":
+		return policyDetect(args[1:], stdout, stderr)
 	case "validate":
 		fs := newFlags("policy validate")
 		file := fs.String("file", "", "policy file")
@@ -76,7 +78,7 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", out)
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "glove: policy: unknown subcommand %q\n%s\n%s\n", args[0], usagePolicyValidate, usagePolicyExplain)
+	fmt.Fprintf(stderr, "glove: policy: unknown subcommand %q\n%s\n%s\n%s\n", args[0], usagePolicyValidate, usagePolicyExplain, usagePolicyDetect)
 	return ExitUsage
 }
 
