@@ -55,9 +55,12 @@ func (c *client) sendLine(line string) {
 	}
 }
 
-func (c *client) read() (msg, error) {
-	_ = c.c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	line, err := c.r.ReadBytes('\n')
+func (c *client) read() (msg, error) { return readMsg(c.c, c.r) }
+
+// readMsg reads one line from gloved (60 s at most) and decodes it.
+func readMsg(c net.Conn, r *bufio.Reader) (msg, error) {
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	line, err := r.ReadBytes('\n')
 	if err != nil {
 		return msg{}, err
 	}

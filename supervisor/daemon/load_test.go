@@ -54,18 +54,7 @@ func (c *rawClient) send(method string, params any) (int, error) {
 	return c.n, nil
 }
 
-func (c *rawClient) read() (msg, error) {
-	_ = c.c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	line, err := c.r.ReadBytes('\n')
-	if err != nil {
-		return msg{}, err
-	}
-	var m msg
-	if err := json.Unmarshal(line, &m); err != nil {
-		return msg{}, fmt.Errorf("bad line %q: %w", line, err)
-	}
-	return m, nil
-}
+func (c *rawClient) read() (msg, error) { return readMsg(c.c, c.r) }
 
 // call sends a request and decodes its result into out (when not nil);
 // an error response is an error.
