@@ -285,3 +285,17 @@ func checkOwnerMode(path string, st *unix.Stat_t) error {
 	}
 	return nil
 }
+
+// OpenDirectory opens dir under the search-directory rules (it and every
+// ancestor a real directory, owned by the service account or root, not
+// writable by group or others; no symbolic link anywhere) and returns an
+// O_PATH descriptor of it. `glove policy stage` uses it for the protected
+// runtime directory it copies into, so that what it stages is found by
+// discovery under the same rules.
+func OpenDirectory(dir string) (*os.File, error) {
+	fd, err := openDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
