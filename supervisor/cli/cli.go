@@ -47,6 +47,12 @@ const usage = `usage:
                                 for each runtime_discovery adapter, the executable those
                                 directories (in order, never PATH) would yield and its
                                 identity, or why each directory was passed over
+  glove policy stage --runtime R --source PATH --directory DIR (--dry-run | --yes) [--json]
+                                content-address a package closure and copy it into DIR/<digest>,
+                                a protected runtime directory discovery admits; never overwrites
+  glove policy generate --runtime R (--executable PATH | --search-path DIR...) --template-id ID
+        [--arg A]... [--env N=V]... [--read-only-path P]... [--alias A]... [--destination D]...
+                                print one runtime_templates[] entry with its adapter digest
   glove plan validate --policy F --plan P
                                 check a plan (docs/plan.md) against a policy now; print its
                                 plan_content_digest, or exit 2 with the first mismatch
@@ -56,7 +62,8 @@ const usage = `usage:
                                 the workspace (default: the current directory) at /workspace,
                                 no network, the profile's six limits; exits with CMD's status
                                 (128+N for signal N), 125 when Glove fails before CMD starts
-  glove run --policy F --plan P [--receipt FILE --receipt-key K [--receipt-anchor HEX]]
+  glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR]
+        [--receipt FILE --receipt-key K [--receipt-anchor HEX]]
                                 run the session a plan selects from a policy, as gloved would;
                                 --receipt writes its HMAC-authenticated terminal receipt
   glove receipt verify --key K [--anchor HEX] FILE

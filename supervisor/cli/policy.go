@@ -26,12 +26,16 @@ const (
 // (1) is left for the command itself failing.
 func policyCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "glove: policy: missing subcommand\n%s\n%s\n%s\n", usagePolicyValidate, usagePolicyExplain, usagePolicyDetect)
+		fmt.Fprintf(stderr, "glove: policy: missing subcommand\n%s\n%s\n%s\n%s\n%s\n", usagePolicyValidate, usagePolicyExplain, usagePolicyDetect, usagePolicyGenerate, usagePolicyStage)
 		return ExitUsage
 	}
 	switch args[0] {
 	case "detect":
 		return policyDetect(args[1:], stdout, stderr)
+	case "stage":
+		return policyStage(args[1:], stdout, stderr)
+	case "generate":
+		return policyGenerate(args[1:], stdout, stderr)
 	case "validate":
 		fs := newFlags("policy validate")
 		file := fs.String("file", "", "policy file")
@@ -78,7 +82,7 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", out)
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "glove: policy: unknown subcommand %q\n%s\n%s\n%s\n", args[0], usagePolicyValidate, usagePolicyExplain, usagePolicyDetect)
+	fmt.Fprintf(stderr, "glove: policy: unknown subcommand %q\n%s\n%s\n%s\n%s\n%s\n", args[0], usagePolicyValidate, usagePolicyExplain, usagePolicyDetect, usagePolicyGenerate, usagePolicyStage)
 	return ExitUsage
 }
 
