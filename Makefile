@@ -30,7 +30,7 @@ CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"' 
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode
 
 .PHONY: all build install deps test lint fuzz bench demo clean
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/materialize"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/policy"
@@ -32,7 +33,7 @@ import (
 // (128+N when it was killed by signal N).
 const ExitNotStarted = 125
 
-const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
+const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
 
 // limitList is the repeatable --limit flag: NAME=VALUE for one of the six
 // limits, replacing the profile's value.
@@ -117,6 +118,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	receiptKey := fs.String("receipt-key", "", "")
 	receiptAnchor := fs.String("receipt-anchor", strings.Repeat("0", 64), "")
 	matRoot := fs.String("materialization-root", "", "")
+	libRoot := fs.String("library-bundle-root", "", "")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "glove: run: %v\n%s\n", err, usageRun)
 		return ExitUsage
@@ -131,10 +133,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "glove: run: --receipt needs --receipt-key (and --receipt-anchor is 64 hex)\n%s\n", usageRun)
 			return ExitUsage
 		}
-		return runPlan(*polFile, *planFile, *matRoot, receiptOptions{file: *receiptFile, key: *receiptKey, anchor: *receiptAnchor}, stdin, stdout, stderr)
+		return runPlan(*polFile, *planFile, *matRoot, *libRoot, receiptOptions{file: *receiptFile, key: *receiptKey, anchor: *receiptAnchor}, stdin, stdout, stderr)
 	}
-	if *receiptFile != "" || *receiptKey != "" || *matRoot != "" {
-		fmt.Fprintf(stderr, "glove: run: --receipt and --materialization-root are for --policy/--plan runs\n%s\n", usageRun)
+	if *receiptFile != "" || *receiptKey != "" || *matRoot != "" || *libRoot != "" {
+		fmt.Fprintf(stderr, "glove: run: --receipt, --materialization-root and --library-bundle-root are for --policy/--plan runs\n%s\n", usageRun)
 		return ExitUsage
 	}
 	if len(cmdArgs) == 0 {
@@ -177,7 +179,7 @@ type receiptOptions struct{ file, key, anchor string }
 // runPlan runs the session a plan selects from a policy, through the
 // same resolution and session code as gloved's start_session, and writes
 // its authenticated receipt.
-func runPlan(polFile, planFile, matRoot string, ro receiptOptions, stdin io.Reader, stdout, stderr io.Writer) int {
+func runPlan(polFile, planFile, matRoot, libRoot string, ro receiptOptions, stdin io.Reader, stdout, stderr io.Writer) int {
 	pol, err := policy.Load(polFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
@@ -200,11 +202,22 @@ func runPlan(polFile, planFile, matRoot string, ro receiptOptions, stdin io.Read
 		fmt.Fprintf(stderr, "glove: run: session name: %v\n", err)
 		return ExitNotStarted
 	}
-	l, err := session.Resolve(pol, pl, "run-"+hex.EncodeToString(id[:]))
+	var src session.Sources
+	if libRoot != "" {
+		r, err := library.OpenRoot(libRoot)
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: run: --library-bundle-root: %s\n", flatten(err))
+			return ExitNotStarted
+		}
+		defer r.Close()
+		src.Libraries = r
+	}
+	l, err := session.Resolve(pol, pl, "run-"+hex.EncodeToString(id[:]), src)
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
 		return ExitNotStarted
 	}
+	defer l.Close()
 	if l.Retains() {
 		if matRoot == "" {
 			fmt.Fprintf(stderr, "glove: run: the plan has a retained_write grant: --materialization-root DIR (glove-loopext4's materialization_root) is required\n")
@@ -226,15 +239,20 @@ func runPlan(polFile, planFile, matRoot string, ro receiptOptions, stdin io.Read
 	}
 	if ro.file != "" {
 		digest := plan.ContentDigest(pl)
-		env, err := receipt.Seal(key, 1, ro.anchor, receipt.Body{
+		body := receipt.Body{
 			SessionID: l.Name, ControllerPlanDigest: digest, PlanContentDigest: digest,
 			PolicyRevision: pol.Revision, Termination: res.Termination, ExitCode: res.ExitCode, Signal: res.Signal,
 			Usage: receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
 				PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
 				TerminalOutputBytes: res.Usage.TerminalOutputBytes},
 			StartedAtMS: res.StartedAt.UnixMilli(), EndedAtMS: max(res.EndedAt.UnixMilli(), res.StartedAt.UnixMilli()),
-			LaunchDigest: session.LaunchDigest(l, pl.AdapterCommandDigest, nil),
-		})
+			LaunchDigest:       session.LaunchDigest(l, pl.AdapterCommandDigest, nil),
+			LibraryProjections: l.Projections,
+		}
+		if l.Skills != nil {
+			body.SkillProjectionDigest = l.Skills.Digest
+		}
+		env, err := receipt.Seal(key, 1, ro.anchor, body)
 		if err == nil {
 			err = writeReceipt(ro.file, env)
 		}

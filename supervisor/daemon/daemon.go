@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/store"
@@ -52,6 +53,7 @@ type Config struct {
 	Libexec             string        // --libexec
 	AllowUIDs           []int         // --allow-uid (default: our own uid)
 	Stream              *StreamConfig // --inherited-stream ALIAS=SOCKET
+	LibraryBundleRoot   string        // --library-bundle-root
 	// Log receives the JSON log; HelperLog the helpers' own logs.
 	Log       *logrus.Logger
 	HelperLog io.Writer
@@ -71,9 +73,13 @@ type Daemon struct {
 	lifecycle bool
 	// stream is the inherited-stream-v1 upstream, when configured and
 	// its helper works; sessions then get the stream at descriptor 3.
-	stream  *endpoint
-	methods map[string]bool
-	order   []string
+	stream *endpoint
+	// libraries is the pinned library bundle root (--library-bundle-root),
+	// opened once at start-up; without it, plans with library
+	// projections are refused.
+	libraries *library.Root
+	methods   map[string]bool
+	order     []string
 
 	mu        sync.Mutex
 	sessions  map[string]*live // sessions started by this process
@@ -202,8 +208,17 @@ func New(cfg Config) (*Daemon, error) {
 			}
 			_ = p.Close()
 		}
+		if cfg.LibraryBundleRoot != "" {
+			r, err := library.OpenRoot(cfg.LibraryBundleRoot)
+			if err != nil {
+				return nil, fmt.Errorf("--library-bundle-root: %w", err)
+			}
+			d.libraries = r
+		}
 	} else if cfg.Stream != nil {
 		return nil, errors.New("--inherited-stream needs --materialization-root (sessions)")
+	} else if cfg.LibraryBundleRoot != "" {
+		return nil, errors.New("--library-bundle-root needs --materialization-root (sessions)")
 	}
 	if d.receipts != nil {
 		d.advertise(receiptMethods)
@@ -331,6 +346,10 @@ func (d *Daemon) closeComponents() error {
 	if d.stream != nil {
 		unix.Close(d.stream.parent)
 		d.stream = nil
+	}
+	if d.libraries != nil {
+		errs = append(errs, d.libraries.Close())
+		d.libraries = nil
 	}
 	if d.store != nil {
 		errs = append(errs, d.store.Close())

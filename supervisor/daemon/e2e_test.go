@@ -270,7 +270,7 @@ func TestGlovedEndToEnd(t *testing.T) {
 	if end.Termination != "exited" || end.ExitCode != 7 || end.Status != 7 || end.State != "exited" {
 		t.Errorf("ended %+v\nlog: %s", end.End, g.log)
 	}
-	if !strings.Contains(end.output, `args=["--flag" "x"] home=/workspace cwd=/workspace`) ||
+	if !strings.Contains(end.output, `args=["--flag" "x"] home=/home/agent cwd=/workspace`) ||
 		!strings.Contains(end.output, `in="granted tree" err=<nil>`) {
 		t.Errorf("output %q", end.output)
 	}

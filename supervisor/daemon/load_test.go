@@ -142,7 +142,7 @@ func TestGlovedLoad(t *testing.T) {
 	f := newFixture(t, e, map[string][]string{"load": {"load"}})
 	g := f.start()
 	// The harness on a terminal (ONLCR): each line ends "\r\n".
-	want := "args=[\"load\"] home=/workspace cwd=/workspace\r\nin=\"granted tree\" err=<nil>\r\n"
+	want := "args=[\"load\"] home=/home/agent cwd=/workspace\r\nin=\"granted tree\" err=<nil>\r\n"
 
 	type result struct {
 		end ended

@@ -22,8 +22,17 @@ func (d *Daemon) capabilities(_ *conn, k *call) (any, *Error) {
 	if d.stream != nil {
 		stream = 1
 	}
+	// agent_runtime_adapter_schema_version is 1 only when the managed
+	// lifecycle runs here: sessions of a native-skill runtime then get a
+	// fresh private home with the verified skills of their bundles, and
+	// the projection digest, home mount and managed environment are in
+	// the launch digest the terminal receipt carries.
+	adapter := 0
+	if d.lifecycle {
+		adapter = 1
+	}
 	return map[string]any{"protocol_version": ProtocolVersion, "version": Version, "methods": d.Methods(),
-		"inherited_stream_version": stream}, nil
+		"inherited_stream_version": stream, "agent_runtime_adapter_schema_version": adapter}, nil
 }
 
 // checkPlan decodes and validates a plan given as a JSON object.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/session"
@@ -313,10 +316,19 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	if err := plan.Validate(pl, d.pol, time.Now()); err != nil {
 		return fail("plan_rejected", errorf(CodeRejected, "plan rejected: %s", oneLine(err.Error())))
 	}
-	launch, err := session.Resolve(d.pol, pl, sess.ID)
+	launch, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries})
 	if err != nil {
-		return fail("unsupported", errorf(CodeRejected, "the plan cannot be launched by this revision"))
+		// The reason names the class only: the error itself may carry
+		// host paths, which neither the controller nor the store gets.
+		d.log.WithField("session_id", sess.ID).WithField("event", "resolve").Warn(resolveClass(err))
+		return fail(resolveClass(err), errorf(CodeRejected, "the plan cannot be launched: %s", resolveClass(err)))
 	}
+	launched := false
+	defer func() {
+		if !launched {
+			launch.Close()
+		}
+	}()
 	launch.Terminal = true
 	var sp *helperproc.Proc
 	var transport *session.Transport
@@ -387,7 +399,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		cancel()
 		closeHelpers()
 		releaseStream()
-		d.finalize(sess, time.Now(), nil)
+		d.finalize(sess, time.Now(), nil, nil)
 		return fail("store", errorf(CodeInternal, "session store failure"))
 	}
 	// The program is released only once its identity is durable and the
@@ -410,6 +422,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	d.sessions[sess.ID] = l
 	d.wg.Add(1)
 	d.mu.Unlock()
+	launched = true
 	go d.run(ctx, l, sess, env, launch, helpers, sp)
 	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
 }
@@ -430,6 +443,7 @@ func (d *Daemon) running() int {
 func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, helpers []*helperproc.Proc, sp *helperproc.Proc) {
 	defer d.wg.Done()
 	defer l.cancel()
+	defer launch.Close()
 	res, err := session.Run(ctx, env, launch, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
 	for _, p := range helpers {
 		_ = p.Close()
@@ -440,11 +454,11 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 		closeStream(sp)
 		launch.Stream.Guest.Close()
 	}
-	d.endSession(l, sess, res, err)
+	d.endSession(l, sess, launch, res, err)
 }
 
 // endSession seals the receipt and records the terminal state.
-func (d *Daemon) endSession(l *live, sess store.Session, res *session.Result, runErr error) {
+func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch, res *session.Result, runErr error) {
 	log := d.log.WithField("session_id", sess.ID)
 	now := time.Now()
 	end := End{SessionID: sess.ID, Termination: "failed", State: string(store.Failed), Status: ExitFailed}
@@ -463,7 +477,7 @@ func (d *Daemon) endSession(l *live, sess store.Session, res *session.Result, ru
 			log.WithFields(logrus.Fields{"event": "retained", "target": r.Target, "image": filepath.Base(r.Image)}).Info("staged change kept")
 		}
 	}
-	if err := d.finalize(sess, now, res); err != nil {
+	if err := d.finalize(sess, now, launch, res); err != nil {
 		log.WithField("event", "receipt").Error("terminal receipt not sealed")
 		end.State, to, reason = string(store.Failed), store.Failed, "receipt"
 	}
@@ -480,13 +494,21 @@ func (d *Daemon) endSession(l *live, sess store.Session, res *session.Result, ru
 }
 
 // finalize durably appends the session's terminal receipt.
-func (d *Daemon) finalize(sess store.Session, now time.Time, res *session.Result) error {
+func (d *Daemon) finalize(sess store.Session, now time.Time, launch *session.Launch, res *session.Result) error {
 	b := receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
 		PolicyRevision: d.pol.Revision, Termination: "failed", StartedAtMS: now.UnixMilli(), EndedAtMS: now.UnixMilli()}
 	// The launch the receipt attests: the digest recorded when the
 	// program was released (the caller's copy of the session predates it).
 	if cur, err := d.store.Get(sess.ID); err == nil && cur.Runtime != nil {
 		b.LaunchDigest = cur.Runtime.LaunchDigest
+		// What the launch digest covers of the sources, spelled out: the
+		// library projections and the skill projection digest.
+		if launch != nil {
+			b.LibraryProjections = launch.Projections
+			if launch.Skills != nil {
+				b.SkillProjectionDigest = launch.Skills.Digest
+			}
+		}
 	}
 	if res != nil {
 		b.Termination, b.ExitCode, b.Signal = res.Termination, res.ExitCode, res.Signal
@@ -700,4 +722,22 @@ func (d *Daemon) cleanupSession(_ *conn, k *call) (any, *Error) {
 	// ended: what is left is this process's record of it.
 	delete(d.sessions, sess.ID)
 	return map[string]any{"session_id": sess.ID, "cleaned": true}, nil
+}
+
+// resolveClass names why a plan could not be turned into a launch, as a
+// store reason and for the controller: a class, never a host path.
+func resolveClass(err error) string {
+	switch {
+	case errors.Is(err, discovery.ErrNotInstalled):
+		return "runtime_not_installed"
+	case errors.Is(err, discovery.ErrChanged):
+		return "runtime_changed"
+	case errors.Is(err, library.ErrDigest), errors.Is(err, library.ErrMode), errors.Is(err, library.ErrLinks),
+		errors.Is(err, library.ErrSize), errors.Is(err, library.ErrKind), errors.Is(err, library.ErrFormat),
+		errors.Is(err, library.ErrOwner), errors.Is(err, library.ErrType), errors.Is(err, os.ErrNotExist):
+		return "library_bundle_rejected"
+	case errors.Is(err, session.ErrUnsupported):
+		return "unsupported"
+	}
+	return "unlaunchable"
 }

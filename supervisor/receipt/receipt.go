@@ -63,7 +63,10 @@ var (
 )
 
 var (
-	terminalRe = regexp.MustCompile(`^(exited|signaled|failed|limit:(cpu_time_ms|memory_bytes|pids|wall_time_ms|disk_bytes|terminal_output_bytes))$`)
+	// safeTargetRe keeps a projection target's JSON encoding canonical:
+	// an absolute path of characters no encoder escapes differently.
+	safeTargetRe = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+	terminalRe   = regexp.MustCompile(`^(exited|signaled|failed|limit:(cpu_time_ms|memory_bytes|pids|wall_time_ms|disk_bytes|terminal_output_bytes))$`)
 )
 
 // Usage is what the session consumed, against its six limits.
@@ -93,6 +96,35 @@ type Body struct {
 	// (docs/protocol.md); absent for one that never did. Last, and
 	// omitted when empty, so receipts without it keep their MACs.
 	LaunchDigest string `json:"launch_digest,omitempty"`
+	// LibraryProjections are the library bundles the session was
+	// launched with, and SkillProjectionDigest a native-skill runtime's
+	// derived skill projection digest (docs/library-bundles.md). Both
+	// are also inside the launch digest; both are omitted when empty, so
+	// receipts without them keep their MACs.
+	LibraryProjections    []Projection `json:"library_projections,omitempty"`
+	SkillProjectionDigest string       `json:"skill_projection_digest,omitempty"`
+}
+
+// Projection is one library bundle projection, as the launch committed
+// it: its identifier ("<destination>/<digest>"), destination alias,
+// target inside the sandbox and SHA-256 digest.
+type Projection struct {
+	Identifier  string `json:"identifier"`
+	Destination string `json:"destination"`
+	Target      string `json:"target"`
+	Digest      string `json:"digest"`
+}
+
+// maxProjections bounds a receipt's projection list (the session engine
+// allows at most 8 per launch).
+const maxProjections = 8
+
+// ValidProjection reports whether p can be carried by a receipt.
+func ValidProjection(p *Projection) bool { return p.check() }
+
+func (p *Projection) check() bool {
+	return policy.ValidSHA256Hex(p.Digest) && policy.ValidIdentifier(p.Destination) &&
+		p.Identifier == p.Destination+"/"+p.Digest && len(p.Target) <= 1024 && safeTargetRe.MatchString(p.Target)
 }
 
 // Check validates a body. The charsets keep its JSON encoding canonical
@@ -113,6 +145,15 @@ func (b *Body) Check() error {
 		return fmt.Errorf("%w: times %d..%d", ErrInvalid, b.StartedAtMS, b.EndedAtMS)
 	case b.LaunchDigest != "" && !policy.ValidSHA256Hex(b.LaunchDigest):
 		return fmt.Errorf("%w: launch_digest", ErrInvalid)
+	case b.SkillProjectionDigest != "" && !policy.ValidSHA256Hex(b.SkillProjectionDigest):
+		return fmt.Errorf("%w: skill_projection_digest", ErrInvalid)
+	case len(b.LibraryProjections) > maxProjections:
+		return fmt.Errorf("%w: %d library projections, more than %d", ErrInvalid, len(b.LibraryProjections), maxProjections)
+	}
+	for i := range b.LibraryProjections {
+		if !b.LibraryProjections[i].check() {
+			return fmt.Errorf("%w: library_projections[%d]", ErrInvalid, i)
+		}
 	}
 	return nil
 }

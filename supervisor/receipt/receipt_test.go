@@ -378,3 +378,68 @@ func TestLaunchDigest(t *testing.T) {
 		t.Error("a malformed launch digest was sealed")
 	}
 }
+
+// TestProjections: the library projections and the skill projection
+// digest are covered by the receipt MAC, omitted when empty (older
+// receipts keep their MACs), and malformed ones are never sealed.
+func TestProjections(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	plain, err := Seal(key, 1, hexA, body("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := json.Marshal(plain.Body); strings.Contains(string(data), "projection") {
+		t.Errorf("empty projections are encoded: %s", data)
+	}
+	good := Projection{Identifier: "libraries/" + hexB, Destination: "libraries", Target: "/opt/glove/libraries/" + hexB, Digest: hexB}
+	b := body("s1")
+	b.LibraryProjections = []Projection{good}
+	b.SkillProjectionDigest = hexA
+	with, err := Seal(key, 1, hexA, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(key, hexA, []Envelope{with}); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	for name, change := range map[string]func(*Body){
+		"target":      func(b *Body) { b.LibraryProjections[0].Target = "/elsewhere/" + hexB },
+		"digest":      func(b *Body) { b.LibraryProjections[0].Digest = hexA },
+		"dropped":     func(b *Body) { b.LibraryProjections = nil },
+		"skill":       func(b *Body) { b.SkillProjectionDigest = hexB },
+		"skill empty": func(b *Body) { b.SkillProjectionDigest = "" },
+	} {
+		e := with
+		e.Body.LibraryProjections = append([]Projection(nil), with.Body.LibraryProjections...)
+		change(&e.Body)
+		if err := Verify(key, hexA, []Envelope{e}); err == nil {
+			t.Errorf("%s: a changed projection still verifies", name)
+		}
+	}
+	bad := map[string]Projection{
+		"identifier mismatch": {Identifier: "other/" + hexB, Destination: "libraries", Target: "/t/" + hexB, Digest: hexB},
+		"upper-case digest":   {Identifier: "libraries/" + strings.ToUpper(hexB), Destination: "libraries", Target: "/t", Digest: strings.ToUpper(hexB)},
+		"relative target":     {Identifier: "libraries/" + hexB, Destination: "libraries", Target: "t/" + hexB, Digest: hexB},
+		"escaped target":      {Identifier: "libraries/" + hexB, Destination: "libraries", Target: "/t\"x", Digest: hexB},
+		"bad destination":     {Identifier: "Lib/" + hexB, Destination: "Lib", Target: "/t", Digest: hexB},
+	}
+	for name, p := range bad {
+		b := body("s1")
+		b.LibraryProjections = []Projection{p}
+		if _, err := Seal(key, 1, hexA, b); err == nil {
+			t.Errorf("%s: sealed", name)
+		}
+	}
+	b = body("s1")
+	for range 9 {
+		b.LibraryProjections = append(b.LibraryProjections, good)
+	}
+	if _, err := Seal(key, 1, hexA, b); err == nil {
+		t.Error("nine projections were sealed")
+	}
+	b = body("s1")
+	b.SkillProjectionDigest = "nothex"
+	if _, err := Seal(key, 1, hexA, b); err == nil {
+		t.Error("a malformed skill projection digest was sealed")
+	}
+}

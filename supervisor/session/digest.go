@@ -49,12 +49,17 @@ type launchPreimage struct {
 	Limits               policy.ResourceProfile `json:"limits"`
 	Terminal             bool                   `json:"terminal"`
 	Transport            *Transport             `json:"transport"`
+	ExecutablePin        *ExecutablePin         `json:"executable_pin"`
+	LibraryProjections   []Projection           `json:"library_projections"`
+	SkillProjection      *SkillProjection       `json:"skill_projection"`
 }
 
 // LaunchDigest is the managed-launch digest: SHA-256 of the canonical
 // JSON of everything a session was launched with (the adapter command
 // digest, the resolved executable, arguments, environment, working
-// directory, mounts and limits) and, for a session with a local-service
+// directory, mounts and limits, a discovered executable's pinned
+// identity, the library projections, and a native-skill runtime's
+// private home with its skill projection digest) and, for a session with a local-service
 // transport, the transport's kind, descriptor map, both endpoint
 // identities and the upstream manifest. Two launches that differ in any
 // of these have different digests, so the digest recorded for a session
@@ -62,7 +67,8 @@ type launchPreimage struct {
 func LaunchDigest(l *Launch, adapterDigest string, t *Transport) string {
 	p := launchPreimage{Schema: LaunchDigestSchema, AdapterCommandDigest: adapterDigest,
 		Executable: l.Executable, Args: nonNil(l.Args), Env: nonNil(l.Env), Cwd: l.Cwd, Hostname: l.Hostname,
-		Mounts: nonNil(l.Mounts), Limits: l.Limits, Terminal: l.Terminal, Transport: t}
+		Mounts: nonNil(l.Mounts), Limits: l.Limits, Terminal: l.Terminal, Transport: t,
+		ExecutablePin: l.ExecutablePin, LibraryProjections: nonNil(l.Projections), SkillProjection: l.Skills}
 	sum := sha256.Sum256(strictjson.Canonical(p))
 	return hex.EncodeToString(sum[:])
 }

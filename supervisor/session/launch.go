@@ -27,6 +27,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"golang.org/x/sys/unix"
 )
@@ -65,8 +66,11 @@ type Mount struct {
 	// is never changed.
 	CreateEmpty bool
 	Mode        uint32 // Tmpfs: the root's mode (e.g. 01777 for /tmp)
-	// ReadOnly binds an EphemeralCopy read-only (read_only+copy grants).
+	// ReadOnly binds an EphemeralCopy read-only (read_only+copy grants);
+	// a LibraryBundles mount is always read-only.
 	ReadOnly bool
+	// Bundles are the digests of a LibraryBundles mount's files.
+	Bundles []string
 }
 
 // Launch is a resolved launch: everything the session runs, decided by
@@ -88,6 +92,19 @@ type Launch struct {
 	// end of the supervisor's socketpair reaches the program at
 	// descriptor 3 (StreamFD), and only there may it inspect a socket.
 	Stream *Stream
+	// ExecutablePin is set for a discovered executable (a
+	// runtime_discovery template): Run rechecks it before the program
+	// is released.
+	ExecutablePin *ExecutablePin
+	// Projections are the library bundles projected (LibraryBundles
+	// mounts), in the plan's order.
+	Projections []Projection
+	// Skills is set for a native-skill runtime: its private home
+	// (a PrivateHome mount) and the skill entries expanded into it.
+	Skills *SkillProjection
+
+	bundles      []*library.Bundle // verified by Resolve; Close releases them
+	skillSources []skillSource
 }
 
 // Stream is one adapter-bound alias's inherited stream.
@@ -162,6 +179,14 @@ func (l *Launch) Check() error {
 			if m.MaxBytes == 0 {
 				return bad("mounts[%d]: %s needs a quota", i, m.Kind)
 			}
+		case PrivateHome:
+			if m.MaxBytes == 0 || m.Target != HomeDir || l.Skills == nil || m.ReadOnly {
+				return bad("mounts[%d]: a private home is a writable tmpfs with a quota at %s, with its skill projection", i, HomeDir)
+			}
+		case LibraryBundles:
+			if m.MaxBytes == 0 || len(m.Bundles) == 0 || !m.ReadOnly {
+				return bad("mounts[%d]: a library mount is read-only, with a quota and bundles", i)
+			}
 		case RetainedCopy:
 			if m.MaxBytes == 0 || m.MaxBytes > maxImageBytes {
 				return bad("mounts[%d]: a retained copy needs a quota of 1..%d bytes", i, uint64(maxImageBytes))
@@ -180,7 +205,7 @@ func (l *Launch) Check() error {
 		default:
 			return bad("mounts[%d]: unknown kind %q", i, m.Kind)
 		}
-		if m.Kind != Tmpfs && (!path.IsAbs(m.HostPath) || path.Clean(m.HostPath) != m.HostPath) {
+		if m.Kind != Tmpfs && m.Kind != PrivateHome && m.Kind != LibraryBundles && (!path.IsAbs(m.HostPath) || path.Clean(m.HostPath) != m.HostPath) {
 			return bad("mounts[%d]: host path %q is not an absolute clean path", i, m.HostPath)
 		}
 	}

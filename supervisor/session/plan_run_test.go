@@ -161,7 +161,8 @@ func TestGloveRunPolicyPlan(t *testing.T) {
 	if code != 7 {
 		t.Fatalf("exit %d, want the harness's 7\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	want := `args=["--flag" "x"] home=/workspace cwd=/workspace` + "\n" + `in="granted tree" err=<nil>` + "\n"
+	// codex is a native-skill runtime: HOME is its private home.
+	want := `args=["--flag" "x"] home=/home/agent cwd=/workspace` + "\n" + `in="granted tree" err=<nil>` + "\n"
 	if stdout != want {
 		t.Errorf("stdout %q\nwant   %q", stdout, want)
 	}

@@ -29,17 +29,23 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 //     ephemeral_write+copy → a writable copy of max_bytes;
 //     retained_write+copy → a writable copy in an ext4 image of max_bytes
 //     (glove-loopext4), kept, frozen, after the session;
-//   - /tmp is a tmpfs of the profile's disk_bytes.
-func Resolve(pol *policy.Policy, pl *plan.Plan, name string) (*Launch, error) {
+//   - /tmp is a tmpfs of the profile's disk_bytes;
+//   - a runtime_discovery template's executable is found in its search
+//     directories (package discovery) and pinned; Run rechecks the pin;
+//   - a native-skill runtime (codex, claude-code, pi, copilot, opencode)
+//     gets a private home at /home/agent (a tmpfs of disk_bytes), HOME
+//     and its managed environment, and the skill entries of the
+//     projected bundles in its skill directory;
+//   - each library projection's bundle is opened beneath the pinned
+//     bundle root (src.Libraries) and verified, and mounted read-only at
+//     <destination target>/<digest>.
+//
+// A launch that Resolve returns may hold open bundle descriptors: the
+// caller closes it (Launch.Close) once the session has ended.
+func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *Launch, err error) {
 	t, ok := pol.Template(pl.RuntimeTemplateID)
 	if !ok {
 		return nil, fmt.Errorf("resolve: runtime template %q: not in the policy: %w", pl.RuntimeTemplateID, ErrInvalid)
-	}
-	if t.Launch.ExecutablePath == "" {
-		return nil, fmt.Errorf("resolve: runtime template %q: runtime discovery: %w", t.RuntimeTemplateID, ErrUnsupported)
-	}
-	if len(pl.LibraryProjections) > 0 {
-		return nil, fmt.Errorf("resolve: library projections: %w", ErrUnsupported)
 	}
 	l := &Launch{
 		Name:       name,
@@ -50,7 +56,22 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string) (*Launch, error) {
 		Limits:     pl.ResourceProfile,
 		Terminal:   true,
 	}
-	l.Mounts = append(l.Mounts, Mount{Target: t.Launch.ExecutablePath, Kind: ReadOnlyBind, HostPath: t.Launch.ExecutablePath})
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	if t.Launch.RuntimeDiscovery != "" {
+		pin, err := resolveExecutable(t.Launch.RuntimeDiscovery, t.Launch.ExecutableSearchPaths)
+		if err != nil {
+			return nil, err
+		}
+		l.Executable, l.ExecutablePin = pin.Path, pin
+	}
+	if l.Executable == "" {
+		return nil, fmt.Errorf("resolve: runtime template %q: no executable: %w", t.RuntimeTemplateID, ErrInvalid)
+	}
+	l.Mounts = append(l.Mounts, Mount{Target: l.Executable, Kind: ReadOnlyBind, HostPath: l.Executable})
 	for _, p := range t.Launch.ReadOnlyPaths {
 		l.Mounts = append(l.Mounts, Mount{Target: p, Kind: ReadOnlyBind, HostPath: p})
 	}
@@ -85,8 +106,9 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string) (*Launch, error) {
 	}
 	l.Mounts = append(l.Mounts, Mount{Target: "/tmp", Kind: Tmpfs, MaxBytes: pl.ResourceProfile.DiskBytes, Mode: 0o1777})
 	l.Cwd = home
-	// The managed environment: the template's (validation keeps HOME and
-	// GLOVE_* out of it), then what Glove sets itself.
+	// The managed environment: the template's (validation keeps HOME,
+	// the adapter homes and GLOVE_* out of it), then what Glove sets
+	// itself.
 	l.Env = append([]string(nil), t.Launch.Environment...)
 	hasPath := false
 	for _, e := range l.Env {
@@ -95,7 +117,20 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string) (*Launch, error) {
 	if !hasPath {
 		l.Env = append(l.Env, "PATH="+defaultPath)
 	}
-	l.Env = append(l.Env, "HOME="+home)
+	if !privateHome(l, t.RuntimeID, pl.ResourceProfile.DiskBytes) {
+		l.Env = append(l.Env, "HOME="+home)
+	}
+	var reqs []libraryRequest
+	for i, p := range pl.LibraryProjections {
+		d, ok := pol.Destination(p.DestinationAlias)
+		if !ok {
+			return nil, fmt.Errorf("resolve: library_projections[%d]: destination %q: not in the policy: %w", i, p.DestinationAlias, ErrInvalid)
+		}
+		reqs = append(reqs, libraryRequest{digest: p.Digest, destination: p.DestinationAlias, target: d.TargetPath})
+	}
+	if err := resolveLibraries(l, src, reqs, t.RuntimeID); err != nil {
+		return nil, err
+	}
 	if err := l.Check(); err != nil {
 		return nil, err
 	}

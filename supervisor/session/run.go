@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -304,9 +305,12 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 	for i, m := range l.Mounts {
 		var f *os.File
 		var err error
-		if m.Kind == RetainedCopy {
+		switch m.Kind {
+		case RetainedCopy:
 			f, err = p.retain(l.Name, m, pio)
-		} else {
+		case PrivateHome, LibraryBundles:
+			f, err = sourceMount(p.env.Mounter, m, l)
+		default:
 			f, err = materializeMount(p.env.Mounter, m, pio)
 		}
 		if err != nil {
@@ -315,6 +319,15 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 		p.mounts = append(p.mounts, f)
 	}
 	p.env.fault("mounts")
+	if pin := l.ExecutablePin; pin != nil {
+		i := slices.IndexFunc(l.Mounts, func(m Mount) bool { return m.Target == l.Executable && m.Kind == ReadOnlyBind })
+		if i < 0 {
+			return nil, fmt.Errorf("the discovered executable has no mount: %w", ErrInvalid)
+		}
+		if err := recheckExecutable(pin, p.mounts[i]); err != nil {
+			return nil, err
+		}
+	}
 	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, len(p.mounts)); err != nil {
 		return nil, err
 	}
@@ -360,6 +373,29 @@ func materializeMount(mounter *helperproc.Proc, m Mount, pio IO) (*os.File, erro
 		return files[0], nil
 	}
 	return nil, fmt.Errorf("unknown kind %q: %w", m.Kind, ErrInvalid)
+}
+
+// sourceMount makes a PrivateHome or LibraryBundles tmpfs and fills it
+// through its descriptor before anything can see it.
+func sourceMount(mounter *helperproc.Proc, m Mount, l *Launch) (*os.File, error) {
+	mode := uint32(0o755)
+	if m.Kind == PrivateHome {
+		mode = 0o700
+	}
+	files, err := call(mounter, &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
+	if err != nil {
+		return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
+	}
+	if m.Kind == PrivateHome {
+		err = fillHome(files[0], l)
+	} else {
+		err = fillLibraries(files[0], m, l)
+	}
+	if err != nil {
+		files[0].Close()
+		return nil, err
+	}
+	return files[0], nil
 }
 
 // retain makes a RetainedCopy: glove-loopext4 creates the image (its size
@@ -745,7 +781,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		}
 	}
 	for i, m := range l.Mounts {
-		if m.Kind == ReadOnlyBind {
+		if m.Kind == ReadOnlyBind || m.Kind == LibraryBundles {
 			continue
 		}
 		var sf unix.Statfs_t

@@ -65,6 +65,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.Anchor, "receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
 	fs.StringVar(&cfg.Libexec, "libexec", daemon.LibexecDir, "directory of the installed helpers")
 	fs.Var(&uids, "allow-uid", "uid allowed to connect (repeatable; default: gloved's own)")
+	fs.StringVar(&cfg.LibraryBundleRoot, "library-bundle-root", "", "directory of digest-named library bundles (mode 0700, owned by the service user)")
 	stream := fs.String("inherited-stream", "", "ALIAS=SOCKET: the inherited-stream-v1 upstream (a unix socket of the service user in a 0700 directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
