@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/glove-sandbox/glove/supervisor/stage"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,21 +68,8 @@ func dirNames(t *testing.T, dir string) []string {
 	return names
 }
 
-type stageJSON struct {
-	Runtime       string `json:"runtime"`
-	Executable    string `json:"executable"`
-	Source        string `json:"source"`
-	Digest        string `json:"digest"`
-	StagedPath    string `json:"staged_path"`
-	SearchPath    string `json:"search_path"`
-	EntryPoint    string `json:"entry_point"`
-	Files         int64  `json:"files"`
-	Directories   int64  `json:"directories"`
-	Symlinks      int64  `json:"symlinks"`
-	Bytes         int64  `json:"bytes"`
-	AlreadyStaged bool   `json:"already_staged"`
-	DryRun        bool   `json:"dry_run"`
-}
+// stageJSON is what --json prints: the package's report.
+type stageJSON = stage.Report
 
 func TestPolicyStage(t *testing.T) {
 	base := stageBase(t)

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/glove-sandbox/glove/supervisor/internal/filetype"
 )
 
 // Root is an open, identity-pinned bundle root directory. Its O_PATH
@@ -80,7 +82,7 @@ func classifyRootOpen(path string, err error) error {
 			return fmt.Errorf("%w: is a symbolic link", ErrType)
 		case unix.S_IFDIR:
 		default:
-			return fmt.Errorf("%w: is a %s, not a directory", ErrType, typeName(st.Mode))
+			return fmt.Errorf("%w: is a %s, not a directory", ErrType, filetype.Name(st.Mode))
 		}
 	}
 	if errors.Is(err, unix.ELOOP) {
@@ -92,7 +94,7 @@ func classifyRootOpen(path string, err error) error {
 // checkRoot applies the root directory rules to its status.
 func checkRoot(st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("%w: is a %s, not a directory", ErrType, typeName(st.Mode))
+		return fmt.Errorf("%w: is a %s, not a directory", ErrType, filetype.Name(st.Mode))
 	}
 	if euid := uint32(os.Geteuid()); st.Uid != euid {
 		return fmt.Errorf("%w: owned by uid %d, must be the effective uid %d", ErrOwner, st.Uid, euid)
@@ -101,26 +103,6 @@ func checkRoot(st *unix.Stat_t) error {
 		return fmt.Errorf("%w: permission bits are %04o, must be exactly 0700", ErrMode, perm)
 	}
 	return nil
-}
-
-func typeName(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "regular file"
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	case unix.S_IFIFO:
-		return "named pipe"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	}
-	return fmt.Sprintf("file of type %#o", mode&unix.S_IFMT)
 }
 
 // Path is the path the root was opened by (for messages only: the
@@ -202,7 +184,7 @@ func (r *Root) Open(digest string) (*Bundle, error) {
 			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 				return nil, r.refuse(digest, ErrType, "is a symbolic link")
 			}
-			return nil, r.refuse(digest, ErrType, "is a %s, not a regular file", typeName(st.Mode))
+			return nil, r.refuse(digest, ErrType, "is a %s, not a regular file", filetype.Name(st.Mode))
 		}
 		if errors.Is(err, unix.ENOENT) {
 			return nil, fmt.Errorf("library: bundle %s in %q: no such bundle: %w", digest, r.path, err)
@@ -225,7 +207,7 @@ func (r *Root) verify(digest string, f *os.File) (*Bundle, error) {
 		return nil, fmt.Errorf("library: bundle %s in %q: fstat: %w", digest, r.path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, r.refuse(digest, ErrType, "is a %s, not a regular file", typeName(st.Mode))
+		return nil, r.refuse(digest, ErrType, "is a %s, not a regular file", filetype.Name(st.Mode))
 	}
 	if euid := uint32(os.Geteuid()); st.Uid != euid {
 		return nil, r.refuse(digest, ErrOwner, "owned by uid %d, must be the effective uid %d", st.Uid, euid)

@@ -276,7 +276,7 @@ func TestOpenRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			return d
-		}, ErrType, "is a named pipe, not a regular file"},
+		}, ErrType, "is a named pipe (fifo), not a regular file"},
 		{"unknown kind, correctly named", func(t *testing.T, root string) string {
 			d := sha(unknownKind)
 			putRaw(t, root, d, unknownKind)

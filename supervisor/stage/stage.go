@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/glove-sandbox/glove/supervisor/internal/filetype"
+
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 )
@@ -251,7 +253,7 @@ func Walk(runtime, source string, progress Progress) (*Tree, error) {
 		}
 	default:
 		unix.Close(pfd)
-		return nil, fmt.Errorf("source %s: is a %s; only a directory or a regular file is staged", canon, typeName(st.Mode))
+		return nil, fmt.Errorf("source %s: is a %s; only a directory or a regular file is staged", canon, filetype.Name(st.Mode))
 	}
 	if err := t.findEntryPoint(exe); err != nil {
 		t.Close()
@@ -289,26 +291,6 @@ func openTree(dirfd int, name, label string, progress Progress) (*Tree, error) {
 	}
 	t.Digest = Digest(t.Entries)
 	return t, nil
-}
-
-func typeName(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFIFO:
-		return "named pipe (fifo)"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFREG:
-		return "regular file"
-	}
-	return fmt.Sprintf("file of unknown type %#o", mode&unix.S_IFMT)
 }
 
 // scan walks the tree below t.root (metadata only) and fills t.Entries.
@@ -397,7 +379,7 @@ func (t *Tree) scanDir(dir *os.File, rel string, depth int) error {
 			t.Entries = append(t.Entries, e)
 			t.Symlinks++
 		default:
-			return fmt.Errorf("%s: is a %s; only directories, regular files and symbolic links are staged", where, typeName(st.Mode))
+			return fmt.Errorf("%s: is a %s; only directories, regular files and symbolic links are staged", where, filetype.Name(st.Mode))
 		}
 	}
 	return nil
@@ -719,7 +701,7 @@ func existing(dirfd int, digest, staged string, progress Progress) (bool, error)
 		return false, fmt.Errorf("%s: %w", staged, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return false, fmt.Errorf("%s exists and is a %s; not overwritten", staged, typeName(st.Mode))
+		return false, fmt.Errorf("%s exists and is a %s; not overwritten", staged, filetype.Name(st.Mode))
 	}
 	t, err := openTree(dirfd, digest, staged, progress)
 	if err != nil {
