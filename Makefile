@@ -32,7 +32,7 @@ STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -ex
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode
 
-.PHONY: all build install deps test lint fuzz bench demo clean
+.PHONY: all build install deps test lint fuzz bench demo clean deb
 
 all: build
 
@@ -83,6 +83,12 @@ bench:
 	$(GO) test -run=NONE -bench=StreamproxyExchange -benchtime=200x -count=1 ./helpers/integration/
 	$(GO) test -run=NONE -bench=StartTrue -benchtime=100x -count=3 ./shim/
 	$(GO) test -run=NONE -bench=StartToFirstByte -benchtime=30x -count=1 ./supervisor/daemon/
+
+# The Debian package bin/deb/glove_<version>_<arch>.deb, with dpkg-deb
+# only (docs/packaging.md): built with PREFIX=/usr CONFDIR=/etc/glove into
+# bin/deb-build, so bin/ is left alone.
+deb:
+	scripts/build-deb.sh
 
 # The end-to-end demo, as root on a fresh machine: scripts/demo.sh.
 demo:

@@ -1,0 +1,570 @@
+package packaging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// The integration lock testenv takes (testenv.go, setup): one
+// integration test process at a time on a host, so that this test's
+// install, cgroups and leak check do not meet another package's.
+const integrationLock = "/var/lib/glove-testenv/.lock"
+
+// TestDebInstallRunPurge builds the package, installs it with dpkg -i,
+// checks what postinst made against the capability table, runs one
+// session with the installed binaries as the glove user (without
+// systemd: the test delegates the cgroup the unit would get), purges the
+// package and checks that nothing is left.
+func TestDebInstallRunPurge(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: needs root to install a package (CI runs as root)")
+	}
+	for _, tool := range []string{"dpkg", "dpkg-deb", "setpriv", "getcap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipped: %s not found", tool)
+		}
+	}
+	if _, err := user.Lookup(Group); err == nil {
+		t.Skipf("skipped: a user named %q already exists on this host; the package would adopt it and purge could not tell it apart (remove it, or run on a fresh machine)", Group)
+	}
+	if err := exec.Command("dpkg", "-s", "glove").Run(); err == nil {
+		t.Skip("skipped: the glove package is already installed on this host")
+	}
+	for _, p := range []string{"/run/glove", "/var/lib/glove/store", "/var/lib/glove/materialization"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Skipf("skipped: %s already exists (not made by this test)", p)
+		}
+	}
+	lockIntegration(t)
+	// Host-wide state (mounts, loop devices, cgroups, descriptors) is the
+	// same after install, session and purge; the glove user's processes
+	// are checked apart (the user does not exist yet).
+	testenv.CheckLeaks(t, -1)
+	v2 := testenv.V2Root(t)
+
+	// What the host holds before: the group (an operator may have made
+	// it, as scripts/setup-host.sh does), /var/lib/glove's entries,
+	// /etc/glove (moved aside and restored).
+	_, groupErr := user.LookupGroup(Group)
+	hadGroup := groupErr == nil
+	varBefore := listDir(t, "/var/lib/glove")
+	moveAside(t, "/etc/glove")
+	before, err := testenv.Take(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	deb := buildDeb(t)
+	contents := debPaths(t, deb)
+	existed := map[string]bool{}
+	for _, p := range contents {
+		if _, err := os.Lstat(p); err == nil {
+			existed[p] = true
+		}
+	}
+
+	run(t, "dpkg", "-i", deb)
+	purged := false
+	t.Cleanup(func() {
+		if !purged {
+			_, _ = exec.Command("dpkg", "--purge", "glove").CombinedOutput()
+		}
+	})
+
+	u, err := user.Lookup(Group)
+	if err != nil {
+		t.Fatalf("after dpkg -i: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	g, err := user.LookupGroup(Group)
+	if err != nil || g.Gid != u.Gid {
+		t.Fatalf("after dpkg -i: group %v (%v), want the user's primary group %s", g, err, u.Gid)
+	}
+
+	t.Run("capabilities", func(t *testing.T) { checkCapabilities(t) })
+	t.Run("no setuid or setgid", func(t *testing.T) { checkNoSetid(t) })
+	t.Run("modes and owners", func(t *testing.T) { checkModes(t, gid) })
+	t.Run("directories", func(t *testing.T) { checkDirs(t, uid, gid) })
+	t.Run("unit verifies", func(t *testing.T) { checkUnit(t) })
+	t.Run("session", func(t *testing.T) { runSession(t, v2, uid, gid) })
+
+	if t.Failed() {
+		t.Log("continuing to purge after failures")
+	}
+	if procs := processesOf(uid); len(procs) > 0 {
+		t.Errorf("processes of glove left before purge: %v", procs)
+	}
+	run(t, "dpkg", "--purge", "glove")
+	purged = true
+
+	// Nothing is left.
+	for _, p := range contents {
+		_, err := os.Lstat(p)
+		if existed[p] && err != nil {
+			t.Errorf("after purge: %s existed before the install and is gone: %v", p, err)
+		}
+		if !existed[p] && err == nil {
+			t.Errorf("after purge: %s is left", p)
+		}
+	}
+	for _, p := range []string{"/etc/glove", "/run/glove", "/var/lib/glove/store", "/var/lib/glove/materialization"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("after purge: %s is left", p)
+		}
+	}
+	if got := listDir(t, "/var/lib/glove"); !equal(got, varBefore) {
+		t.Errorf("after purge: /var/lib/glove holds %v, before the install %v", got, varBefore)
+	}
+	if _, err := user.Lookup(Group); err == nil {
+		t.Errorf("after purge: the user %s is left", Group)
+	}
+	if _, err := user.LookupGroup(Group); (err == nil) != hadGroup {
+		t.Errorf("after purge: group %s present=%v, before the install present=%v", Group, err == nil, hadGroup)
+	}
+	if err := exec.Command("dpkg", "-s", "glove").Run(); err == nil {
+		t.Errorf("after purge: dpkg still knows the package")
+	}
+	if procs := processesOf(uid); len(procs) > 0 {
+		t.Errorf("after purge: processes of uid %d: %v", uid, procs)
+	}
+	after, err := testenv.Take(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range testenv.Diff(before, after) {
+		t.Errorf("leak: %s", d)
+	}
+}
+
+func lockIntegration(t *testing.T) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(integrationLock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(integrationLock, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+}
+
+// moveAside renames an existing path out of the way for the test and
+// puts it back afterwards (after the purge has removed the package's).
+func moveAside(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); err != nil {
+		return
+	}
+	aside := fmt.Sprintf("%s.deb-test-%d", p, os.Getpid())
+	if err := os.Rename(p, aside); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("moved the host's %s aside to %s for the test", p, aside)
+	t.Cleanup(func() {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s exists at the end of the test; the host's copy stays in %s", p, aside)
+			return
+		}
+		if err := os.Rename(aside, p); err != nil {
+			t.Errorf("restore %s: %v", p, err)
+		}
+	})
+}
+
+func buildDeb(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	cmd := exec.Command(filepath.Join(root, "scripts/build-deb.sh"))
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/build-deb.sh: %v\n%s", err, b)
+	}
+	debs, _ := filepath.Glob(filepath.Join(root, "bin/deb/glove_*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("bin/deb holds %v, want one package", debs)
+	}
+	return debs[0]
+}
+
+// debPaths lists the package's paths (dpkg-deb -c), "/" excluded.
+func debPaths(t *testing.T, deb string) []string {
+	t.Helper()
+	out := run(t, "dpkg-deb", "--fsys-tarfile", deb)
+	tar := exec.Command("tar", "-t")
+	tar.Stdin = bytes.NewReader(out)
+	names, err := tar.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, n := range strings.Split(string(names), "\n") {
+		p := filepath.Clean("/" + strings.TrimPrefix(n, "./"))
+		if n != "" && p != "/" {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+func installedPaths(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(string(run(t, "dpkg", "-L", "glove")), "\n") {
+		if strings.HasPrefix(l, "/") && l != "/." {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// checkCapabilities compares getcap of every executable with its row.
+func checkCapabilities(t *testing.T) {
+	for _, e := range captable.Table {
+		p := InstalledPath("/usr", e)
+		out := strings.TrimSpace(string(run(t, "getcap", p)))
+		want := ""
+		if text := e.SetcapText(); text != "" {
+			want = p + " " + text
+		}
+		if out != want {
+			t.Errorf("getcap %s: %q, the table says %q", p, out, want)
+		} else {
+			t.Logf("getcap %s: %q", p, out)
+		}
+	}
+}
+
+func checkNoSetid(t *testing.T) {
+	paths := installedPaths(t)
+	if len(paths) < len(captable.Table) {
+		t.Fatalf("dpkg -L glove lists %d paths", len(paths))
+	}
+	for _, p := range paths {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if st.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+			t.Errorf("%s is setuid or setgid: %v", p, st.Mode())
+		}
+	}
+}
+
+func checkModes(t *testing.T, gid int) {
+	want := func(p string, mode fs.FileMode, uid, gid int) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Errorf("%s: %v", p, err)
+			return
+		}
+		if got := fs.FileMode(st.Mode & 0o7777); got != mode || int(st.Uid) != uid || int(st.Gid) != gid {
+			t.Errorf("%s: %04o %d:%d, want %04o %d:%d", p, got, st.Uid, st.Gid, mode, uid, gid)
+		}
+	}
+	want("/usr/libexec/glove", 0o755, 0, 0)
+	for _, e := range captable.Table {
+		if e.Helper {
+			want(InstalledPath("/usr", e), 0o750, 0, gid)
+		} else {
+			want(InstalledPath("/usr", e), 0o755, 0, 0)
+		}
+	}
+	want("/etc/glove", 0o755, 0, 0)
+	for _, f := range []string{"mounter.json", "loopext4.json", "cgroup.json", "streamproxy.json"} {
+		want(filepath.Join("/etc/glove", f), 0o644, 0, 0)
+	}
+	want("/lib/systemd/system/gloved.service", 0o644, 0, 0)
+}
+
+func checkDirs(t *testing.T, uid, gid int) {
+	u, _ := user.Lookup(Group)
+	if u.HomeDir != "/nonexistent" {
+		t.Errorf("user glove: home %s", u.HomeDir)
+	}
+	for _, p := range []string{"/run/glove", "/var/lib/glove/store", "/var/lib/glove/materialization"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o7777 != 0o700 || int(st.Uid) != uid || int(st.Gid) != gid {
+			t.Errorf("%s: mode %o %d:%d, want a directory 0700 glove:glove", p, st.Mode, st.Uid, st.Gid)
+		}
+	}
+}
+
+// checkUnit runs systemd-analyze verify on the installed unit (which
+// needs the ExecStart binary present; it does not need systemd running).
+func checkUnit(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("skipped: systemd-analyze not found")
+	}
+	out, err := exec.Command("systemd-analyze", "verify", "/lib/systemd/system/gloved.service").CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// runSession delegates the cgroup the unit would get
+// (/system.slice/gloved.service, cgroup.json's parent) to glove in every
+// hierarchy, as systemd's Delegate=yes does, and runs `glove run` there
+// as glove with the unit's capability bounding set, as systemd would
+// start gloved: the shipped configuration must work as it is.
+func runSession(t *testing.T, v2 string, uid, gid int) {
+	parent := "/system.slice/gloved.service"
+	delegateCgroup(t, parent, uid, gid)
+	cg, err := unix.Open(filepath.Join(v2, parent), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(cg)
+	ws, err := os.MkdirTemp("", "glove-deb-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if err := os.Chown(ws, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	bset := []string{"-all"}
+	for _, c := range BoundingSet() {
+		bset = append(bset, "+"+strings.TrimPrefix(strings.ToLower(c), "cap_"))
+	}
+	asGlove := func(args ...string) (string, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		argv := []string{"--reuid", strconv.Itoa(uid), "--regid", strconv.Itoa(gid), "--groups", strconv.Itoa(gid),
+			"--bounding-set", strings.Join(bset, ",")}
+		if args[0] == "--no-new-privs" {
+			argv, args = append(argv, args[0]), args[1:]
+		}
+		argv = append(append(argv, "--"), args...)
+		cmd := exec.CommandContext(ctx, "setpriv", argv...)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	out, errOut, err := asGlove("/usr/bin/glove", "helpers")
+	if err != nil {
+		t.Errorf("glove helpers: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	for _, e := range captable.Table {
+		if !e.Helper || e.Binary == "glove-shim" {
+			continue
+		}
+		want := "CapEff " + captable.MaskString(e.Mask())
+		if !strings.Contains(lineOf(out, e.Binary), want) || !strings.HasSuffix(strings.TrimSpace(lineOf(out, e.Binary)), "ok") {
+			t.Errorf("glove helpers: %s: %q, want %s ... ok", e.Binary, lineOf(out, e.Binary), want)
+		}
+	}
+	t.Logf("glove helpers:\n%s", out)
+
+	// Why the unit must not set no_new_privs: under it, execve ignores
+	// the helpers' file capabilities and they refuse to start.
+	out, errOut, err = asGlove("--no-new-privs", "/usr/bin/glove", "helpers")
+	if err == nil || !strings.Contains(errOut, "missing capabilities cap_sys_admin") {
+		t.Errorf("glove helpers under no_new_privs: %v, want glove-mounter refusing for missing capabilities\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	out, errOut, err = asGlove("/usr/bin/glove", "run", "--", "sh", "-c", "echo hi")
+	if err != nil || out != "hi\n" {
+		t.Errorf("glove run -- sh -c 'echo hi': %v, stdout %q, want \"hi\\n\" and status 0\nstderr: %s", err, out, errOut)
+	} else {
+		t.Logf("glove run -- sh -c 'echo hi': stdout %q, status 0", out)
+	}
+
+	// The same session inside an approximation of the unit's mount,
+	// network and IPC sandboxing (ProtectSystem=strict with the state and
+	// runtime directories writable, ProtectHome=, PrivateTmp=,
+	// PrivateNetwork=, PrivateIPC=, UMask=0077), built with unshare(1)
+	// and mount(8) as systemd would build it, since systemd does not run
+	// here. The mounts vanish with the namespace.
+	ws2, err := os.MkdirTemp(filepath.Dir(integrationLock), "deb-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws2) })
+	if err := os.Chmod(ws2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := `set -e
+awk '{print $5}' /proc/self/mountinfo | sort -u | while read -r m; do
+  case "$m" in /dev|/dev/*|/proc|/proc/*|/sys|/sys/*) continue ;; esac
+  mount -o remount,bind,ro "$m"
+done
+for d in /var/lib/glove/store /var/lib/glove/materialization /run/glove; do
+  mount --bind "$d" "$d"; mount -o remount,bind,rw "$d"
+done
+for d in /home /root /run/user; do
+  if [ -d "$d" ]; then mount -t tmpfs -o ro,mode=0755 tmpfs "$d"; fi
+done
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=1777 tmpfs /var/tmp
+umask 0077
+exec setpriv "$@"`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	argv := []string{"--mount", "--propagation", "slave", "--net", "--ipc", "sh", "-c", script, "sh",
+		"--reuid", strconv.Itoa(uid), "--regid", strconv.Itoa(gid), "--groups", strconv.Itoa(gid),
+		"--bounding-set", strings.Join(bset, ","), "--", "/usr/bin/glove", "run", "--", "sh", "-c", "echo hi"}
+	cmd := exec.CommandContext(ctx, "unshare", argv...)
+	cmd.Dir = ws2
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cg}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || stdout.String() != "hi\n" {
+		t.Errorf("glove run under the unit's sandboxing: %v, stdout %q, want \"hi\\n\" and status 0\nstderr: %s", err, stdout.String(), stderr.String())
+	} else {
+		t.Logf("glove run under the unit's sandboxing (approximated): stdout %q, status 0", stdout.String())
+	}
+}
+
+func lineOf(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// delegateCgroup creates parent in every mounted hierarchy (and its
+// missing ancestors), owned by uid as the unit's delegation would make
+// it, and removes what it created when the test ends.
+func delegateCgroup(t *testing.T, parent string, uid, gid int) {
+	mounts, err := testenv.CgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	t.Cleanup(func() {
+		// Deepest first; anything left inside is killed.
+		sort.Slice(created, func(i, j int) bool { return len(created[i]) > len(created[j]) })
+		for _, d := range created {
+			var sub []string
+			_ = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+				if err == nil && e.IsDir() {
+					sub = append(sub, p)
+				}
+				return nil
+			})
+			sort.Sort(sort.Reverse(sort.StringSlice(sub)))
+			for _, s := range sub {
+				if err := rmdirKilling(s); err != nil {
+					t.Errorf("remove cgroup: %v", err)
+				}
+			}
+		}
+	})
+	for _, m := range mounts {
+		d := m
+		for _, part := range strings.Split(strings.Trim(parent, "/"), "/") {
+			d = filepath.Join(d, part)
+			if err := os.Mkdir(d, 0o755); err == nil {
+				created = append(created, d)
+			} else if !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("create cgroup %s: %v", d, err)
+			}
+		}
+		for _, f := range []string{".", "cgroup.procs", "tasks", "cgroup.subtree_control", "cgroup.threads"} {
+			if err := os.Chown(filepath.Join(d, f), uid, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("delegate cgroup %s: %v", d, err)
+			}
+		}
+	}
+}
+
+func rmdirKilling(dir string) error {
+	var err error
+	for range 100 {
+		data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for _, f := range strings.Fields(string(data)) {
+			if pid, perr := strconv.Atoi(f); perr == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if err = syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", dir, err)
+}
+
+func processesOf(uid int) []string {
+	s, err := testenv.Take(uid)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	return s["process"]
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func run(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
+	}
+	return stdout.Bytes()
+}

@@ -1,0 +1,296 @@
+package packaging
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/cgroup"
+	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/loopext4"
+	"github.com/glove-sandbox/glove/helpers/mounter"
+	"github.com/glove-sandbox/glove/helpers/streamproxy"
+)
+
+// helperLine is how the generated postinst names a helper; parsed
+// independently of HelperLines so that a change to either shows here.
+var helperLine = regexp.MustCompile(`^\s*glove_helper (\S+) (\S+)\s*$`)
+
+func generatedPostinst(t *testing.T) string {
+	t.Helper()
+	tmpl, err := os.ReadFile("debian/postinst.in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Postinst(string(tmpl), "/usr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPostinstMatchesTable fails when the postinst the package ships
+// and the capability table disagree: every helper row, and only those,
+// gets exactly one glove_helper line with its path and setcap text, and
+// nothing else in the script runs setcap or grants a mode.
+func TestPostinstMatchesTable(t *testing.T) {
+	got := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(generatedPostinst(t)))
+	for sc.Scan() {
+		l := sc.Text()
+		if m := helperLine.FindStringSubmatch(l); m != nil {
+			if _, dup := got[m[1]]; dup {
+				t.Errorf("postinst names %s twice", m[1])
+			}
+			got[m[1]] = m[2]
+			continue
+		}
+		code := strings.TrimSpace(l)
+		if strings.HasPrefix(code, "#") {
+			continue
+		}
+		if strings.Contains(code, "setcap ") && code != `setcap "$2" "$1"` {
+			t.Errorf("postinst runs setcap outside glove_helper: %q", l)
+		}
+		if strings.Contains(code, "chmod") && code != `chmod 0750 "$1"` {
+			t.Errorf("postinst changes a mode outside glove_helper: %q", l)
+		}
+		if strings.Contains(code, Marker) {
+			t.Errorf("postinst still holds the marker: %q", l)
+		}
+	}
+	want := map[string]string{}
+	for _, e := range captable.Table {
+		if !e.Helper {
+			continue
+		}
+		caps := e.SetcapText()
+		if caps == "" {
+			caps = NoCaps
+		}
+		want[filepath.Join("/usr", e.Dir, e.Binary)] = caps
+	}
+	for p, c := range want {
+		if got[p] != c {
+			t.Errorf("postinst: %s gets %q, the table says %q", p, got[p], c)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("postinst: %s is not a helper row of the table", p)
+		}
+	}
+}
+
+func TestPostinstMarker(t *testing.T) {
+	for _, tmpl := range []string{"a\nb\n", "#@GLOVE_HELPERS@\n#@GLOVE_HELPERS@\n", "x #@GLOVE_HELPERS@\n"} {
+		if _, err := Postinst(tmpl, "/usr"); err == nil {
+			t.Errorf("Postinst(%q) accepted", tmpl)
+		}
+	}
+}
+
+// unitSettings reads the [Service] and [Unit] assignments of the unit.
+func unitSettings(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile("systemd/gloved.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(data), "\\\n", " ")
+	out := map[string][]string{}
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || l[0] == '#' || l[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			t.Fatalf("unit: line %q", l)
+		}
+		out[k] = append(out[k], strings.Join(strings.Fields(v), " "))
+	}
+	return out
+}
+
+func one(t *testing.T, s map[string][]string, key string) string {
+	t.Helper()
+	if len(s[key]) != 1 {
+		t.Fatalf("unit: %s set %d times, want once", key, len(s[key]))
+	}
+	return s[key][0]
+}
+
+// TestUnitCapabilities checks the unit against the table and against
+// what the helpers need from the process that executes them.
+func TestUnitCapabilities(t *testing.T) {
+	s := unitSettings(t)
+	if got, want := one(t, s, "CapabilityBoundingSet"), strings.Join(BoundingSet(), " "); got != want {
+		t.Errorf("CapabilityBoundingSet=%s, the table's union is %s", got, want)
+	}
+	if want := []string{"CAP_DAC_OVERRIDE", "CAP_SYS_ADMIN"}; !slices.Equal(BoundingSet(), want) {
+		t.Errorf("BoundingSet() = %v, want %v (a new capability in the table: review the unit)", BoundingSet(), want)
+	}
+	for key, want := range map[string]string{
+		"AmbientCapabilities": "", "NoNewPrivileges": "no", "User": Group, "Group": Group, "Delegate": "yes",
+	} {
+		if got := one(t, s, key); got != want {
+			t.Errorf("%s=%s, want %q", key, got, want)
+		}
+	}
+	// For a unit whose User= is not root, systemd sets no_new_privs when
+	// any of these is present, whatever NoNewPrivileges= says; the
+	// helpers would then run without their file capabilities.
+	for _, key := range []string{"SystemCallFilter", "SystemCallArchitectures", "SystemCallLog",
+		"RestrictAddressFamilies", "RestrictNamespaces", "RestrictSUIDSGID", "RestrictRealtime",
+		"LockPersonality", "MemoryDenyWriteExecute", "ProtectKernelModules", "ProtectKernelTunables",
+		"ProtectKernelLogs", "ProtectClock", "ProtectHostname", "PrivateDevices", "DynamicUser",
+		// and these would break the helpers or the sandbox directly
+		"PrivateUsers", "ProtectControlGroups", "ProtectProc", "ProcSubset", "SecureBits"} {
+		if v, ok := s[key]; ok {
+			t.Errorf("unit sets %s=%v (see docs/packaging.md for why it must not)", key, v)
+		}
+	}
+}
+
+// TestUnitPaths keeps the unit, tmpfiles.d and the helpers' example
+// bounds naming the same directories.
+func TestUnitPaths(t *testing.T) {
+	s := unitSettings(t)
+	exec := one(t, s, "ExecStart")
+	flags := map[string]string{}
+	f := strings.Fields(exec)
+	if f[0] != "/usr/bin/gloved" {
+		t.Errorf("ExecStart runs %s", f[0])
+	}
+	for i := 1; i+1 < len(f); i += 2 {
+		flags[f[i]] = f[i+1]
+	}
+	tmpfiles, err := os.ReadFile("tmpfiles.d/glove.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"--session-store", "--materialization-root", "--runtime-dir"} {
+		dir := flags[flag]
+		if !strings.Contains(string(tmpfiles), "\nd "+dir+" 0700 glove glove -\n") {
+			t.Errorf("%s %s: tmpfiles.d/glove.conf does not create it 0700 glove:glove", flag, dir)
+		}
+	}
+	for _, flag := range []string{"--session-policy", "--receipt-key"} {
+		if !slices.Contains(s["AssertPathExists"], flags[flag]) {
+			t.Errorf("%s %s: no AssertPathExists= for it", flag, flags[flag])
+		}
+	}
+	if flags["--receipt-anchor"] != "${GLOVED_RECEIPT_ANCHOR}" || one(t, s, "EnvironmentFile") != "/etc/glove/gloved.env" ||
+		!slices.Contains(s["AssertPathExists"], "/etc/glove/gloved.env") {
+		t.Errorf("the receipt anchor must come from /etc/glove/gloved.env, asserted present")
+	}
+	if got := one(t, s, "StateDirectory"); got != "glove/store glove/materialization" {
+		t.Errorf("StateDirectory=%s", got)
+	}
+
+	var lc loopext4.Config
+	decodeExample(t, "loopext4.json", &lc)
+	if lc.MaterializationRoot != flags["--materialization-root"] {
+		t.Errorf("loopext4.json materialization_root %s, gloved's --materialization-root %s", lc.MaterializationRoot, flags["--materialization-root"])
+	}
+	var cc cgroup.Config
+	decodeExample(t, "cgroup.json", &cc)
+	if cc.Parent != "/system.slice/gloved.service" {
+		t.Errorf("cgroup.json parent %s: systemd delegates /system.slice/gloved.service", cc.Parent)
+	}
+}
+
+// TestExampleConfigs decodes every shipped bounds file with its helper's
+// own strict decoder and validation, and checks that the mounter may
+// bind what `glove run` mounts (/usr and /etc).
+func TestExampleConfigs(t *testing.T) {
+	files, err := filepath.Glob("etc/glove/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs := map[string]helperkit.Config{
+		"mounter.json": &mounter.Config{}, "loopext4.json": &loopext4.Config{},
+		"cgroup.json": &cgroup.Config{}, "streamproxy.json": &streamproxy.Config{},
+	}
+	if len(files) != len(cfgs) {
+		t.Errorf("etc/glove holds %v, want the four helpers' bounds", files)
+	}
+	for name, cfg := range cfgs {
+		decodeExample(t, name, cfg)
+	}
+	roots := cfgs["mounter.json"].(*mounter.Config).SourceRoots
+	for _, r := range []string{"/etc", "/usr"} {
+		if !slices.Contains(roots, r) {
+			t.Errorf("mounter.json source_roots %v lacks %s (glove run binds it)", roots, r)
+		}
+	}
+}
+
+func decodeExample(t *testing.T, name string, cfg helperkit.Config) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("etc/glove", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helperkit.DecodeStrict(data, cfg); err != nil {
+		t.Errorf("%s: %v", name, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("%s: %v", name, err)
+	}
+}
+
+func TestTmpfilesAndSysusers(t *testing.T) {
+	su, err := os.ReadFile("sysusers.d/glove.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^u glove - "[^"]+" /nonexistent /usr/sbin/nologin$`).Match(su) {
+		t.Errorf("sysusers.d/glove.conf does not create the system user glove:\n%s", su)
+	}
+	tf, err := os.ReadFile("tmpfiles.d/glove.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(tf), "\n") {
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		f := strings.Fields(l)
+		// postinst's fallback without systemd-tmpfiles reads exactly this shape.
+		if len(f) != 6 || f[0] != "d" || !filepath.IsAbs(f[1]) || len(f[2]) != 4 || f[5] != "-" {
+			t.Errorf("tmpfiles.d line %q: want `d PATH MODE USER GROUP -`", l)
+		}
+	}
+}
+
+func TestStageModes(t *testing.T) {
+	bin, root := t.TempDir(), t.TempDir()
+	for _, e := range captable.Table {
+		if err := os.WriteFile(filepath.Join(bin, e.Binary), []byte("x"), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Stage(bin, root, "/usr"); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range captable.Table {
+		st, err := os.Stat(filepath.Join(root, "usr", e.Dir, e.Binary))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o755)
+		if e.Helper {
+			want = 0o750
+		}
+		if st.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", e.Binary, st.Mode(), want)
+		}
+	}
+}
