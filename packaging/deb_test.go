@@ -481,7 +481,7 @@ func delegateCgroup(t *testing.T, parent string, uid, gid int) {
 			})
 			sort.Sort(sort.Reverse(sort.StringSlice(sub)))
 			for _, s := range sub {
-				if err := rmdirKilling(s); err != nil {
+				if err := testenv.RmdirKilling(s); err != nil {
 					t.Errorf("remove cgroup: %v", err)
 				}
 			}
@@ -503,23 +503,6 @@ func delegateCgroup(t *testing.T, parent string, uid, gid int) {
 			}
 		}
 	}
-}
-
-func rmdirKilling(dir string) error {
-	var err error
-	for range 100 {
-		data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		for _, f := range strings.Fields(string(data)) {
-			if pid, perr := strconv.Atoi(f); perr == nil && pid > 0 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-		if err = syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("remove cgroup %s: %w", dir, err)
 }
 
 func processesOf(uid int) []string {

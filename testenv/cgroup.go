@@ -76,7 +76,7 @@ func (e *Env) removeCgroups() error {
 		})
 		sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
 		for _, d := range dirs {
-			if err := rmdirKilling(d); err != nil {
+			if err := RmdirKilling(d); err != nil {
 				errs = append(errs, err.Error())
 			}
 		}
@@ -88,7 +88,9 @@ func (e *Env) removeCgroups() error {
 	return nil
 }
 
-func rmdirKilling(dir string) error {
+// RmdirKilling removes the cgroup directory dir, killing what is still in
+// it first and retrying while it empties (for a test's own cgroups).
+func RmdirKilling(dir string) error {
 	var err error
 	for range 100 {
 		data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
