@@ -4,6 +4,8 @@ package daemon
 
 import (
 	"os"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,15 +15,33 @@ import (
 // as a crash would: the recovery tests then restart it.
 const testFaultVar = "GLOVED_TEST_FAULT"
 
+// testPauseVar is POINT:FILE: at that point the start path creates
+// FILE.reached and waits (at most 60 s) until FILE exists, so that a test
+// can act between two steps of a start, as an attacker racing it would
+// (the launch-source tests swap a pinned executable or a verified bundle
+// there).
+const testPauseVar = "GLOVED_TEST_PAUSE"
+
 func faultHook() func(string) {
 	point := os.Getenv(testFaultVar)
-	if point == "" {
+	pausePoint, pauseFile, _ := strings.Cut(os.Getenv(testPauseVar), ":")
+	if point == "" && pauseFile == "" {
 		return nil
 	}
 	return func(p string) {
 		if p == point {
 			_ = unix.Kill(os.Getpid(), unix.SIGKILL)
 			select {} // the signal is on its way
+		}
+		if pauseFile != "" && p == pausePoint {
+			if f, err := os.Create(pauseFile + ".reached"); err == nil {
+				f.Close()
+			}
+			for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(pauseFile); err == nil {
+					return
+				}
+			}
 		}
 	}
 }

@@ -470,10 +470,14 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 	}
 	if runErr != nil {
 		log.WithField("event", "session_error").Warn("the session engine reported an error")
-		if res == nil && errors.Is(runErr, discovery.ErrChanged) {
+		switch {
+		case res == nil && errors.Is(runErr, discovery.ErrChanged):
 			// The pinned executable was not the file found at resolution
 			// when the program was about to be released.
 			reason = "runtime_changed"
+		case res == nil && errors.Is(runErr, library.ErrDigest):
+			// A verified bundle's bytes changed before they were copied.
+			reason = "library_bundle_rejected"
 		}
 	}
 	if res != nil {
