@@ -11,8 +11,10 @@
 #      is measured before and during);
 #   4. a write outside the workspace refused, and the workspace copy
 #      ephemeral (the host's workspace is unchanged);
-#   5. a managed session from a policy and a plan, whose authenticated
-#      receipt is written and verified.
+#   5. a managed session from a policy and a plan (a native-skill
+#      runtime: a private home with the skill of a verified library
+#      bundle, the bundle read-only), whose authenticated receipt is
+#      written and verified.
 # Everything it creates in /tmp is removed at the end; the user, the
 # install and the bounds files stay (run it again: it is idempotent).
 set -euo pipefail
@@ -93,11 +95,12 @@ step "5. a managed session through gloved's control socket, and its verified rec
 go run ./scripts/demopolicy "$work"
 for d in run store mat; do mkdir -m 0700 "$work/$d"; done
 chown "$DEMO_USER:$DEMO_USER" "$work/policy.json" "$work/plan.json" "$work/key" "$work/run" "$work/store" "$work/mat"
+chown -R "$DEMO_USER:$DEMO_USER" "$work/bundles"
 anchor="$(printf 'a%.0s' $(seq 64))"
 sock="$work/run/gloved.sock"
 as_user_exec "$PREFIX/bin/gloved" --session-policy "$work/policy.json" --session-store "$work/store" \
   --materialization-root "$work/mat" --runtime-dir "$work/run" --receipt-key "$work/key" \
-  --receipt-anchor "$anchor" > "$work/gloved.out" 2> "$work/gloved.log" &
+  --receipt-anchor "$anchor" --library-bundle-root "$work/bundles" > "$work/gloved.out" 2> "$work/gloved.log" &
 gloved_pid=$!
 trap 'kill -TERM "$gloved_pid" 2>/dev/null || true; wait "$gloved_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done

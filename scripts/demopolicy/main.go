@@ -1,8 +1,9 @@
 // Command demopolicy writes the session policy, plan and receipt key that
 // `make demo` runs (scripts/demo.sh): DIR/policy.json, DIR/plan.json and
-// DIR/key, for the workspace DIR/workspace. The adapter command digest and
-// the plan are computed by the policy and plan packages, as an operator's
-// tooling would.
+// DIR/key, for the workspace DIR/workspace, and one library bundle with a
+// skill in DIR/bundles (the --library-bundle-root). The adapter command
+// digest, the plan and the bundle are computed by the policy, plan and
+// library packages, as an operator's tooling would.
 package main
 
 import (
@@ -12,15 +13,20 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 )
 
 // script runs in the managed session, with dash's builtins only: the
-// sandbox holds /usr/bin/dash, /usr/lib and /usr/lib64, read-only, and a
-// copy of the workspace.
+// sandbox holds /usr/bin/dash, /usr/lib and /usr/lib64, read-only, a
+// copy of the workspace, and (the template's runtime is codex, a
+// native-skill runtime) a private home with the bundle's skill.
 const script = `echo "hello from a managed session"
 read line < /workspace/README && echo "the workspace copy says: $line"
+echo "HOME=$HOME CODEX_HOME=$CODEX_HOME"
+read line < /home/agent/.codex/skills/demo-skill/SKILL.md && echo "the private home's skill says: $line"
+for f in /opt/glove/libraries/*; do echo "library bundle, read-only: $f"; done
 (echo x > /usr/lib/pwned) 2>/dev/null && echo WROTE-USR-LIB || echo "write to /usr/lib: refused"
 echo note > /workspace/note && echo "wrote /workspace/note (in the copy)"
 exit 3`
@@ -34,8 +40,8 @@ func main() {
 	prof := policy.ResourceProfile{ProfileID: "demo", CPUTimeMs: 10_000, MemoryBytes: 256 << 20, Pids: 64,
 		WallTimeMs: 30_000, DiskBytes: 16 << 20, TerminalOutputBytes: 1 << 20}
 	t := policy.RuntimeTemplate{
-		RuntimeTemplateID: "demo-shell", RuntimeID: "demo", SandboxBackend: policy.BackendLinuxProduction,
-		AllowedPathAliases: []string{"workspace"},
+		RuntimeTemplateID: "demo-shell", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+		AllowedPathAliases: []string{"workspace"}, AllowedProjectionDestinations: []string{"libraries"},
 		Launch: policy.Launch{ExecutablePath: "/usr/bin/dash", Arguments: []string{"-c", script},
 			Environment: []string{"LANG=C"}, ReadOnlyPaths: []string{"/usr/lib", "/usr/lib64"}},
 	}
@@ -45,13 +51,26 @@ func main() {
 		PathAliases: []policy.PathAlias{{Alias: "workspace", HostPath: filepath.Join(dir, "workspace"), TargetPath: "/workspace",
 			MaxTTLSecs: 3600, Access: []policy.AccessTuple{{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
 				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 8 << 20}}}},
-		ResourceProfiles: []policy.ResourceProfile{prof},
+		LibraryProjectionDestinations: []policy.LibraryDestination{{Alias: "libraries", TargetPath: "/opt/glove/libraries"}},
+		ResourceProfiles:              []policy.ResourceProfile{prof},
+	}
+	bundles := filepath.Join(dir, "bundles")
+	if err := os.Mkdir(bundles, 0o700); err != nil {
+		fail(err)
+	}
+	digest, err := library.Write(bundles, &library.Manifest{Schema: library.Schema, Entries: []library.Entry{{
+		Kind: library.KindSkill, Name: "demo-skill", Description: "what a skill bundle looks like",
+		Files: []library.File{{Path: "SKILL.md", Content: []byte("demo-skill: projected from a verified bundle\n")}},
+	}}})
+	if err != nil {
+		fail(err)
 	}
 	pl := &plan.Plan{SchemaVersion: 1, PolicyRevision: 1, ExpiresAtUnixMs: uint64(time.Now().Add(30 * time.Minute).UnixMilli()),
 		RuntimeTemplateID: t.RuntimeTemplateID, RuntimeID: t.RuntimeID, SandboxBackend: t.SandboxBackend,
 		AdapterCommandDigest: t.AdapterCommandDigest, ResourceProfile: prof,
 		PathGrants: []plan.PathGrant{{Alias: "workspace", Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
-			CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, TTLSecs: 1800, MaxBytes: 8 << 20}}}
+			CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, TTLSecs: 1800, MaxBytes: 8 << 20}},
+		LibraryProjections: []plan.LibraryProjection{{Digest: digest, DestinationAlias: "libraries"}}}
 	if err := policy.Validate(pol); err != nil {
 		fail(err)
 	}
@@ -67,7 +86,7 @@ func main() {
 			fail(err)
 		}
 	}
-	fmt.Printf("policy revision 1, template demo-shell, plan_content_digest %s\n", plan.ContentDigest(pl))
+	fmt.Printf("policy revision 1, template demo-shell, bundle %s, plan_content_digest %s\n", digest, plan.ContentDigest(pl))
 }
 
 func fail(err error) {
