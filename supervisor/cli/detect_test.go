@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/glove-sandbox/glove/testenv"
 	"os"
 	"strings"
 	"testing"
@@ -13,24 +14,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/policy"
 )
 
-// detectBase returns a fresh root-owned 0755 directory under /var/lib
-// (not t.TempDir(): /tmp is writable by others, so discovery rejects
-// everything beneath it by design), removed in cleanup.
-func detectBase(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: search directories must sit under root-owned, non-writable ancestors (not /tmp)")
-	}
-	base, err := os.MkdirTemp("/var/lib", "glove-detect-test-")
-	if err != nil {
-		t.Skipf("cannot create a test base under /var/lib: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return base
-}
+func detectBase(t *testing.T) string { return testenv.ProtectedDir(t, "detect") }
 
 func TestPolicyDetect(t *testing.T) {
 	base := detectBase(t)

@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/glove-sandbox/glove/testenv"
 	"os"
 	"strings"
 	"testing"
@@ -12,24 +13,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/policy"
 )
 
-// generateBase returns a fresh root-owned 0755 directory under /var/lib
-// (not t.TempDir(): /tmp is writable by others, so discovery rejects
-// everything beneath it by design), removed in cleanup.
-func generateBase(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: executables and search directories must sit under root-owned, non-writable ancestors (not /tmp)")
-	}
-	base, err := os.MkdirTemp("/var/lib", "glove-generate-test-")
-	if err != nil {
-		t.Skipf("cannot create a test base under /var/lib: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return base
-}
+func generateBase(t *testing.T) string { return testenv.ProtectedDir(t, "generate") }
 
 // mkdirMode creates dir with exactly mode (no umask).
 func mkdirMode(t *testing.T, dir string, mode os.FileMode) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"github.com/glove-sandbox/glove/supervisor/stage"
+	"github.com/glove-sandbox/glove/testenv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,31 +17,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 )
 
-// stageBase returns a fresh root-owned 0755 directory under /var/lib,
-// removed (staged directories are mode 0555) in cleanup.
-func stageBase(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the runtime directory must sit under root-owned, non-writable ancestors (not /tmp)")
-	}
-	base, err := os.MkdirTemp("/var/lib", "glove-stage-test-")
-	if err != nil {
-		t.Skipf("cannot create a test base under /var/lib: %v", err)
-	}
-	t.Cleanup(func() {
-		filepath.Walk(base, func(p string, fi os.FileInfo, err error) error {
-			if err == nil && fi.IsDir() {
-				os.Chmod(p, 0o755)
-			}
-			return nil
-		})
-		os.RemoveAll(base)
-	})
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return base
-}
+func stageBase(t *testing.T) string { return testenv.ProtectedDir(t, "stage") }
 
 func stageWrite(t *testing.T, p, content string, mode os.FileMode) {
 	t.Helper()

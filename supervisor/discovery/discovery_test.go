@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"errors"
+	"github.com/glove-sandbox/glove/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,22 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// testBase returns a fresh root-owned 0755 directory under /var/lib:
-// t.TempDir() lives under /tmp, which is writable by others and so
-// rejected by design. The tree is removed in cleanup.
+// testBase is a protected directory (testenv.ProtectedDir) that this
+// host's ancestors of /var/lib let discovery accept.
 func testBase(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the test trees must sit under root-owned, non-writable ancestors (not /tmp)")
-	}
-	base, err := os.MkdirTemp("/var/lib", "glove-discovery-test-")
-	if err != nil {
-		t.Skipf("cannot create a test base under /var/lib: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := testenv.ProtectedDir(t, "discovery")
 	fd, err := openDir(base)
 	if err != nil {
 		t.Skipf("test base is not an acceptable search directory on this host: %v", err)

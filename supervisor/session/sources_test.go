@@ -9,24 +9,14 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/library"
+	"github.com/glove-sandbox/glove/testenv"
 )
 
-// discoveryDir makes a root-owned 0755 directory under /var/lib (whose
-// ancestors pass the discovery rules; /tmp is world-writable and would
-// not) holding an executable named codex.
+// discoveryDir makes a protected directory (testenv.ProtectedDir)
+// holding an executable named codex.
 func discoveryDir(t *testing.T) (dir, exe string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: discovery accepts directories owned by root or the service account, and /tmp is world-writable")
-	}
-	dir, err := os.MkdirTemp("/var/lib", "glove-session-discovery-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir = testenv.ProtectedDir(t, "session-discovery")
 	exe = filepath.Join(dir, "codex")
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho one\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"github.com/glove-sandbox/glove/testenv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,35 +16,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 )
 
-// testBase returns a fresh root-owned 0755 directory under /var/lib (not
-// t.TempDir(): /tmp is writable by others, so discovery refuses anything
-// beneath it), removed in cleanup.
-func testBase(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the runtime directory must sit under root-owned, non-writable ancestors (not /tmp)")
-	}
-	base, err := os.MkdirTemp("/var/lib", "glove-stage-test-")
-	if err != nil {
-		t.Skipf("cannot create a test base under /var/lib: %v", err)
-	}
-	t.Cleanup(func() { forceRemove(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return base
-}
-
-// forceRemove removes a tree whose directories may be mode 0555.
-func forceRemove(p string) {
-	filepath.Walk(p, func(q string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
-			os.Chmod(q, 0o755)
-		}
-		return nil
-	})
-	os.RemoveAll(p)
-}
+func testBase(t *testing.T) string { return testenv.ProtectedDir(t, "stage") }
 
 func mkdir(t *testing.T, p string, mode os.FileMode) {
 	t.Helper()
