@@ -9,6 +9,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 )
@@ -73,6 +74,12 @@ func helpersMarkdown() string {
 		own := "base only"
 		if len(s.Syscalls) > 0 {
 			own = "base and " + ruleNames(s.Syscalls)
+		}
+		// The mounter's list depends on the kernel it starts on: the
+		// document states both, whatever kernel runs this test.
+		if s.Name == mounter.Name {
+			own = "base and " + ruleNames(append(append([]bpf.Rule{}, mounter.Syscalls...), mounter.AttrSyscalls...)) +
+				"; before Linux 6.15, instead of `open_tree_attr*`: " + ruleNames(mounter.FallbackSyscalls)
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, strings.Join(acc, ", "), own)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
+	mounterpkg "github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
@@ -32,9 +33,29 @@ type mounter struct {
 // leak check the caller registered first.
 func startMounter(t testing.TB, env *testenv.Env) *mounter {
 	t.Helper()
-	p, log := env.StartServing(t, "glove-mounter")
+	path := env.HelperPath("glove-mounter")
+	if fallbackMounter {
+		path = env.FallbackMounter(t)
+	}
+	p, log := env.StartServingAt(t, path, "glove-mounter")
 	return &mounter{t: t, p: p, log: log}
 }
+
+// fallbackMounter makes startMounter start the glove_testfallback build
+// (open_tree + mount_setattr from private mount namespaces, as on
+// kernels before 6.15); set only by withFallback.
+var fallbackMounter bool
+
+// withFallback runs test again against the fallback mounter: every bind
+// case and every attack must end the same way with either clone.
+func withFallback(t *testing.T, test func(*testing.T)) {
+	fallbackMounter = true
+	defer func() { fallbackMounter = false }()
+	test(t)
+}
+
+func TestMounterBindFallback(t *testing.T)        { withFallback(t, TestMounterBind) }
+func TestMounterAttackTableFallback(t *testing.T) { withFallback(t, TestMounterAttackTable) }
 
 // call sends one request and returns the single descriptor of the reply.
 // barrier makes one request that is always refused and carries no
@@ -699,4 +720,42 @@ func TestMounterStartupRoots(t *testing.T) {
 	if code != helperkit.ExitStartup || !strings.Contains(log.String(), "open source root") {
 		t.Errorf("exit status %d (signal %v), log %s; want %d and the missing root named", code, sig, log, helperkit.ExitStartup)
 	}
+}
+
+// TestMounterFallbackNamespace: the fallback mounter serves from private
+// copies of the supervisor's mount namespace, every thread of it (the
+// layer TestSetattrConfinedToOwnNamespace in helpers/mounter shows
+// stopping mount_setattr on the supervisor's mounts), while the
+// open_tree_attr mounter stays in the supervisor's.
+func TestMounterFallbackNamespace(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	own := nsInode(t, "/proc/self/ns/mnt")
+	for _, fallback := range []bool{false, true} {
+		fallbackMounter = fallback
+		m := startMounter(t, env)
+		fallbackMounter = false
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", m.p.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			got := nsInode(t, fmt.Sprintf("/proc/%d/task/%s/ns/mnt", m.p.Pid(), task.Name()))
+			if fallback && got == own {
+				t.Errorf("fallback mounter thread %s is in the supervisor's mount namespace", task.Name())
+			}
+			if !fallback && mounterpkg.HasOpenTreeAttr() && got != own {
+				t.Errorf("open_tree_attr mounter thread %s left the supervisor's mount namespace", task.Name())
+			}
+		}
+	}
+}
+
+func nsInode(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }

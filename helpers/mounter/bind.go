@@ -50,10 +50,19 @@ func (s *server) bind(_ uint32, m wire.Message, fds []*os.File) (wire.Message, [
 		return nil, nil, err
 	}
 	src := int(fds[0].Fd())
+	clone := cloneTree
+	if s.fallback {
+		local, err := s.localize(src)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer unix.Close(local)
+		src, clone = local, cloneTreeSetattr
+	}
 	if err := s.checkSource(src); err != nil {
 		return nil, nil, err
 	}
-	mfd, err := cloneTree(src, bindAttr(req.Flags))
+	mfd, err := clone(src, bindAttr(req.Flags))
 	if err != nil {
 		return nil, nil, fmt.Errorf("bind: %w", err)
 	}
@@ -205,6 +214,51 @@ func (s *server) parentOf(src int, si ident) (int, error) {
 		return pfd, nil
 	}
 	return -1, refuse(wire.ErrRefused, "bind: source file is outside every source root")
+}
+
+// localize finds the supervisor's source src again in the helper's own
+// copy of the mount namespace (fallback mode only: open_tree clones only
+// mounts of the caller's namespace). The kernel's name for src is only
+// a hint, opened beneath the root it names; the object found must be
+// src's (device, inode and type), and checkSource then decides on it as
+// on any source.
+func (s *server) localize(src int) (int, error) {
+	si, err := identOf(src)
+	if err != nil {
+		return -1, refuse(wire.ErrRefused, "bind: source: %v", err)
+	}
+	open := openDir
+	switch si.mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+	case unix.S_IFREG:
+		open = openFile
+	default:
+		return -1, refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", typeName(si.mode))
+	}
+	name, err := fdName(s.procFD, src)
+	if err != nil {
+		return -1, refuse(wire.ErrRefused, "bind: source: %v", err)
+	}
+	if !strings.HasPrefix(name, "/") {
+		return -1, refuse(wire.ErrRefused, "bind: source has no name beneath the helper's root")
+	}
+	for _, r := range s.roots {
+		rel, ok := beneathPath(r.name, name)
+		if !ok {
+			continue
+		}
+		fd, err := open(r.fd, rel)
+		if err != nil {
+			return -1, refuse(wire.ErrRefused, "bind: source in the helper's mount namespace: %v", err)
+		}
+		li, err := identOf(fd)
+		if err != nil || !li.sameObject(si) || li.mode != si.mode {
+			unix.Close(fd)
+			return -1, refuse(wire.ErrRefused, "bind: source is not the object its name leads to beneath a source root")
+		}
+		return fd, nil
+	}
+	return -1, refuse(wire.ErrRefused, "bind: source is outside every source root")
 }
 
 // beneathPath returns dir relative to rootPath when dir is rootPath or

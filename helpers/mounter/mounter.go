@@ -1,8 +1,9 @@
 // Package mounter is glove-mounter: it hands the supervisor detached bind
 // and tmpfs mounts (open_tree_attr/fsmount descriptors) within root-owned
 // bounds. It holds CAP_SYS_ADMIN and nothing else, and never attaches a
-// mount to any mount table: it has no mount, move_mount or mount_setattr
-// in its allowlist.
+// mount to any mount table: it has no mount or move_mount in its
+// allowlist, and mount_setattr only on kernels without open_tree_attr,
+// where it lives in private copies of the supervisor's mount namespace.
 //
 // The supervisor is presumed compromised. Every request is checked
 // against the bounds in mounter.json:
@@ -26,6 +27,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,12 +68,23 @@ func (c *Config) Validate() error {
 }
 
 // Spec is glove-mounter for helperkit.Main.
+//
+// The bind clone is made with open_tree_attr where the kernel has it
+// (6.15) and with open_tree + mount_setattr, from private copies of the
+// supervisor's mount namespace, where it does not (syscalls_unsafe.go
+// says why that keeps mount_setattr off every mount that matters). The
+// allowlist holds the calls of the one chosen.
 func Spec() helperkit.Spec {
 	cfg := &Config{}
+	fallback := forceFallback || !HasOpenTreeAttr()
+	rules := append(append([]bpf.Rule{}, Syscalls...), AttrSyscalls...)
+	if fallback {
+		rules = append(append([]bpf.Rule{}, Syscalls...), FallbackSyscalls...)
+	}
 	return helperkit.Spec{
-		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: rules,
 		Handlers: func(peer *unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
-			s, err := newServer(cfg, peer)
+			s, err := newServer(cfg, peer, fallback)
 			if err != nil {
 				return nil, err
 			}
@@ -102,19 +115,29 @@ type server struct {
 	// uid and gid own the root of every tmpfs: the control socket's peer.
 	uid, gid uint32
 	pageSize uint64
+	// fallback: no open_tree_attr; the helper lives in private copies of
+	// the supervisor's mount namespace and clones with open_tree +
+	// mount_setattr.
+	fallback bool
 }
 
 // newServer opens every source root and /proc/self/fd. A missing or
 // unusable root is a start-up error: serving with fewer roots than the
 // operator wrote would silently change the bounds.
-func newServer(cfg *Config, peer *unix.Ucred) (*server, error) {
+func newServer(cfg *Config, peer *unix.Ucred, fallback bool) (*server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("mounter: configuration not loaded: %w", err)
 	}
 	if peer == nil {
 		return nil, fmt.Errorf("mounter: no peer credentials")
 	}
-	s := &server{cfg: cfg, procFD: -1, uid: peer.Uid, gid: peer.Gid, pageSize: uint64(os.Getpagesize())}
+	s := &server{cfg: cfg, procFD: -1, uid: peer.Uid, gid: peer.Gid, pageSize: uint64(os.Getpagesize()), fallback: fallback}
+	if fallback {
+		// Before the roots are opened: they must be mounts of the copy.
+		if err := enterPrivateMountNS(); err != nil {
+			return nil, fmt.Errorf("mounter: %w", err)
+		}
+	}
 	if err := s.open(); err != nil {
 		s.close()
 		return nil, err

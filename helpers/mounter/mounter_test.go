@@ -147,10 +147,15 @@ func TestBeneathPath(t *testing.T) {
 // are the point, so each is tried with the exact flags and with a flag
 // that would widen what the call does.
 func TestAllowlist(t *testing.T) {
-	prog, err := bpf.Compile(append(append([]bpf.Rule{}, helperkit.BaseSyscalls...), Syscalls...), bpf.Action(unix.SECCOMP_RET_KILL_PROCESS))
-	if err != nil {
-		t.Fatal(err)
+	compile := func(extra []bpf.Rule) []unix.SockFilter {
+		rules := append(append(append([]bpf.Rule{}, helperkit.BaseSyscalls...), Syscalls...), extra...)
+		prog, err := bpf.Compile(rules, bpf.Action(unix.SECCOMP_RET_KILL_PROCESS))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prog
 	}
+	attrProg, fallbackProg := compile(AttrSyscalls), compile(FallbackSyscalls)
 	type call struct {
 		name  string
 		nr    uintptr
@@ -188,7 +193,7 @@ func TestAllowlist(t *testing.T) {
 		{"mount", unix.SYS_MOUNT, [6]uint64{}, false},
 		{"umount2", unix.SYS_UMOUNT2, [6]uint64{}, false},
 		{"move_mount", unix.SYS_MOVE_MOUNT, [6]uint64{}, false},
-		{"mount_setattr", unix.SYS_MOUNT_SETATTR, [6]uint64{3, 0, unix.AT_EMPTY_PATH | unix.AT_RECURSIVE, 0, uint64(mountAttrSize)}, false},
+		{"mount_setattr", unix.SYS_MOUNT_SETATTR, [6]uint64{3, 0, setattrFlags, 0, uint64(mountAttrSize)}, false},
 		{"open_tree", unix.SYS_OPEN_TREE, [6]uint64{3, 0, openTreeFlags}, false},
 		{"fspick", unix.SYS_FSPICK, [6]uint64{}, false},
 		{"pivot_root", unix.SYS_PIVOT_ROOT, [6]uint64{}, false},
@@ -197,10 +202,28 @@ func TestAllowlist(t *testing.T) {
 		{"openat2", unix.SYS_OPENAT2, [6]uint64{}, false},
 		{"open_by_handle_at", unix.SYS_OPEN_BY_HANDLE_AT, [6]uint64{}, false},
 	}
+	// Where the two allowlists differ (the open_tree_attr kernel's first,
+	// the fallback's second); every other call is allowed or killed alike.
+	differ := map[string]bool{
+		"open_tree_attr clone": true, "mount_setattr": true, "open_tree": true, "openat O_PATH file": true,
+	}
+	calls = append(calls,
+		call{"openat O_PATH file", unix.SYS_OPENAT, [6]uint64{3, 0, fileOpenFlags}, false},
+		call{"open_tree without OPEN_TREE_CLONE", unix.SYS_OPEN_TREE, [6]uint64{3, 0, openTreeFlags &^ unix.OPEN_TREE_CLONE}, false},
+		call{"open_tree not recursive", unix.SYS_OPEN_TREE, [6]uint64{3, 0, openTreeFlags &^ unix.AT_RECURSIVE}, false},
+		call{"mount_setattr not recursive", unix.SYS_MOUNT_SETATTR, [6]uint64{3, 0, unix.AT_EMPTY_PATH, 0, uint64(mountAttrSize)}, false},
+		call{"mount_setattr of a path", unix.SYS_MOUNT_SETATTR, [6]uint64{3, 0, unix.AT_RECURSIVE, 0, uint64(mountAttrSize)}, false},
+		call{"mount_setattr with a larger mount_attr", unix.SYS_MOUNT_SETATTR, [6]uint64{3, 0, setattrFlags, 0, 64}, false},
+		call{"openat O_PATH file following a symlink", unix.SYS_OPENAT, [6]uint64{3, 0, unix.O_PATH | unix.O_CLOEXEC}, false},
+	)
 	for _, c := range calls {
-		got := runSeccomp(t, prog, c.nr, c.args)
+		got := runSeccomp(t, attrProg, c.nr, c.args)
 		if (got == unix.SECCOMP_RET_ALLOW) != c.allow {
-			t.Errorf("%s: action %#x, want allowed %v", c.name, got, c.allow)
+			t.Errorf("open_tree_attr allowlist: %s: action %#x, want allowed %v", c.name, got, c.allow)
+		}
+		want := c.allow != differ[c.name]
+		if got := runSeccomp(t, fallbackProg, c.nr, c.args); (got == unix.SECCOMP_RET_ALLOW) != want {
+			t.Errorf("fallback allowlist: %s: action %#x, want allowed %v", c.name, got, want)
 		}
 	}
 }

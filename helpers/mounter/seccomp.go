@@ -14,7 +14,7 @@ import (
 // is said at each rule and in SECURITY.md's known limits.
 //
 // Not allowed, on purpose: mount, umount2, move_mount, pivot_root,
-// mount_setattr, unshare, setns. Nothing this helper creates is ever
+// unshare, setns, and mount_setattr where open_tree_attr exists. Nothing this helper creates is ever
 // attached to a mount table, and no mount that is attached can be changed:
 // mount_setattr would accept a descriptor of any mount in the helper's
 // namespace (a source root, say) and could clear its read-only or nosuid
@@ -39,13 +39,6 @@ var Syscalls = []bpf.Rule{
 	// Its arguments are a descriptor and pointers: nothing to restrict;
 	// reading a link's text grants no access.
 	{Name: "readlinkat", Nr: unix.SYS_READLINKAT},
-	// Bind: the clone. OPEN_TREE_CLONE is required (the kernel refuses
-	// attributes without it), so only a new detached copy is ever made or
-	// changed; the size pins struct mount_attr's first version.
-	{Name: "open_tree_attr", Nr: unix.SYS_OPEN_TREE_ATTR, Conds: []bpf.Cond{
-		{Arg: 2, Mask: exact, Value: openTreeFlags},
-		{Arg: 4, Mask: exact, Value: uint64(mountAttrSize)},
-	}},
 	// Tmpfs. fsopen's file system name is a pointer and cannot be
 	// checked here: a subverted helper could open another file system
 	// type (see SECURITY.md). Only the close-on-exec flag is allowed.
@@ -61,4 +54,33 @@ var Syscalls = []bpf.Rule{
 		{Arg: 1, Mask: exact, Value: fsmountFlags},
 		{Arg: 2, Mask: exact &^ unix.MOUNT_ATTR_NOEXEC, Value: alwaysAttrs},
 	}},
+}
+
+// AttrSyscalls clone a bind source where the kernel has open_tree_attr
+// (Linux 6.15). OPEN_TREE_CLONE is required (the kernel refuses
+// attributes without it), so only a new detached copy is ever made or
+// changed; the size pins struct mount_attr's first version.
+var AttrSyscalls = []bpf.Rule{
+	{Name: "open_tree_attr", Nr: unix.SYS_OPEN_TREE_ATTR, Conds: []bpf.Cond{
+		{Arg: 2, Mask: exact, Value: openTreeFlags},
+		{Arg: 4, Mask: exact, Value: uint64(mountAttrSize)},
+	}},
+}
+
+// FallbackSyscalls clone a bind source on older kernels: open_tree with
+// OPEN_TREE_CLONE only (a handle of an attached mount is never made),
+// then mount_setattr on the clone, recursive, with the first struct
+// mount_attr. mount_setattr's descriptor is a plain integer the filter
+// cannot tie to the clone: what keeps it off every mount that matters
+// is that the helper runs in private copies of the supervisor's mount
+// namespace (enterPrivateMountNS in syscalls_unsafe.go), where the
+// kernel refuses attached mounts of any other namespace. openat with
+// fileOpenFlags finds a regular-file source again in that copy.
+var FallbackSyscalls = []bpf.Rule{
+	{Name: "open_tree", Nr: unix.SYS_OPEN_TREE, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: openTreeFlags}}},
+	{Name: "mount_setattr", Nr: unix.SYS_MOUNT_SETATTR, Conds: []bpf.Cond{
+		{Arg: 2, Mask: exact, Value: setattrFlags},
+		{Arg: 4, Mask: exact, Value: uint64(mountAttrSize)},
+	}},
+	{Name: "openat", Nr: unix.SYS_OPENAT, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: fileOpenFlags}}},
 }

@@ -2,8 +2,10 @@ package mounter
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -120,6 +122,88 @@ func cloneTree(src int, attr *unix.MountAttr) (int, error) {
 		return -1, fmt.Errorf("open_tree_attr: %w", errno)
 	}
 	return int(r), nil
+}
+
+// The fallback for kernels before 6.15, which have no open_tree_attr:
+// open_tree(2) makes the detached clone and mount_setattr(2) applies the
+// attributes to it. mount_setattr accepts a descriptor of any mount, so
+// the helper first leaves the supervisor's mount namespace for private
+// copies of it (enterPrivateMountNS): the kernel refuses mount_setattr
+// on an attached mount of another namespace (EINVAL), so a helper
+// subverted through a request can change only its own copies and the
+// clones it made, never a mount the supervisor, the host or a sandbox
+// uses. The price is that sources the supervisor sends, which are
+// mounts of its namespace, must be found again in the helper's copy
+// (bind.go, localize) before they can be cloned.
+
+// setattrFlags applies the attributes to the whole clone.
+const setattrFlags = unix.AT_EMPTY_PATH | unix.AT_RECURSIVE
+
+// fileOpenFlags opens a regular file of the copy as a handle only.
+const fileOpenFlags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
+// HasOpenTreeAttr reports whether the kernel has open_tree_attr(2): a
+// call on descriptor -1 fails with EBADF where it exists and ENOSYS
+// where it does not.
+func HasOpenTreeAttr() bool {
+	empty := []byte{0}
+	_, _, errno := unix.Syscall6(unix.SYS_OPEN_TREE_ATTR, ^uintptr(0), uintptr(unsafe.Pointer(&empty[0])),
+		openTreeFlags, 0, 0, 0)
+	runtime.KeepAlive(empty)
+	return errno != unix.ENOSYS
+}
+
+// enterPrivateMountNS moves every thread of the helper into a new mount
+// namespace, a copy of the supervisor's, and checks that none is left in
+// the old one. unshare(2) acts on the calling thread only, hence
+// AllThreadsSyscall (no cgo in the helpers); each thread gets a copy of
+// its own (and its own cwd and root, which the helper never changes),
+// and threads the runtime starts later inherit one of them.
+func enterPrivateMountNS() error {
+	var old unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/mnt", &old); err != nil {
+		return fmt.Errorf("stat own mount namespace: %w", err)
+	}
+	if _, _, errno := syscall.AllThreadsSyscall(unix.SYS_UNSHARE, unix.CLONE_NEWNS, 0, 0); errno != 0 {
+		return fmt.Errorf("unshare mount namespace on every thread: %w", errno)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("list own threads: %w", err)
+	}
+	for _, task := range tasks {
+		var st unix.Stat_t
+		if err := unix.Stat("/proc/self/task/"+task.Name()+"/ns/mnt", &st); err != nil {
+			return fmt.Errorf("stat mount namespace of thread %s: %w", task.Name(), err)
+		}
+		if st.Dev == old.Dev && st.Ino == old.Ino {
+			return fmt.Errorf("thread %s is still in the supervisor's mount namespace", task.Name())
+		}
+	}
+	return nil
+}
+
+// cloneTreeSetattr is cloneTree for kernels without open_tree_attr.
+func cloneTreeSetattr(src int, attr *unix.MountAttr) (int, error) {
+	fd, err := unix.OpenTree(src, "", openTreeFlags)
+	if err != nil {
+		return -1, fmt.Errorf("open_tree: %w", err)
+	}
+	if err := unix.MountSetattr(fd, "", setattrFlags, attr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("mount_setattr: %w", err)
+	}
+	return fd, nil
+}
+
+// openFile opens name relative to dirfd as an O_PATH handle of whatever
+// it is, never following a final symbolic link.
+func openFile(dirfd int, name string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, fileOpenFlags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("openat: %w", err)
+	}
+	return fd, nil
 }
 
 // tmpfsOptions are the fsconfig(2) strings of one tmpfs, in order.

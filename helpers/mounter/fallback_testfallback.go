@@ -1,0 +1,6 @@
+//go:build glove_testfallback
+
+package mounter
+
+// forceFallback: see fallback_default.go. Never installed.
+const forceFallback = true
