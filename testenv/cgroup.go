@@ -52,11 +52,32 @@ func (e *Env) delegateCgroups() error {
 			return fmt.Errorf("create cgroup %s: %w", dir, err)
 		}
 		e.cgroupDirs = append(e.cgroupDirs, dir)
-		for _, name := range []string{".", "cgroup.procs", "tasks", "cgroup.subtree_control", "cgroup.threads"} {
-			err := os.Chown(filepath.Join(dir, name), e.UID, e.GID)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("delegate cgroup %s: %w", dir, err)
+		if err := e.delegate(dir); err != nil {
+			return err
+		}
+		// On cgroup v2 a supervisor moves itself into the leaf
+		// "supervisor" (supervisor/internal/cgleaf); it is made here, as
+		// systemd's DelegateSubgroup= makes it, so that no test's leak
+		// check sees it appear.
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.subtree_control")); err == nil {
+			leaf := filepath.Join(dir, "supervisor")
+			if err := os.Mkdir(leaf, 0o755); err != nil {
+				return fmt.Errorf("create cgroup %s: %w", leaf, err)
 			}
+			if err := e.delegate(leaf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// delegate hands cgroup dir to the service user.
+func (e *Env) delegate(dir string) error {
+	for _, name := range []string{".", "cgroup.procs", "tasks", "cgroup.subtree_control", "cgroup.threads"} {
+		err := os.Chown(filepath.Join(dir, name), e.UID, e.GID)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("delegate cgroup %s: %w", dir, err)
 		}
 	}
 	return nil

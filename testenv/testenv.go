@@ -239,9 +239,16 @@ func (e *Env) Credential() *syscall.Credential {
 // log goes to the returned buffer.
 func (e *Env) StartHelper(t testing.TB, binary string) (*helperproc.Proc, *SyncBuffer) {
 	t.Helper()
+	return e.StartHelperAt(t, e.HelperPath(binary), binary)
+}
+
+// StartHelperAt is StartHelper for an executable outside the install
+// (FallbackMounter), started under the wire name binary.
+func (e *Env) StartHelperAt(t testing.TB, path, binary string) (*helperproc.Proc, *SyncBuffer) {
+	t.Helper()
 	log := &SyncBuffer{}
 	p, err := helperproc.Start(helperproc.Options{
-		Path: e.HelperPath(binary), Name: binary, Stderr: log, Credential: e.Credential(),
+		Path: path, Name: binary, Stderr: log, Credential: e.Credential(),
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", binary, err)
@@ -263,7 +270,13 @@ func (e *Env) StartHelper(t testing.TB, binary string) (*helperproc.Proc, *SyncB
 // left alone). It is how tests get a helper to send requests to.
 func (e *Env) StartServing(t testing.TB, binary string) (*helperproc.Proc, *SyncBuffer) {
 	t.Helper()
-	p, log := e.StartHelper(t, binary)
+	return e.StartServingAt(t, e.HelperPath(binary), binary)
+}
+
+// StartServingAt is StartServing for an executable outside the install.
+func (e *Env) StartServingAt(t testing.TB, path, binary string) (*helperproc.Proc, *SyncBuffer) {
+	t.Helper()
+	p, log := e.StartHelperAt(t, path, binary)
 	t.Cleanup(func() {
 		if p.Cmd.ProcessState != nil {
 			return

@@ -13,6 +13,9 @@
 package cgroup
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"golang.org/x/sys/unix"
@@ -36,6 +39,11 @@ type Config struct {
 	// Parent is the delegated cgroup, relative to each hierarchy's
 	// mount point (for example "/glove"); sessions are created below it.
 	Parent string `json:"parent"`
+	// ExtraParents are further delegated cgroups, for other units that
+	// run a supervisor (the shipped cgroup.json names the unit `glove
+	// run` is documented to use). The helper serves the one configured
+	// parent its own cgroup lies beneath: its supervisor's.
+	ExtraParents []string `json:"extra_parents,omitempty"`
 	// MaxMemoryBytes and MaxPids cap each session's limits.
 	MaxMemoryBytes uint64 `json:"max_memory_bytes"`
 	MaxPids        uint64 `json:"max_pids"`
@@ -52,11 +60,36 @@ func (c *Config) Validate() error {
 	if c.Parent == "/" {
 		return helperkit.Fault("parent", "the root cgroup is never delegated")
 	}
+	if len(c.ExtraParents) > MaxExtraParents {
+		return helperkit.Fault("extra_parents", fmt.Sprintf("more than %d", MaxExtraParents))
+	}
+	all := c.Parents()
+	for i, p := range c.ExtraParents {
+		if err := helperkit.CheckAbsPath("extra_parents", p); err != nil {
+			return err
+		}
+		if p == "/" {
+			return helperkit.Fault("extra_parents", "the root cgroup is never delegated")
+		}
+		// Nested or repeated parents would make the choice of parent
+		// depend on the order of the list.
+		for j, q := range all {
+			if j != i+1 && (p == q || strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/")) {
+				return helperkit.Fault("extra_parents", fmt.Sprintf("%s and %s overlap", p, q))
+			}
+		}
+	}
 	if err := helperkit.CheckRange("max_memory_bytes", c.MaxMemoryBytes, HardMaxMemoryBytes); err != nil {
 		return err
 	}
 	return helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids)
 }
+
+// MaxExtraParents bounds Config.ExtraParents.
+const MaxExtraParents = 8
+
+// Parents is Parent followed by ExtraParents.
+func (c *Config) Parents() []string { return append([]string{c.Parent}, c.ExtraParents...) }
 
 // Spec is glove-cgroup for helperkit.Main.
 func Spec() helperkit.Spec {

@@ -157,3 +157,99 @@ func TestKeyedAndField(t *testing.T) {
 		t.Errorf("field %q", f)
 	}
 }
+
+func TestChooseParent(t *testing.T) {
+	both := []string{"/system.slice/gloved.service", "/system.slice/glove-run.service"}
+	for _, c := range []struct {
+		name    string
+		parents []string
+		own     string
+		want    string
+		err     bool
+	}{
+		{"the unit's leaf", both, "/system.slice/gloved.service/supervisor", "/system.slice/gloved.service", false},
+		{"the run unit's leaf", both, "/system.slice/glove-run.service/supervisor", "/system.slice/glove-run.service", false},
+		{"in the parent itself", both, "/system.slice/glove-run.service", "/system.slice/glove-run.service", false},
+		{"a name that only shares a prefix", both, "/system.slice/gloved.service2/supervisor", "", true},
+		{"outside every parent", both, "/user.slice", "", true},
+		{"no v2 membership", both, "", "", true},
+		{"one parent, supervisor elsewhere", both[:1], "/elsewhere", both[0], false},
+	} {
+		got, err := ChooseParent(c.parents, c.own)
+		if (err != nil) != c.err || got != c.want {
+			t.Errorf("%s: ChooseParent(%v, %q) = %q, %v; want %q (error %v)", c.name, c.parents, c.own, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestOwnV2Cgroup(t *testing.T) {
+	if got := ownV2Cgroup("12:pids:/a\n0::/glove/supervisor\n"); got != "/glove/supervisor" {
+		t.Errorf("ownV2Cgroup = %q", got)
+	}
+	if got := ownV2Cgroup("12:pids:/a\n"); got != "" {
+		t.Errorf("ownV2Cgroup of a v1-only process = %q", got)
+	}
+}
+
+func TestConfigExtraParents(t *testing.T) {
+	base := Config{SchemaVersion: 1, Parent: "/system.slice/gloved.service", MaxMemoryBytes: 1 << 30, MaxPids: 64}
+	for _, c := range []struct {
+		name  string
+		extra []string
+		ok    bool
+	}{
+		{"none", nil, true},
+		{"one more unit", []string{"/system.slice/glove-run.service"}, true},
+		{"the root", []string{"/"}, false},
+		{"relative", []string{"system.slice/x.service"}, false},
+		{"the parent again", []string{"/system.slice/gloved.service"}, false},
+		{"beneath the parent", []string{"/system.slice/gloved.service/x"}, false},
+		{"above the parent", []string{"/system.slice"}, false},
+		{"twice", []string{"/a", "/a"}, false},
+		{"nested in each other", []string{"/a", "/a/b"}, false},
+		{"too many", []string{"/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h", "/i"}, false},
+	} {
+		cfg := base
+		cfg.ExtraParents = c.extra
+		if err := cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("%s: Validate(extra_parents %v) = %v, want ok %v", c.name, c.extra, err, c.ok)
+		}
+	}
+}
+
+// TestEnableV2 runs enableV2 against files in a directory standing for a
+// parent cgroup (the kernel's EBUSY is exercised in the VM lane, where
+// the parent is a real systemd-delegated unit cgroup).
+func TestEnableV2(t *testing.T) {
+	for _, c := range []struct {
+		name, controllers, subtree string
+		want                       bool
+		wantWrite                  string
+	}{
+		{"already enabled", "cpu memory pids", "memory pids", true, "memory pids"},
+		{"available, not enabled", "cpuset cpu io memory pids", "", true, "+memory +pids"},
+		{"hybrid: nothing available", "", "", false, ""},
+		{"only memory available", "memory", "", false, ""},
+	} {
+		dir, fd := fakeSession(t)
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte(c.controllers+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(c.subtree+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := enableV2(fd, "/p")
+		// A regular file keeps what was written, which then reads back
+		// as "+memory +pids" and not as the kernel's "memory pids".
+		written, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+		if c.wantWrite == "+memory +pids" {
+			if err == nil || string(written) != "+memory +pids" {
+				t.Errorf("%s: enableV2 = %v, %v, file %q; want the write and a read-back mismatch error", c.name, got, err, written)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: enableV2 = %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
+}

@@ -29,16 +29,22 @@ func (s *server) place(_ uint32, m wire.Message, fds []*os.File) (wire.Message, 
 	}
 	defer unix.Close(dir)
 	pidfd := int(fds[0].Fd())
-	ok, err := isPidfd(pidfd)
+	fs, err := fsType(pidfd)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
 	}
-	if !ok {
+	if fs != pidfsMagic && fs != anonInodeMagic {
 		return nil, nil, refuse(wire.ErrBadRequest, "descriptor is not a pidfd")
 	}
 	info, err := readFile(s.fdinfoFD, fdName(pidfd))
 	if err != nil {
 		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
+	}
+	// Before Linux 6.9 a pidfd is one of many anonymous inodes (eventfd,
+	// signalfd, epoll ...); of those only a pidfd's fdinfo has a "Pid:"
+	// line.
+	if fs == anonInodeMagic && !strings.Contains("\n"+info, "\nPid:") {
+		return nil, nil, refuse(wire.ErrBadRequest, "descriptor is not a pidfd")
 	}
 	pid, _ := strconv.Atoi(field(info, "Pid:"))
 	if pid <= 0 {

@@ -18,6 +18,8 @@ import (
 // resolve names relative to these descriptors.
 type server struct {
 	cfg *Config
+	// parent is the configured parent this helper serves (ChooseParent).
+	parent string
 	// v2 is the unified hierarchy: placement, kill, events, CPU time
 	// everywhere; limits too when v2Limits.
 	v2 hierarchy
@@ -63,12 +65,19 @@ func (s *server) open() error {
 		return fmt.Errorf("cgroup: read mountinfo: %w", err)
 	}
 	mounts := parseMountinfo(string(info))
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return fmt.Errorf("cgroup: read /proc/self/cgroup: %w", err)
+	}
+	if s.parent, err = ChooseParent(s.cfg.Parents(), ownV2Cgroup(string(self))); err != nil {
+		return err
+	}
 	var mem, pids *cgMount
 	for i := range mounts {
 		m := &mounts[i]
 		switch {
 		case m.v2 && s.v2.parent < 0:
-			if s.v2, err = openHierarchy("unified", *m, s.cfg.Parent); err != nil {
+			if s.v2, err = openHierarchy("unified", *m, s.parent); err != nil {
 				return err
 			}
 		case !m.v2 && m.opts["memory"] && mem == nil:
@@ -86,12 +95,9 @@ func (s *server) open() error {
 		return fmt.Errorf("cgroup: v2 parent has no cgroup.kill: %w", err)
 	}
 	unix.Close(kfd)
-	ctl, err := readFile(s.v2.parent, "cgroup.subtree_control")
-	if err != nil {
-		return fmt.Errorf("cgroup: v2 parent: %w", err)
+	if s.v2Limits, err = enableV2(s.v2.parent, s.parent); err != nil {
+		return err
 	}
-	enabled := strings.Fields(ctl)
-	s.v2Limits = contains(enabled, "memory") && contains(enabled, "pids")
 	if !s.v2Limits {
 		if mem == nil || pids == nil {
 			return errors.New("cgroup: neither v2 (memory and pids in the parent's cgroup.subtree_control) nor v1 memory and pids hierarchies")
@@ -100,7 +106,7 @@ func (s *server) open() error {
 			name string
 			m    *cgMount
 		}{{"memory", mem}, {"pids", pids}} {
-			h, err := openHierarchy(c.name, *c.m, s.cfg.Parent)
+			h, err := openHierarchy(c.name, *c.m, s.parent)
 			if err != nil {
 				return err
 			}
@@ -114,6 +120,84 @@ func (s *server) open() error {
 		return fmt.Errorf("cgroup: open /proc/self/fdinfo: %w", err)
 	}
 	return nil
+}
+
+// v2Controllers are the controllers sessions need on cgroup v2.
+var v2Controllers = []string{"memory", "pids"}
+
+// enableV2 makes sure the v2 parent enables memory and pids for its
+// children, enabling them itself when the parent has them available
+// (cgroup.controllers) but not yet enabled. It reports false when the
+// parent cannot offer them (a hybrid host, whose v1 hierarchies then
+// hold the limits). Writing subtree_control fails with EBUSY while the
+// parent holds processes of its own (cgroup v2's no-internal-processes
+// rule): the supervisor must have moved into a child first
+// (supervisor/internal/cgleaf).
+func enableV2(parent int, name string) (bool, error) {
+	ctl, err := readFile(parent, "cgroup.subtree_control")
+	if err != nil {
+		return false, fmt.Errorf("cgroup: v2 parent: %w", err)
+	}
+	if containsAll(strings.Fields(ctl), v2Controllers) {
+		return true, nil
+	}
+	avail, err := readFile(parent, "cgroup.controllers")
+	if err != nil {
+		return false, fmt.Errorf("cgroup: v2 parent: %w", err)
+	}
+	if !containsAll(strings.Fields(avail), v2Controllers) {
+		return false, nil
+	}
+	if err := writeFile(parent, "cgroup.subtree_control", "+memory +pids"); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return false, fmt.Errorf("cgroup: enable memory and pids in %s: the cgroup holds processes of its own (cgroup v2 allows controllers only above leaves): the supervisor must run in a child such as %s/supervisor: %w", name, name, err)
+		}
+		return false, fmt.Errorf("cgroup: enable memory and pids in %s: %w", name, err)
+	}
+	ctl, err = readFile(parent, "cgroup.subtree_control")
+	if err != nil {
+		return false, fmt.Errorf("cgroup: v2 parent: %w", err)
+	}
+	if !containsAll(strings.Fields(ctl), v2Controllers) {
+		return false, fmt.Errorf("cgroup: enabled memory and pids in %s, but its cgroup.subtree_control reads %q", name, strings.TrimSpace(ctl))
+	}
+	return true, nil
+}
+
+// ownV2Cgroup is the cgroup v2 path of a /proc/self/cgroup text, or "".
+func ownV2Cgroup(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// ChooseParent is the configured parent the helper's own cgroup (its
+// supervisor's) lies beneath. With a single parent configured it is that
+// parent wherever the supervisor lives (placement then fails if the
+// supervisor is outside it); with several, a supervisor beneath none of
+// them is refused: nothing says which one it may use.
+func ChooseParent(parents []string, own string) (string, error) {
+	for _, p := range parents {
+		if own == p || strings.HasPrefix(own, p+"/") {
+			return p, nil
+		}
+	}
+	if len(parents) == 1 {
+		return parents[0], nil
+	}
+	return "", fmt.Errorf("cgroup: the supervisor's cgroup %q is beneath none of the configured parents %v", own, parents)
+}
+
+func containsAll(xs, want []string) bool {
+	for _, w := range want {
+		if !contains(xs, w) {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(xs []string, x string) bool {

@@ -97,13 +97,16 @@ func fstat(fd int) (unix.Stat_t, error) {
 	return st, err
 }
 
-// isPidfd tells a pidfd from any other descriptor by its file system.
-func isPidfd(fd int) (bool, error) {
+// anonInodeMagic is ANON_INODE_FS_MAGIC: where a pidfd lived before 6.9.
+const anonInodeMagic = 0x09041934
+
+// fsType is the magic of the file system a descriptor lives on.
+func fsType(fd int) (int64, error) {
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(fd, &sfs); err != nil {
-		return false, fmt.Errorf("fstatfs: %w", err)
+		return 0, fmt.Errorf("fstatfs: %w", err)
 	}
-	return sfs.Type == pidfsMagic, nil
+	return sfs.Type, nil
 }
 
 // alive reports whether the pidfd's process can still be signalled by

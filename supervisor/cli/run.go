@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"io"
 	"os"
 	"os/signal"
@@ -386,6 +387,10 @@ func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stde
 	type helper struct {
 		name string
 		into **helperproc.Proc
+	}
+	// Before the first helper starts (cgleaf's comment says why).
+	if _, err := cgleaf.Enter(cgleaf.System); err != nil {
+		return nil, err
 	}
 	helpers := []helper{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}}
 	if l.Retains() {

@@ -12,6 +12,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"io"
 	"net"
 	"os"
@@ -189,6 +190,13 @@ func New(cfg Config) (*Daemon, error) {
 		if d.pol == nil || d.store == nil || d.receipts == nil {
 			return nil, errors.New("--materialization-root needs --session-policy, --session-store, --receipt-key and --receipt-anchor")
 		}
+		// Before the first helper starts: every helper and session
+		// starts from the supervisor's leaf (cgleaf's comment says why).
+		leaf, err := cgleaf.Enter(cgleaf.System)
+		if err != nil {
+			return nil, fmt.Errorf("sessions: %w", err)
+		}
+		d.log.WithFields(logrus.Fields{"cgroup": leaf.Cgroup, "moved": leaf.Moved, "why": leaf.Why}).Info("supervisor cgroup")
 		if err := d.checkRuntime(); err != nil {
 			return nil, err
 		}
