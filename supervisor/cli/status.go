@@ -31,6 +31,8 @@ type statusItem struct {
 	// (Landlock, which the shim applies best effort) only narrow it.
 	Required bool   `json:"required"`
 	Detail   string `json:"detail"`
+	// Fix is one line saying how to mend the item when it is not ok.
+	Fix string `json:"fix,omitempty"`
 }
 
 // statusReport is `glove status --json`.
@@ -50,6 +52,16 @@ type statusProbe struct {
 	procSys     string // /proc/sys
 	// userns starts a process in a new user namespace.
 	userns func() error
+	// selfCgroup is /proc/self/cgroup, cgroupConf glove-cgroup's bounds.
+	selfCgroup, cgroupConf string
+	// The kernel release, PID 1's name, systemd's version, this user.
+	release        func() string
+	pid1           func() string
+	systemdVersion func() int
+	uid            func() int
+	// openTreeAttr says whether bind clones use open_tree_attr.
+	openTreeAttr func() bool
+	mountCalls   []mountCall
 }
 
 func defaultStatusProbe() statusProbe {
@@ -60,6 +72,11 @@ func defaultStatusProbe() statusProbe {
 		libexec:     LibexecDir,
 		procSys:     "/proc/sys",
 		userns:      startInUserns,
+		selfCgroup:  "/proc/self/cgroup",
+		cgroupConf:  cgroupConfPath(),
+		release:     kernelRelease, pid1: pid1Comm, systemdVersion: systemdVersion, uid: os.Geteuid,
+		openTreeAttr: openTreeAttr,
+		mountCalls:   mountCalls(),
 	}
 }
 
@@ -81,7 +98,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 
 // statusNames is every item a report has, in order.
 func statusNames() []string {
-	names := []string{"user-namespaces", "landlock", "seccomp", "cgroups", "loop-devices", "mkfs.ext4"}
+	names := []string{"kernel", "user-namespaces", "landlock", "seccomp", "mount-api", "cgroups", "cgroup-delegation", "loop-devices", "mkfs.ext4", "service-manager"}
 	for _, e := range captable.Table {
 		if e.Helper {
 			names = append(names, "helper "+e.Binary)
@@ -92,12 +109,16 @@ func statusNames() []string {
 
 func (p statusProbe) run() statusReport {
 	items := []statusItem{
+		p.probeKernel(),
 		p.probeUserns(),
 		probeLandlock(),
 		probeSeccomp(),
+		p.probeMountAPI(),
 		p.probeCgroups(),
+		p.probeDelegation(),
 		p.probeLoop(),
 		p.probeMkfs(),
+		p.probeServiceManager(),
 	}
 	for _, e := range captable.Table {
 		if e.Helper {
@@ -136,6 +157,9 @@ func writeStatus(r statusReport, asJSON bool, w io.Writer) int {
 			word = "weak" // not required: the session runs, with less
 		}
 		fmt.Fprintf(w, "%-24s %-4s  %s\n", it.Name, word, it.Detail)
+		if !it.OK && it.Fix != "" {
+			fmt.Fprintf(w, "%-24s fix:  %s\n", "", it.Fix)
+		}
 	}
 	if r.Ready {
 		fmt.Fprintln(w, "ready: everything a sandboxed session needs is ok")
@@ -189,15 +213,32 @@ func startInUserns() error {
 	return cmd.Run()
 }
 
+// probeLandlock reports the ABI and what glove-shim's ruleset lacks at
+// it (shim/landlock_unsafe.go): Landlock is one layer among several, so
+// each gap names the layer that still holds.
 func probeLandlock() statusItem {
 	it := statusItem{Name: "landlock"}
 	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno != 0 {
 		it.Detail = "unavailable: " + errno.Error() + " (best effort: writes limited by the mount tree alone)"
+		it.Fix = "boot with landlock in the LSM list (lsm=...,landlock; Debian's kernels have it from 5.13)"
 		return it
 	}
 	it.OK = true
 	it.Detail = fmt.Sprintf("ABI %d", abi)
+	var gaps []string
+	if abi < 2 {
+		gaps = append(gaps, "no rename/link across directories (REFER, ABI 2)")
+	}
+	if abi < 3 {
+		gaps = append(gaps, "truncation not restricted (ABI 3; the read-only mounts still refuse it)")
+	}
+	if abi < 6 {
+		gaps = append(gaps, "abstract unix sockets and signals not scoped (ABI 6; the sandbox's own network and pid namespaces still isolate both)")
+	}
+	if len(gaps) > 0 {
+		it.Detail += ": " + strings.Join(gaps, "; ")
+	}
 	return it
 }
 
