@@ -43,7 +43,11 @@ all: build
 # syscall.AllThreadsSyscall, which refuses to run in a cgo binary (see
 # helpers/helperkit/restrict_unsafe.go), and gloved needs no C (it writes
 # the default profile from seccomp/profile, which is plain data).
+# First what the build needs (scripts/install-deps.sh build): a few file
+# tests when it is all there; missing, installed by apt-get as root, or
+# named in one line otherwise.
 build:
+	@GO='$(GO)' scripts/install-deps.sh build
 	@mkdir -p $(BINDIR)
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(CGO_CMDS)
 	CGO_ENABLED=1 $(GO) build -trimpath $(STATIC_FLAGS) -o $(BINDIR)/ $(STATIC_CMDS)
@@ -90,7 +94,9 @@ bench:
 deb:
 	scripts/build-deb.sh
 
-# The end-to-end demo, as root on a fresh machine: scripts/demo.sh.
+# The end-to-end demo, as root on a fresh machine: scripts/demo.sh. It
+# installs into /opt/glove-demo with bounds in /etc/glove-demo, never the
+# package's /etc/glove (docs/packaging.md).
 demo:
 	scripts/demo.sh
 

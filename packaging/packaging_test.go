@@ -2,7 +2,9 @@ package packaging
 
 import (
 	"bufio"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -292,5 +294,135 @@ func TestStageModes(t *testing.T) {
 		if st.Mode() != want {
 			t.Errorf("%s: mode %v, want %v", e.Binary, st.Mode(), want)
 		}
+	}
+}
+
+// maintainerScripts are the scripts of the package's control archive:
+// packaging/debian/NAME (postinst generated from postinst.in), each
+// installed by scripts/build-deb.sh (TestDebInstallRunPurge checks the
+// archive).
+var maintainerScripts = []string{"preinst", "postinst", "prerm", "postrm"}
+
+// TestMaintainerScripts keeps maintainerScripts and packaging/debian in
+// step, and checks each script's shape: POSIX sh with set -e, parsed by
+// sh -n.
+func TestMaintainerScripts(t *testing.T) {
+	ents, err := os.ReadDir("debian")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range ents {
+		files = append(files, e.Name())
+	}
+	want := []string{"control.in", "copyright"}
+	for _, s := range maintainerScripts {
+		if s == "postinst" {
+			s = "postinst.in"
+		}
+		want = append(want, s)
+	}
+	slices.Sort(want)
+	if !slices.Equal(files, want) {
+		t.Errorf("packaging/debian holds %v, want %v (a new maintainer script: add it to maintainerScripts and scripts/build-deb.sh)", files, want)
+	}
+	for _, s := range maintainerScripts {
+		text := ""
+		if s == "postinst" {
+			text = generatedPostinst(t)
+		} else {
+			b, err := os.ReadFile(filepath.Join("debian", s))
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			text = string(b)
+		}
+		if !strings.HasPrefix(text, "#!/bin/sh\n") || !regexp.MustCompile(`(?m)^set -e$`).MatchString(text) {
+			t.Errorf("%s: want #!/bin/sh and set -e", s)
+		}
+		cmd := exec.Command("sh", "-n")
+		cmd.Stdin = strings.NewReader(text)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("sh -n %s: %v\n%s", s, err, out)
+		}
+	}
+}
+
+// TestPreinstSetupHostMarker runs the preinst with /etc/glove replaced by
+// a temporary directory: it refuses install and upgrade, in one line
+// naming the fix, exactly when the marker scripts/setup-host.sh writes is
+// there, and changes nothing.
+func TestPreinstSetupHostMarker(t *testing.T) {
+	src, err := os.ReadFile("debian/preinst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), "\nmarker=/etc/glove/.setup-host\n") {
+		t.Fatal("preinst: no marker=/etc/glove/.setup-host line")
+	}
+	// The marker's name is setup-host's.
+	sh, err := os.ReadFile("../scripts/setup-host.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sh), `marker="$CONFDIR/.setup-host"`) {
+		t.Error(`scripts/setup-host.sh does not write the marker "$CONFDIR/.setup-host" that preinst checks`)
+	}
+	root := t.TempDir()
+	etc := filepath.Join(root, "etc/glove")
+	script := filepath.Join(root, "preinst")
+	if err := os.WriteFile(script, []byte(strings.ReplaceAll(string(src), "/etc/glove", etc)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	preinst := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command("sh", append([]string{script}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0, stderr.String()
+		case errors.As(err, &ee):
+			return ee.ExitCode(), stderr.String()
+		}
+		t.Fatal(err)
+		return 0, ""
+	}
+	for _, args := range [][]string{{"install"}, {"install", "0.0~git1"}, {"upgrade", "0.0~git1"}, {"abort-upgrade", "0.0~git2"}} {
+		if code, errOut := preinst(args...); code != 0 || errOut != "" {
+			t.Errorf("preinst %v without /etc/glove: status %d, stderr %q", args, code, errOut)
+		}
+	}
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "cgroup.json"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, errOut := preinst("install"); code != 0 || errOut != "" {
+		t.Errorf("preinst install with bounds but no marker: status %d, stderr %q", code, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(etc, ".setup-host"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"install"}, {"install", "0.0~git1"}, {"upgrade", "0.0~git1"}} {
+		code, errOut := preinst(args...)
+		if code == 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "setup-host") ||
+			!strings.Contains(errOut, "mv "+etc+" ") {
+			t.Errorf("preinst %v with the marker: status %d, stderr %q; want a failure in one line naming setup-host and the mv", args, code, errOut)
+		}
+	}
+	if code, _ := preinst("abort-upgrade", "0.0~git2"); code != 0 {
+		t.Errorf("preinst abort-upgrade with the marker: status %d, want 0 (dpkg is undoing)", code)
+	}
+	if code, _ := preinst("bogus"); code == 0 {
+		t.Error("preinst bogus: status 0")
+	}
+	ents, _ := os.ReadDir(etc)
+	if len(ents) != 2 {
+		t.Errorf("preinst changed %s: %v", etc, ents)
 	}
 }

@@ -5,8 +5,9 @@
 # executables built by `make build` with PREFIX=/usr and CONFDIR=/etc/glove
 # into bin/deb-build (bin/ is left alone), staged with the modes of the
 # capability table (helpers/captable, through packaging/cmd/glove-deb),
-# the postinst generated from that table, the sysusers.d, tmpfiles.d and
-# systemd files and the example helper configuration from packaging/.
+# the postinst generated from that table, the preinst, prerm and postrm,
+# the sysusers.d, tmpfiles.d and systemd files and the example helper
+# configuration from packaging/.
 # Every file in the archive is root:root (dpkg-deb --root-owner-group);
 # postinst gives the helpers their group and file capabilities
 # (docs/packaging.md). Needs no root and no network beyond `make build`'s.
@@ -61,11 +62,15 @@ install -D -m 0644 packaging/debian/copyright "$root/usr/share/doc/glove/copyrig
 install -m 0644 docs/packaging.md "$root/usr/share/doc/glove/packaging.md"
 
 # Maintainer scripts; postinst's helper lines from the capability table.
+# preinst refuses to unpack over setup-host's bounds in /etc/glove.
 gen postinst -template packaging/debian/postinst.in -prefix /usr >"$root/DEBIAN/postinst"
-install -m 0755 packaging/debian/prerm "$root/DEBIAN/prerm"
-install -m 0755 packaging/debian/postrm "$root/DEBIAN/postrm"
 chmod 0755 "$root/DEBIAN/postinst"
-sh -n "$root/DEBIAN/postinst"
+for s in preinst prerm postrm; do
+  install -m 0755 "packaging/debian/$s" "$root/DEBIAN/$s"
+done
+for s in preinst postinst prerm postrm; do
+  sh -n "$root/DEBIAN/$s"
+done
 
 size="$(du -sk --exclude=DEBIAN "$root" | cut -f1)"
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" \

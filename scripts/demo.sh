@@ -2,9 +2,10 @@
 # make demo: Glove end to end on a fresh Debian machine, as root.
 #
 # It installs what it needs and builds (scripts/setup-host.sh), installs
-# into a local prefix (.demo/prefix, file capabilities on the helpers),
-# creates the service user glove-demo and its delegated cgroup, then, as
-# that user and with no privilege:
+# into its own prefix /opt/glove-demo (file capabilities on the helpers)
+# with its own bounds in /etc/glove-demo (compiled into its build as
+# CONFDIR), creates the service user glove-demo and its delegated cgroup,
+# then, as that user and with no privilege:
 #   1. glove status: what this host enforces;
 #   2. a program's output from inside the sandbox;
 #   3. a fork bomb contained by the pids limit (the host's process count
@@ -15,8 +16,23 @@
 #      runtime: a private home with the skill of a verified library
 #      bundle, the bundle read-only), whose authenticated receipt is
 #      written and verified.
-# Everything it creates in /tmp is removed at the end; the user, the
-# install and the bounds files stay (run it again: it is idempotent).
+# Everything it creates in /tmp is removed at the end. What stays (run it
+# again: it is idempotent): the user glove-demo in the group glove,
+# /opt/glove-demo, /etc/glove-demo, /var/lib/glove/images/glove-demo,
+# /srv/glove/sources and, until a reboot, the cgroups /glove-glove-demo.
+#
+# Why /opt/glove-demo and /etc/glove-demo: the demo user must reach the
+# install, so it cannot live in the clone (a clone in /root, mode 0700,
+# is not searchable by anyone else); /opt/<package> is the FHS place for
+# a self-contained add-on tree, root-owned and world-searchable, on the
+# root file system (file capabilities apply; setup-host refuses a nosuid
+# one). /etc/glove-demo is made root:root 0755 under /etc, as the helpers
+# require of CONFDIR and every ancestor (setup-host checks the chain).
+# Neither is a path of the glove Debian package (/usr, /etc/glove)
+# nor setup-host's default (/usr/local), so the demo never changes an
+# installed Glove and `dpkg -i` of the package never meets the demo's
+# files (docs/packaging.md). Both can be changed with DEMO_PREFIX and
+# DEMO_CONFDIR.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,8 +40,17 @@ cd "$repo"
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (make demo)" >&2; exit 1; }
 
 DEMO_USER="${DEMO_USER:-glove-demo}"
-export PREFIX="${PREFIX:-$repo/.demo/prefix}"
-export CONFDIR="${CONFDIR:-/etc/glove}"
+# Not PREFIX and CONFDIR: those may be set for a real install (make
+# passes its command line's to the environment) and the demo's must
+# stay apart from it.
+PREFIX="${DEMO_PREFIX:-/opt/glove-demo}"
+CONFDIR="${DEMO_CONFDIR:-/etc/glove-demo}"
+case "$(realpath -m -- "$CONFDIR")" in
+  /etc/glove) echo "demo: DEMO_CONFDIR=$CONFDIR is the glove package's /etc/glove; use the demo's own (unset DEMO_CONFDIR)" >&2; exit 1 ;;
+esac
+case "$(realpath -m -- "$PREFIX")" in
+  /usr | /usr/local) echo "demo: DEMO_PREFIX=$PREFIX is the package's or setup-host's default prefix; use the demo's own (unset DEMO_PREFIX)" >&2; exit 1 ;;
+esac
 GLOVE="$PREFIX/bin/glove"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -33,11 +58,18 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 if ! getent passwd "$DEMO_USER" >/dev/null; then
   useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$DEMO_USER"
 fi
-# The prefix must be reachable by the demo user.
-mkdir -p "$PREFIX"
-chmod 0755 "$repo/.demo" "$PREFIX"
-step "set-up (scripts/setup-host.sh $DEMO_USER, PREFIX=$PREFIX)"
-scripts/setup-host.sh "$DEMO_USER" | sed 's/^/  /'
+# The prefix: root-owned and searchable by the demo user (setup-host
+# checks the whole way to every executable as that user).
+[ -d "$PREFIX" ] || install -d -o root -g root -m 0755 "$PREFIX"
+step "set-up (PREFIX=$PREFIX CONFDIR=$CONFDIR scripts/setup-host.sh $DEMO_USER)"
+PREFIX="$PREFIX" CONFDIR="$CONFDIR" scripts/setup-host.sh "$DEMO_USER" | sed 's/^/  /'
+# An earlier demo (before it had its own CONFDIR) wrote /etc/glove, which
+# the glove package's dpkg -i would stop at; the demo leaves it alone but
+# says so.
+if [ -f /etc/glove/cgroup.json ] && [ ! -e /etc/glove/.setup-host ] &&
+  grep -q "\"parent\":\"/glove-$DEMO_USER\"" /etc/glove/cgroup.json; then
+  echo "demo: note: /etc/glove holds the bounds of an earlier make demo, no longer used; remove it (rm -r /etc/glove) before installing the glove package"
+fi
 
 uid="$(id -u "$DEMO_USER")"
 gid="$(id -g "$DEMO_USER")"
@@ -53,12 +85,14 @@ echo "a file of the host's workspace" > "$work/workspace/README"
 chown -R "$DEMO_USER:$DEMO_USER" "$work/workspace"
 
 # as_user CMD...: run CMD as the demo user, from inside its delegated
-# cgroup subtree (a supervisor must live there to place its sessions),
-# with the user's groups (glove: it may execute the helpers).
+# cgroup subtree (a supervisor must live there to place its sessions:
+# in its leaf supervisor, since a cgroup v2 parent whose memory and pids
+# are enabled takes no process of its own), with the user's groups
+# (glove: it may execute the helpers).
 # as_user_exec replaces the (sub)shell it runs in, so that `as_user_exec
 # CMD &` gives CMD's own pid in $!.
 as_user_exec() {
-  echo "$BASHPID" > "$parent/cgroup.procs"
+  echo "$BASHPID" > "$parent/supervisor/cgroup.procs"
   cd "$work/workspace"
   exec setpriv --reuid="$uid" --regid="$gid" --init-groups --reset-env -- "$@"
 }

@@ -5,17 +5,24 @@
 #   PREFIX=/opt/glove CONFDIR=/etc/glove scripts/setup-host.sh USER
 #
 # The one host set-up that lets USER, an existing unprivileged account,
-# run `glove run` and `gloved` with no privilege. It installs the build
-# dependencies, builds and installs Glove (file capabilities on the
-# helpers), creates the service group "glove" and adds USER to it, writes
-# the helpers' root-owned bounds files into CONFDIR (never overwriting
-# one), creates USER's image directory and delegates the cgroup parent
-# /glove-USER in every mounted cgroup hierarchy to USER.
+# run `glove run` and `gloved` with no privilege. It installs the
+# dependencies (scripts/install-deps.sh host), builds and installs Glove
+# (file capabilities on the helpers), creates the service group "glove"
+# and adds USER to it, writes the helpers' root-owned bounds files into
+# CONFDIR (never overwriting one) with the marker CONFDIR/.setup-host,
+# creates USER's image directory, delegates the cgroup parent /glove-USER
+# in every mounted cgroup hierarchy to USER, and checks that USER can
+# reach every installed executable and bounds file.
 #
 # Environment: PREFIX (default /usr/local) and CONFDIR (default
 # /etc/glove; compiled into the helpers, so the same value must be used
 # every time). Idempotent: a second run changes nothing and exits 0.
 # Cgroup directories do not survive a reboot: run it again after boot.
+#
+# The glove Debian package owns /etc/glove and /usr: while it is known to
+# dpkg, setup-host refuses CONFDIR=/etc/glove and PREFIX=/usr; and the
+# package's preinst refuses to install over an /etc/glove that holds
+# setup-host's marker (docs/packaging.md).
 set -euo pipefail
 
 prog=setup-host
@@ -36,6 +43,20 @@ GROUP=glove
 case "$PREFIX" in /*) ;; *) die "PREFIX must be absolute: $PREFIX" ;; esac
 case "$CONFDIR" in /*) ;; *) die "CONFDIR must be absolute: $CONFDIR" ;; esac
 case "$user" in */* | .* | "") die "refusing user name $user" ;; esac
+
+# The package's files are dpkg's: bounds written into its /etc/glove
+# would stop the next dpkg run at a conffile prompt (or be replaced by
+# it), and an install into /usr would change files dpkg tracks. Any state
+# but not-installed counts: "config-files" still has its conffiles here.
+if command -v dpkg-query >/dev/null; then
+  pkg_state="$(dpkg-query -W -f='${db:Status-Status}' glove 2>/dev/null || true)"
+  if [ -n "$pkg_state" ] && [ "$pkg_state" != not-installed ]; then
+    [ "$(realpath -m -- "$CONFDIR")" != /etc/glove ] ||
+      die "the glove package is $pkg_state and owns /etc/glove: use another CONFDIR (e.g. CONFDIR=/etc/glove-$user), or dpkg --purge glove first"
+    [ "$(realpath -m -- "$PREFIX")" != /usr ] ||
+      die "the glove package is $pkg_state and owns /usr: use another PREFIX (e.g. PREFIX=/opt/glove), or dpkg --purge glove first"
+  fi
+fi
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
@@ -72,9 +93,19 @@ check_trusted_dir() {
   done
 }
 
-# (a) dependencies.
-say "dependencies: scripts/install-deps.sh"
-scripts/install-deps.sh
+# (a) dependencies: what the build, the install and the helpers use
+# (not the tests' runtimes nor staticcheck).
+say "dependencies: scripts/install-deps.sh host"
+scripts/install-deps.sh host
+
+# The kernel ignores file capabilities on a file system mounted nosuid
+# (as it ignores setuid bits): the helpers would install fine and then
+# start without their capabilities.
+mnt_of="$PREFIX"
+while [ ! -e "$mnt_of" ]; do mnt_of="$(dirname "$mnt_of")"; done
+case ",$(findmnt -n -o VFS-OPTIONS -T "$mnt_of")," in
+  *,nosuid,*) die "$PREFIX is on a file system mounted nosuid ($(findmnt -n -o TARGET -T "$mnt_of")), where file capabilities do not apply: choose another PREFIX" ;;
+esac
 
 # (b) build and install. `make install` runs only when the installed
 # files differ from the build (content, owner, group, mode or file
@@ -149,13 +180,38 @@ if [ "$(stat -c '%u:%g %a' "$images")" != "$uid:$gid 700" ]; then
   note "set $images to $user 0700 (glove-loopext4's materialization root)"
 fi
 
+# The marker says that CONFDIR's bounds are setup-host's. The glove
+# package's preinst refuses to install while /etc/glove/.setup-host
+# exists: dpkg would otherwise stop at a conffile prompt for each of
+# these files and leave the package half-configured. It is written
+# before the first bounds file, and also when an existing file is
+# exactly what setup-host writes (one written before the marker existed).
+marker="$CONFDIR/.setup-host"
+mark_confdir() {
+  if [ -e "$marker" ] || [ -L "$marker" ]; then return; fi
+  local tmp
+  tmp="$(mktemp "$CONFDIR/.setup-host.new-XXXXXX")"
+  printf '%s\n' "The bounds in this directory were written by Glove's scripts/setup-host.sh (for $user), not by the glove package." \
+    "The package will not install over them: move this directory aside first (docs/packaging.md)." >"$tmp"
+  chown root:root "$tmp"
+  chmod 0644 "$tmp"
+  mv -T "$tmp" "$marker"
+  note "bounds: wrote $marker (these bounds are setup-host's, not the glove package's)"
+}
+
 # write_bounds FILE JSON: root-owned 0644, only if FILE is absent.
 write_bounds() {
   local f="$CONFDIR/$1"
   if [ -e "$f" ] || [ -L "$f" ]; then
-    say "bounds: kept existing $f"
+    if [ -f "$f" ] && [ ! -L "$f" ] && cmp -s "$f" <(printf '%s\n' "$2"); then
+      mark_confdir
+      say "bounds: kept existing $f (as setup-host writes it)"
+    else
+      say "bounds: kept existing $f"
+    fi
     return
   fi
+  mark_confdir
   local tmp
   tmp="$(mktemp "$CONFDIR/.$1.new-XXXXXX")"
   printf '%s\n' "$2" >"$tmp"
@@ -180,24 +236,67 @@ write_bounds streamproxy.json \
 mounts="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "-") break;
                  if (($(i+1) == "cgroup" || $(i+1) == "cgroup2") && $4 == "/") print $5 }' /proc/self/mountinfo)"
 [ -n "$mounts" ] || die "no cgroup hierarchy is mounted"
+# On cgroup v2 also the leaf $cgparent/supervisor, where a supervisor
+# lives (gloved and glove run move themselves there; start them there):
+# once glove-cgroup has enabled memory and pids in $cgparent, cgroup v2
+# refuses processes in $cgparent itself (no internal processes).
 while IFS= read -r m; do
-  d="$m$cgparent"
-  if [ ! -d "$d" ]; then
-    mkdir "$d"
-    note "cgroup: created $d"
-  fi
-  for f in . cgroup.procs tasks cgroup.subtree_control cgroup.threads; do
-    p="$d/$f"
-    [ -e "$p" ] || continue
-    if [ "$(stat -c '%u:%g' "$p")" != "$uid:$gid" ]; then
-      chown "$uid:$gid" "$p"
-      note "cgroup: delegated ${p%/.} to $user"
+  dirs=("$m$cgparent")
+  [ ! -e "$m/cgroup.subtree_control" ] || dirs+=("$m$cgparent/supervisor")
+  for d in "${dirs[@]}"; do
+    if [ ! -d "$d" ]; then
+      mkdir "$d"
+      note "cgroup: created $d"
     fi
+    for f in . cgroup.procs tasks cgroup.subtree_control cgroup.threads; do
+      p="$d/$f"
+      [ -e "$p" ] || continue
+      if [ "$(stat -c '%u:%g' "$p")" != "$uid:$gid" ]; then
+        chown "$uid:$gid" "$p"
+        note "cgroup: delegated ${p%/.} to $user"
+      fi
+    done
   done
 done <<<"$mounts"
-say "cgroup: $cgparent delegated to $user in: $(tr '\n' ' ' <<<"$mounts")"
+say "cgroup: $cgparent (and its leaf supervisor on v2) delegated to $user in: $(tr '\n' ' ' <<<"$mounts")"
 
-# (f) summary.
+# (f) what USER will open, opened as USER: every installed executable
+# (the helpers through the group) and every bounds file. A PREFIX or
+# CONFDIR below a directory USER cannot search (a clone in /root, mode
+# 0700) would otherwise only show later, as "permission denied" from
+# fork/exec in `glove run`.
+as_user_test() { setpriv --reuid="$uid" --regid="$gid" --init-groups -- test "$@"; }
+# blocker DIR: the first directory on DIR's way from / that USER cannot
+# search, or nothing.
+blocker() {
+  local d="" part parts
+  as_user_test -x / || { echo /; return; }
+  IFS=/ read -ra parts <<<"${1#/}"
+  for part in "${parts[@]}"; do
+    [ -n "$part" ] || continue
+    d="$d/$part"
+    as_user_test -x "$d" || { echo "$d"; return; }
+  done
+}
+# reachable -x|-r PATH: USER may execute (read) PATH, or a one-line error.
+reachable() {
+  local b
+  as_user_test "$1" "$2" && return
+  b="$(blocker "$(dirname "$2")")"
+  [ -z "$b" ] || die "$user cannot reach $2: $b is $(stat -c '%U:%G %a' "$b"), not searchable by $user; choose a PREFIX and CONFDIR outside it (e.g. PREFIX=/opt/glove)"
+  die "$user cannot open $2 ($(stat -c '%U:%G %a' "$2")): give it back the mode and group make install or setup-host gave it"
+}
+while IFS= read -r row; do
+  bin="$(awk -F'|' '{gsub(/[` ]/,"",$2); print $2}' <<<"$row")"
+  dir="$(awk -F'|' '{gsub(/[` ]/,"",$3); sub(/^\$PREFIX\//,"",$3); print $3}' <<<"$row")"
+  reachable -x "$PREFIX/$dir/$bin"
+done < <(bin/glove captable | grep '^| `')
+for f in mounter.json loopext4.json cgroup.json streamproxy.json; do
+  reachable -r "$CONFDIR/$f"
+done
+say "reach: $user can execute every installed executable and read every bounds file"
+
+# (g) summary.
 if [ "$changed" -eq 0 ]; then
   say "nothing to change: the host was already set up for $user"
 else
