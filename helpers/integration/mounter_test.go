@@ -748,6 +748,23 @@ func TestMounterFallbackNamespace(t *testing.T) {
 				t.Errorf("open_tree_attr mounter thread %s left the supervisor's mount namespace", task.Name())
 			}
 		}
+		// Every thread of the fallback has a copy of its own, and
+		// open_tree clones only mounts of the calling thread's: many
+		// requests, served on whichever threads the runtime picks, must
+		// all succeed (at random EINVAL before threadRoots, seen on 6.1).
+		dir := sourceDir(t, env, fmt.Sprintf("threads-%v", fallback))
+		src := openFD(t, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+		for i := 0; i < 300; i++ {
+			f, err := m.bind(src, wire.BindReadOnly)
+			if err != nil {
+				t.Fatalf("fallback %v: bind %d: %v\nhelper log: %s", fallback, i, err, m.log)
+			}
+			f.Close()
+			if i%20 == 0 {
+				// A pause lets the runtime park the serving thread.
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package mounter
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -50,16 +51,28 @@ func (s *server) bind(_ uint32, m wire.Message, fds []*os.File) (wire.Message, [
 		return nil, nil, err
 	}
 	src := int(fds[0].Fd())
-	clone := cloneTree
+	clone, view := cloneTree, s
 	if s.fallback {
-		local, err := s.localize(src)
+		// The whole request on one thread, in that thread's copy of the
+		// mount namespace (enterPrivateMountNS).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		roots, err := s.threadRoots()
+		if err != nil {
+			return nil, nil, err
+		}
+		defer closeRoots(roots)
+		v := *s
+		v.roots = roots
+		view = &v
+		local, err := view.localize(src)
 		if err != nil {
 			return nil, nil, err
 		}
 		defer unix.Close(local)
 		src, clone = local, cloneTreeSetattr
 	}
-	if err := s.checkSource(src); err != nil {
+	if err := view.checkSource(src); err != nil {
 		return nil, nil, err
 	}
 	mfd, err := clone(src, bindAttr(req.Flags))
@@ -214,6 +227,35 @@ func (s *server) parentOf(src int, si ident) (int, error) {
 		return pfd, nil
 	}
 	return -1, refuse(wire.ErrRefused, "bind: source file is outside every source root")
+}
+
+// threadRoots opens every source root again in the calling thread's
+// copy of the mount namespace (fallback mode: each thread has its own),
+// by the kernel name recorded at start-up, and accepts each only if it
+// is the same directory. The caller closes them (closeRoots).
+func (s *server) threadRoots() ([]root, error) {
+	var out []root
+	for _, r := range s.roots {
+		fd, err := openDir(unix.AT_FDCWD, r.name)
+		if err != nil {
+			closeRoots(out)
+			return nil, refuse(wire.ErrRefused, "bind: source root in the helper's mount namespace: %v", err)
+		}
+		id, err := identOf(fd)
+		if err != nil || !id.sameObject(r.id) || id.mode != r.id.mode {
+			unix.Close(fd)
+			closeRoots(out)
+			return nil, refuse(wire.ErrRefused, "bind: a source root is no longer the directory opened at start-up")
+		}
+		out = append(out, root{name: r.name, fd: fd, id: id})
+	}
+	return out, nil
+}
+
+func closeRoots(rs []root) {
+	for _, r := range rs {
+		unix.Close(r.fd)
+	}
 }
 
 // localize finds the supervisor's source src again in the helper's own

@@ -157,8 +157,13 @@ func HasOpenTreeAttr() bool {
 // namespace, a copy of the supervisor's, and checks that none is left in
 // the old one. unshare(2) acts on the calling thread only, hence
 // AllThreadsSyscall (no cgo in the helpers); each thread gets a copy of
-// its own (and its own cwd and root, which the helper never changes),
-// and threads the runtime starts later inherit one of them.
+// its own (joining one with setns(2) would need CAP_SYS_CHROOT, which
+// the helper does not hold), threads the runtime starts later inherit
+// their creator's, and each thread keeps a cwd and root of its own,
+// which the helper never changes. Since open_tree clones only mounts of
+// the calling thread's namespace, a request is served on one locked
+// thread from roots opened again in that thread's copy (bind.go,
+// threadRoots).
 func enterPrivateMountNS() error {
 	var old unix.Stat_t
 	if err := unix.Stat("/proc/thread-self/ns/mnt", &old); err != nil {
