@@ -137,11 +137,13 @@ func (p statusProbe) probeDelegation() statusItem {
 		return it
 	}
 	own := cgleaf.ParseSelfCgroup(selfData)
+	// glove-cgroup serves the parent its supervisor lies beneath; glove
+	// status itself usually runs elsewhere (an operator's login), so
+	// outside every parent it reports on the first one and says so.
 	parent, err := cgroup.ChooseParent(cfg.Parents(), own)
-	if err != nil {
-		it.Detail = err.Error()
-		it.Fix = "run the supervisor from the unit cgroup.json names (systemctl start gloved, or systemd-run --unit=glove-run as docs/packaging.md shows)"
-		return it
+	outside := err != nil
+	if outside {
+		parent = cfg.Parent
 	}
 	mi, err := os.ReadFile(p.mountinfo)
 	if err != nil {
@@ -182,7 +184,10 @@ func (p statusProbe) probeDelegation() statusItem {
 		return it
 	}
 	where := "this process is inside it"
-	if own != parent && !strings.HasPrefix(own, parent+"/") {
+	switch {
+	case outside && len(cfg.ExtraParents) > 0:
+		where = fmt.Sprintf("this process (%s) is beneath none of %s: gloved and glove run must start inside one", own, strings.Join(cfg.Parents(), ", "))
+	case own != parent && !strings.HasPrefix(own, parent+"/"):
 		where = fmt.Sprintf("this process (%s) is outside it: gloved and glove run must start inside it", own)
 	}
 	ctl, _ := readTrim(filepath.Join(dir, "cgroup.subtree_control"))

@@ -384,3 +384,42 @@ func TestGlovedEndToEnd(t *testing.T) {
 	}
 	g.stop(t)
 }
+
+// TestGlovedCopyOverQuota: a workspace larger than its grant's max_bytes
+// fails the launch before the program exists, and the session's reason,
+// termination and receipt name the disk limit (docs/sessions.md), not a
+// bare "failed" (seen in the VM lane).
+func TestGlovedCopyOverQuota(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"harness": {"--flag", "x"}})
+	big := filepath.Join(f.ws, "big")
+	if err := os.WriteFile(big, make([]byte, fixtureAccess.MaxBytes+1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(big, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	g := f.start()
+	c := dial(t, g.socket)
+	tok := f.create(c, "s-quota", f.plan("harness", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "s-quota", "start_token": tok}, nil)
+	end := attach(t, c, "s-quota")
+	if end.Termination != "limit:disk_bytes" || end.State != "failed" || end.output != "" {
+		t.Errorf("ended %+v, output %q; want failed with limit:disk_bytes before any output\nlog: %s", end.End, end.output, g.log)
+	}
+	var status daemon.Status
+	c.ok("session_status", map[string]any{"session_id": "s-quota"}, &status)
+	if status.State != "failed" || status.Reason != "limit:disk_bytes" {
+		t.Errorf("status %+v, want failed with reason limit:disk_bytes", status)
+	}
+	var page struct {
+		Envelopes []receipt.Envelope `json:"envelopes"`
+	}
+	c.ok("receipts_page", map[string]any{"after": 0, "limit": 10}, &page)
+	if len(page.Envelopes) != 1 || page.Envelopes[0].Body.Termination != "limit:disk_bytes" {
+		t.Errorf("receipts %+v, want one with termination limit:disk_bytes", page.Envelopes)
+	}
+	g.stop(t)
+}

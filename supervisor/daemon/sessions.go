@@ -13,6 +13,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/library"
+	"github.com/glove-sandbox/glove/supervisor/materialize"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/session"
@@ -399,7 +400,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		cancel()
 		closeHelpers()
 		releaseStream()
-		d.finalize(sess, time.Now(), nil, nil)
+		d.finalize(sess, time.Now(), nil, nil, "failed")
 		return fail("store", errorf(CodeInternal, "session store failure"))
 	}
 	// The program is released only once its identity is durable and the
@@ -478,6 +479,10 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 		case res == nil && errors.Is(runErr, library.ErrDigest):
 			// A verified bundle's bytes changed before they were copied.
 			reason = "library_bundle_rejected"
+		case res == nil && errors.Is(runErr, materialize.ErrQuota):
+			// A copy did not fit its grant's quota: the disk limit ended
+			// the launch before the program existed (docs/sessions.md).
+			reason, end.Termination = session.LimitDisk, session.LimitDisk
 		}
 	}
 	if res != nil {
@@ -486,7 +491,7 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 			log.WithFields(logrus.Fields{"event": "retained", "target": r.Target, "image": filepath.Base(r.Image)}).Info("staged change kept")
 		}
 	}
-	if err := d.finalize(sess, now, launch, res); err != nil {
+	if err := d.finalize(sess, now, launch, res, end.Termination); err != nil {
 		log.WithField("event", "receipt").Error("terminal receipt not sealed")
 		end.State, to, reason = string(store.Failed), store.Failed, "receipt"
 	}
@@ -503,9 +508,11 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 }
 
 // finalize durably appends the session's terminal receipt.
-func (d *Daemon) finalize(sess store.Session, now time.Time, launch *session.Launch, res *session.Result) error {
+// finalize seals the terminal receipt: the result's termination, or, for
+// a session that never ran, failed (the termination given).
+func (d *Daemon) finalize(sess store.Session, now time.Time, launch *session.Launch, res *session.Result, failed string) error {
 	b := receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
-		PolicyRevision: d.pol.Revision, Termination: "failed", StartedAtMS: now.UnixMilli(), EndedAtMS: now.UnixMilli()}
+		PolicyRevision: d.pol.Revision, Termination: failed, StartedAtMS: now.UnixMilli(), EndedAtMS: now.UnixMilli()}
 	// The launch the receipt attests: the digest recorded when the
 	// program was released (the caller's copy of the session predates it).
 	if cur, err := d.store.Get(sess.ID); err == nil && cur.Runtime != nil {
