@@ -70,6 +70,14 @@ func stage1() int {
 	if os.Getpid() != 1 {
 		return fail(ctl, "stage 1", errors.New("not PID 1 of a new PID namespace"))
 	}
+	// Signals are caught from here on, before the program exists and
+	// before stage 0 hears that it runs: a signal forwarded to PID 1 in
+	// between would otherwise meet the Go runtime's default action (exit
+	// 2) and end the session as "exited 2" instead of reaching the
+	// program (seen with a SIGTERM sent right after the program's first
+	// output). reap forwards what was queued once the program exists.
+	sigs := make(chan os.Signal, 128)
+	signal.Notify(sigs)
 	// Stage 2 is executed through this descriptor, since the binary is
 	// not inside the new root. It is placed above every number the
 	// child's descriptor shuffle may use (os/exec moves descriptors up to
@@ -104,7 +112,7 @@ func stage1() int {
 	}
 	next.Close()
 	ctl.Close() // tells stage 0 that the program is executing
-	return reap(cmd.Process.Pid)
+	return reap(cmd.Process.Pid, sigs)
 }
 
 // stage2Attr enters user namespace 2 and mount namespace 2, where every
@@ -136,9 +144,7 @@ func stage2Attr(p *Plan) *syscall.SysProcAttr {
 
 // reap is PID 1's loop. When the program (pid) ends, PID 1 returns its
 // status and exits, and the kernel kills what is left in the namespace.
-func reap(pid int) int {
-	sigs := make(chan os.Signal, 128)
-	signal.Notify(sigs)
+func reap(pid int, sigs <-chan os.Signal) int {
 	for {
 		for {
 			var ws syscall.WaitStatus
