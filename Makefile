@@ -32,7 +32,7 @@ STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -ex
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode
 
-.PHONY: all build install deps test lint fuzz bench demo clean deb
+.PHONY: all build install deps test lint fuzz bench demo clean deb vm-lane
 
 all: build
 
@@ -68,6 +68,23 @@ deps:
 # target flaky without finding anything.
 test: deps lint
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) vm-lane
+
+# The VM lane (vmlane/README.md): the .deb of this tree, installed and run
+# as an operator would in Debian guests booted under qemu, one cell per
+# supported host (README, "Supported hosts"). The in-guest agent and the
+# kernel-dependent test binaries are built here (no Go in the guests).
+VMLANE_CELLS ?=
+LANE_TESTS := ./helpers/mounter ./helpers/cgroup ./supervisor/internal/cgleaf
+vm-lane:
+	rm -f bin/deb/glove_*.deb
+	$(MAKE) deb
+	@mkdir -p bin/vmlane/tests
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/vmlane/glove-lane-guest ./vmlane/guest/cmd/glove-lane-guest
+	@set -e; for p in $(LANE_TESTS); do \
+	  CGO_ENABLED=0 $(GO) test -c -o bin/vmlane/tests/$$(basename $$p).test $$p; done
+	vmlane/run.sh --deb bin/deb/glove_*.deb --agent bin/vmlane/glove-lane-guest \
+	  --tests bin/vmlane/tests $(if $(VMLANE_CELLS),--cells $(VMLANE_CELLS))
 
 lint: deps
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi
