@@ -161,6 +161,8 @@ func reap(pid int, sigs <-chan os.Signal) int {
 		}
 		s := <-sigs
 		if forwarded(s) {
+			// ESRCH only: the program has just exited, and the next
+			// Wait4 reaps it; nothing is left unbounded by a lost signal.
 			_ = unix.Kill(pid, s.(syscall.Signal))
 		}
 	}
