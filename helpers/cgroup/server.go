@@ -257,6 +257,9 @@ func (s *server) create(_ uint32, m wire.Message, _ []*os.File) (wire.Message, [
 	var made []hierarchy
 	undo := func() {
 		for _, h := range made {
+			// Best effort on a failed create: a directory left here is
+			// empty (no process was placed, so nothing is unbounded);
+			// the request already fails with the first error.
 			_ = rmdirSession(h.parent, req.Session)
 		}
 	}

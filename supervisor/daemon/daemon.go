@@ -214,6 +214,8 @@ func New(cfg Config) (*Daemon, error) {
 			if err != nil {
 				return nil, fmt.Errorf("--inherited-stream: %w", err)
 			}
+			// The probe's verdict is Hello's; Close returns only the
+			// helper's exit status after EOF.
 			_ = p.Close()
 		}
 		if cfg.LibraryBundleRoot != "" {
@@ -267,6 +269,7 @@ func (d *Daemon) checkRuntime() error {
 		if err != nil {
 			return fmt.Errorf("--libexec: %w", err)
 		}
+		// As above: the probe's verdict is Hello's.
 		_ = p.Close()
 	}
 	return nil
@@ -280,6 +283,7 @@ func (d *Daemon) startHelper(name string) (*helperproc.Proc, error) {
 	}
 	r, err := p.Hello()
 	if err != nil || r.Name != name {
+		// Refused already; Close only reaps the helper.
 		_ = p.Close()
 		return nil, fmt.Errorf("%s: does not answer Hello", name)
 	}
