@@ -11,7 +11,9 @@
 #
 # Environment: VMLANE_CACHE (default /var/cache/glove-vmlane), VMLANE_MIRROR
 # (default http://deb.debian.org/debian), VMLANE_MEM (MiB, default 2048),
-# VMLANE_SMP (default 2), VMLANE_APPEND (more kernel command line).
+# VMLANE_SMP (default 2), VMLANE_BOOT_TIMEOUT (seconds to the agent's first
+# start before the boot is retried once, default 180), VMLANE_APPEND (more
+# kernel command line).
 set -euo pipefail
 
 prog=vmlane
@@ -160,9 +162,10 @@ kernel_pkgs() {
   done | sort -u
 }
 
-# Makes $cache/images/CELL current; prints progress. The key covers what
-# goes into the image: suites, kernel package versions, the package list,
-# the build script and the guest files in vmlane/image.
+# Makes $cache/images/CELL current; prints progress, and on failure leaves
+# the reason in $tmp/CELL/image-error. The key covers what goes into the
+# image: suites, kernel package versions, the package list, the build
+# script and the guest files in vmlane/image.
 ensure_image() {
   local cell=$1 suite=${cell_suite[$1]} ksuite=${cell_ksuite[$1]}
   local dir="$cache/images/$1" kpkgs key new t0 dl
@@ -172,12 +175,12 @@ ensure_image() {
       echo "$prog: $cell: cannot resolve $ksuite's kernel (network?); using the cached image $(cat "$dir/key")"
       return 0
     fi
-    echo "$prog: $cell: cannot resolve $ksuite's linux-image-cloud-amd64" >&2
+    echo "cannot resolve $ksuite's linux-image-cloud-amd64 (apt-get update failed?)" > "$tmp/$cell/image-error"
     return 1
   fi
   key=$( { printf 'suite=%s\nkernel-suite=%s\n%s\n' "$suite" "$ksuite" "$kpkgs"
            cat "$here/packages" "$here/build-image.sh" "$here"/image/*; } | sha256sum | cut -c1-16)
-  if [ -f "$dir/key" ] && [ "$(cat "$dir/key")" = "$key" ]; then
+  if [ -f "$dir/key" ] && [ "$(cat "$dir/key")" = "$key" ] && [ -f "$dir/root.img" ] && [ -f "$dir/vmlinuz" ]; then
     echo "$prog: $cell: cached image $key ($(grep ^kernel= "$dir/info" | cut -d= -f2), checked in $(secs $(($(now_ms) - t0))) s)"
     return 0
   fi
@@ -187,11 +190,14 @@ ensure_image() {
   # $tmp is private to root: apt cannot drop to its _apt user to write there.
   # shellcheck disable=SC2086
   (cd "$dl" && suite_apt apt-get "$ksuite" download -qq -o APT::Sandbox::User=root $kpkgs >/dev/null) || {
-    echo "$prog: $cell: apt-get download $kpkgs failed" >&2; return 1; }
+    echo "apt-get download ${kpkgs//$'\n'/ } from $ksuite failed" > "$tmp/$cell/image-error"; return 1; }
   mkdir "$new/out"
   "$here/build-image.sh" "$suite" "$mirror" "$new/out" "$dl"/*.deb > "$new/build.log" 2>&1 || {
-    sed 's/^/    /' "$new/build.log" | tail -n 40 >&2
-    echo "$prog: $cell: image build failed" >&2; return 1; }
+    mkdir -p "$out/$cell"
+    cp "$new/build.log" "$out/$cell/build.log"
+    { echo "vmlane/build-image.sh failed; its last 40 lines ($out/$cell/build.log):"
+      tail -n 40 "$new/build.log"; } > "$tmp/$cell/image-error"
+    return 1; }
   rm -rf "$dl"
   echo "$key" > "$new/out/key"
   echo "build_seconds=$(secs $(($(now_ms) - t0)))" >> "$new/out/info"
@@ -223,11 +229,15 @@ boot_once() {
   # order). The lane is a virtio disk: its module loads from the root, and
   # fstab mounts it by label. No -no-reboot: the guest's reboots reset the
   # same machine; its poweroff ends qemu.
-  # -erms: without it, after a reset in the same qemu TCG runs the kernel's
-  # "rep stosb" page clearing over RAM that held the previous boot's code at
-  # a crawl, 40 s before the second boot's systemd starts; the kernel then
-  # clears pages another way (vmlane/README.md).
-  qemu-system-x86_64 -no-user-config -nodefaults -machine q35 -accel tcg -cpu max,-erms \
+  # tb-size: after a guest reboot TCG still holds the code it translated
+  # for the previous boot, and stores to the pages that held it take a slow
+  # path (the kernel spent its time in clear_page): the second boot took
+  # 10-80 s longer than the first. With a 256 MiB translation cache
+  # (default 1 GiB), which fills and is flushed sooner, it does not.
+  # -erms: the kernel's "rep stosb" is slow under TCG (about 8 s less per
+  # placeholder cell without it). Measurements in vmlane/README.md.
+  qemu-system-x86_64 -no-user-config -nodefaults -machine q35 \
+    -accel tcg,tb-size=256 -cpu max,-erms \
     -m "$mem" -smp "$smp" -display none -nic none -serial "file:$d/serial.log" \
     -kernel "$img/vmlinuz" \
     -append "root=/dev/nvme0n1 rootwait rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 ${VMLANE_APPEND:-}" \
@@ -350,7 +360,9 @@ for cell in "${run_cells[@]}"; do
   if ensure_image "$cell"; then
     ready+=("$cell")
   else
-    echo "$prog: $cell: fail (image build failed)" > "$tmp/$cell/summary"
+    { echo "$prog: $cell: fail (no image)"
+      sed 's/^/    /' "$tmp/$cell/image-error" 2>/dev/null; } > "$tmp/$cell/summary"
+    echo "$prog: $cell: no image: $(head -n 1 "$tmp/$cell/image-error" 2>/dev/null)"
   fi
 done
 
