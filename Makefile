@@ -27,12 +27,14 @@ CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 # the bundle happens to mount them: it is linked statically (libseccomp.a
 # from libseccomp-dev, glibc's libc.a), with Go's own resolvers (netgo,
 # osusergo) so that no glibc NSS code is linked in.
-STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"' 
+STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"'
+STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
+
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode
 
-.PHONY: all build install deps test lint fuzz bench demo clean deb vm-lane
+.PHONY: all build install deps test lint fuzz bench demo clean deb vm-lane lane-tests
 
 all: build
 
@@ -73,18 +75,26 @@ test: deps lint
 # The VM lane (vmlane/README.md): the .deb of this tree, installed and run
 # as an operator would in Debian guests booted under qemu, one cell per
 # supported host (README, "Supported hosts"). The in-guest agent and the
-# kernel-dependent test binaries are built here (no Go in the guests).
+# kernel-dependent tests (lane-tests) are built here: the guests have no Go.
 VMLANE_CELLS ?=
-LANE_TESTS := ./helpers/mounter ./helpers/cgroup ./supervisor/internal/cgleaf
-vm-lane:
+vm-lane: lane-tests
 	rm -f bin/deb/glove_*.deb
 	$(MAKE) deb
-	@mkdir -p bin/vmlane/tests
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/vmlane/glove-lane-guest ./vmlane/guest/cmd/glove-lane-guest
-	@set -e; for p in $(LANE_TESTS); do \
-	  CGO_ENABLED=0 $(GO) test -c -o bin/vmlane/tests/$$(basename $$p).test $$p; done
 	vmlane/run.sh --deb bin/deb/glove_*.deb --agent bin/vmlane/glove-lane-guest \
-	  --tests bin/vmlane/tests $(if $(VMLANE_CELLS),--cells $(VMLANE_CELLS))
+	  --tests bin/vmlane/tests --timeout-per-cell 900 $(if $(VMLANE_CELLS),--cells $(VMLANE_CELLS))
+
+# bin/vmlane/tests: a static test binary NAME.test and its -run pattern
+# NAME.run for each line of vmlane/tests, and prebuilt/ (testenv's
+# prebuilt mode: what make build makes and the test-only tools).
+lane-tests:
+	rm -rf bin/vmlane/tests
+	@mkdir -p bin/vmlane/tests
+	$(GO) run ./testenv/cmd/glove-prebuild bin/vmlane/tests/prebuilt
+	@set -e; grep -v '^[[:space:]]*\(#\|$$\)' vmlane/tests | while read -r pkg run; do \
+	  name=$$(basename $$pkg); echo "lane test $$pkg -run $$run"; \
+	  CGO_ENABLED=1 $(GO) test -c -trimpath $(STATIC_TEST_FLAGS) -o bin/vmlane/tests/$$name.test $$pkg; \
+	  printf '%s\n' "$$run" > bin/vmlane/tests/$$name.run; done
 
 lint: deps
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi

@@ -308,33 +308,12 @@ func attackReport(configs []attackConfig, results map[string]map[string]attackRe
 	return b.String()
 }
 
-var (
-	probeOnce sync.Once
-	probeDir  string
-	probeErr  error
-)
-
-// buildProbe builds the static attacker once per test process into a
-// directory the sandbox gets read-only at /probe.
+// buildProbe returns the directory of the static attacker
+// (testenv.ToolAttackProbe), which holds nothing else: the sandbox gets it
+// read-only at /probe.
 func buildProbe(t *testing.T, e *testenv.Env) string {
 	t.Helper()
-	probeOnce.Do(func() {
-		dir := filepath.Join(e.Base, "attackprobe")
-		if probeErr = os.Mkdir(dir, 0o755); probeErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "attackprobe"), "./internal/attackprobe")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			probeErr = fmt.Errorf("build attackprobe: %w\n%s", err, out)
-			return
-		}
-		probeDir = dir
-	})
-	if probeErr != nil {
-		t.Fatal(probeErr)
-	}
-	return probeDir
+	return filepath.Dir(e.Tool(t, testenv.ToolAttackProbe))
 }
 
 // runAttack runs one case in one configuration and returns the verdict.

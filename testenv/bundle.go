@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -191,44 +189,11 @@ func (e *Env) RunAs(t testing.TB, r ShimRun) ShimResult {
 	return res
 }
 
-var (
-	layersShimOnce sync.Once
-	layersShim     string
-	layersShimErr  error
-)
-
-// LayersShim builds, once per test process, a glove-shim with the
-// glove_testlayers tag: the only build in which GLOVE_SHIM_TEST_LAYERS_OFF
+// LayersShim returns the glove-shim built with the glove_testlayers tag
+// (ToolLayersShim): the only build in which GLOVE_SHIM_TEST_LAYERS_OFF
 // switches layers off, so that each layer can be shown to stop an attack
 // on its own. It is never installed.
 func (e *Env) LayersShim(t testing.TB) string {
 	t.Helper()
-	layersShimOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			layersShimErr = err
-			return
-		}
-		dir := filepath.Join(e.Base, "layers-shim")
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			layersShimErr = err
-			return
-		}
-		out := filepath.Join(dir, "glove-shim")
-		// Linked statically like the production build (Makefile
-		// STATIC_FLAGS): stage 2 runs inside the sandbox's root.
-		cmd := exec.Command("go", "build", "-tags", "glove_testlayers,netgo,osusergo",
-			"-ldflags", "-linkmode external -extldflags -static", "-o", out, "./shim/cmd/glove-shim")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			layersShimErr = fmt.Errorf("build layers shim: %w\n%s", err, b)
-			return
-		}
-		layersShim = out
-	})
-	if layersShimErr != nil {
-		t.Fatalf("%v", layersShimErr)
-	}
-	return layersShim
+	return e.Tool(t, ToolLayersShim)
 }

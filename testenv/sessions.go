@@ -79,6 +79,9 @@ func (e *Env) InDelegatedCgroup(t testing.TB) *syscall.SysProcAttr {
 // executable's path.
 func BuildStatic(t testing.TB, e *Env, name, source string) string {
 	t.Helper()
+	if os.Getenv(PrebuiltEnv) != "" {
+		t.Fatalf("build %s: a prebuilt run (%s) has no Go toolchain: this test cannot run in the VM lane", name, PrebuiltEnv)
+	}
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(source), 0o644); err != nil {
 		t.Fatal(err)

@@ -288,11 +288,12 @@ run_cell() {
   systemd=$(grep ^systemd= "$img/info" | cut -d= -f2)
   install -m 0644 "$deb" "$d/lane/glove.deb"
   install -m 0755 "$agent" "$d/lane/glove-lane-guest"
-  # Test binaries built on the host (go test -c), run by the agent's
-  # kernel-tests check on this cell's kernel.
+  # Test binaries built on the host (make lane-tests: NAME.test, NAME.run
+  # and prebuilt/), run by the agent's kernel-tests check on this cell's
+  # kernel.
   if [ -n "$tests" ]; then
     mkdir -p "$d/lane/tests"
-    find "$tests" -maxdepth 1 -name '*.test' -type f -exec install -m 0755 {} "$d/lane/tests/" \;
+    cp -R "$tests/." "$d/lane/tests/"
   fi
   echo "$cell" > "$d/lane/cell"
   printf '%s\nsuite=%s\n%s\n' "$kver" "${cell_ksuite[$cell]}" \

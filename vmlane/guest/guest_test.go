@@ -17,7 +17,15 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/session"
+	"github.com/glove-sandbox/glove/testenv"
 )
+
+// The agent names testenv's prebuilt variable without linking testenv.
+func TestPrebuiltEnv(t *testing.T) {
+	if PrebuiltEnv != testenv.PrebuiltEnv {
+		t.Errorf("PrebuiltEnv = %q, testenv.PrebuiltEnv = %q", PrebuiltEnv, testenv.PrebuiltEnv)
+	}
+}
 
 func TestFormatResult(t *testing.T) {
 	got := string(FormatResult([]Outcome{{Name: "install", OK: true}, {Name: "unit-start", Reason: "gloved failed:\n  cgroup\tv2\n\n"}}))

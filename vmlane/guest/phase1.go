@@ -70,33 +70,52 @@ func (a *Agent) phase1() bool {
 
 // --- kernel-tests ---
 
+// PrebuiltEnv is testenv.PrebuiltEnv (the agent is built without cgo and
+// cannot link testenv; TestPrebuiltEnv keeps the two equal).
+const PrebuiltEnv = "GLOVE_TESTENV_PREBUILT"
+
 // checkKernelTests runs the repository's test binaries the lane brings in
-// /lane/tests (built on the host with go test -c: the guest has no Go):
-// the tests whose verdict depends on the kernel (the mounter's fallback
-// and its namespace attack, the cgroup helper's decisions, the
-// supervisor's move into its leaf on a real systemd cgroup tree), run
-// as root on this cell's kernel. Each must exit 0 with no failed test
-// and at least one that ran (a binary that skipped everything proves
-// nothing here).
+// /lane/tests (vmlane/tests, built on the host with go test -c: the guest
+// has no Go): the tests whose verdict depends on the kernel and the host
+// (the mounter's fallback, its binds and their attack table, the cgroup
+// helper's decisions and limits on a systemd-managed v2 tree, the
+// supervisor's move into its leaf, loop-backed images, the sandbox's
+// attack table per layer with this kernel's Landlock ABI), run as root
+// with testenv's prebuilt executables. NAME.run holds the -run pattern.
+// Each must exit 0 with at least one test passed and none skipped: a
+// test that skipped here proves nothing about this host.
 func (a *Agent) checkKernelTests(ev *Evidence) error {
-	bins, err := filepath.Glob(filepath.Join(a.cfg.Lane, "tests", "*.test"))
+	dir := filepath.Join(a.cfg.Lane, "tests")
+	bins, err := filepath.Glob(filepath.Join(dir, "*.test"))
 	if err != nil {
 		return err
 	}
 	if len(bins) == 0 {
-		return fmt.Errorf("no test binaries in %s/tests", a.cfg.Lane)
+		return fmt.Errorf("no test binaries in %s", dir)
 	}
+	env := append(slices.Clone(DefaultEnv), PrebuiltEnv+"="+filepath.Join(dir, "prebuilt"))
 	var faults []string
 	for _, bin := range bins {
-		r := Run(ev, RunOpts{Timeout: 5 * time.Minute, Dir: "/", Quiet: true}, bin, "-test.v", "-test.count=1")
-		out := r.Stdout + r.Stderr
-		ev.Printf("%s", indent(Tail(out, 6000)))
 		name := filepath.Base(bin)
+		args := []string{"-test.v", "-test.count=1"}
+		run, err := os.ReadFile(strings.TrimSuffix(bin, ".test") + ".run")
+		switch {
+		case err == nil:
+			args = append(args, "-test.run="+strings.TrimSpace(string(run)))
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		start := time.Now()
+		r := Run(ev, RunOpts{Timeout: 15 * time.Minute, Dir: "/", Env: env, Quiet: true}, append([]string{bin}, args...)...)
+		out := r.Stdout + r.Stderr
+		ev.Printf("%s %s: exit %d in %.1f s\n%s", name, strings.Join(args, " "), r.Code, time.Since(start).Seconds(), indent(Tail(out, 12000)))
 		switch {
 		case r.Err != nil || r.Code != 0:
 			faults = append(faults, fmt.Sprintf("%s: exit %d %v: %s", name, r.Code, r.Err, lineWith(out, "--- FAIL")))
 		case !strings.Contains(out, "--- PASS"):
 			faults = append(faults, name+": no test passed")
+		case strings.Contains(out, "--- SKIP"):
+			faults = append(faults, name+": "+strings.TrimSpace(lineWith(out, "--- SKIP")))
 		}
 	}
 	if len(faults) > 0 {
