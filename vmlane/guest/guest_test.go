@@ -20,6 +20,13 @@ import (
 	"github.com/glove-sandbox/glove/testenv"
 )
 
+func TestTopLevel(t *testing.T) {
+	out := "=== RUN   TestA\n--- FAIL: TestA (0.1s)\n    --- FAIL: TestB/sub (0.0s)\n--- FAIL: TestB (0.2s)\n--- PASS: TestC (0.0s)\n    x.go:1: --- FAIL: TestD\n"
+	if got := topLevel(out, "--- FAIL: "); !reflect.DeepEqual(got, []string{"TestA", "TestB"}) {
+		t.Errorf("topLevel = %q", got)
+	}
+}
+
 // The agent names testenv's prebuilt variable without linking testenv.
 func TestPrebuiltEnv(t *testing.T) {
 	if PrebuiltEnv != testenv.PrebuiltEnv {

@@ -108,20 +108,37 @@ func (a *Agent) checkKernelTests(ev *Evidence) error {
 		start := time.Now()
 		r := Run(ev, RunOpts{Timeout: 15 * time.Minute, Dir: "/", Env: env, Quiet: true}, append([]string{bin}, args...)...)
 		out := r.Stdout + r.Stderr
-		ev.Printf("%s %s: exit %d in %.1f s\n%s", name, strings.Join(args, " "), r.Code, time.Since(start).Seconds(), indent(Tail(out, 12000)))
+		// The whole output (Run keeps up to 1 MiB): a failed case's
+		// reason is in the middle of it, and the attack table's report
+		// at its end.
+		ev.Printf("%s %s: exit %d in %.1f s\n%s\n", name, strings.Join(args, " "), r.Code, time.Since(start).Seconds(), indent(out))
 		switch {
 		case r.Err != nil || r.Code != 0:
-			faults = append(faults, fmt.Sprintf("%s: exit %d %v: %s", name, r.Code, r.Err, lineWith(out, "--- FAIL")))
+			faults = append(faults, fmt.Sprintf("%s: exit %d %v: failed: %s", name, r.Code, r.Err, strings.Join(topLevel(out, "--- FAIL: "), " ")))
 		case !strings.Contains(out, "--- PASS"):
 			faults = append(faults, name+": no test passed")
 		case strings.Contains(out, "--- SKIP"):
-			faults = append(faults, name+": "+strings.TrimSpace(lineWith(out, "--- SKIP")))
+			faults = append(faults, name+": skipped: "+strings.Join(topLevel(out, "--- SKIP: "), " ")+"; "+strings.TrimSpace(lineWith(out, "--- SKIP")))
 		}
 	}
 	if len(faults) > 0 {
 		return errors.New(strings.Join(faults, "; "))
 	}
 	return nil
+}
+
+// topLevel names the tests of go test -v output whose result line starts
+// with prefix and names no subtest.
+func topLevel(out, prefix string) []string {
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			if name, _, _ := strings.Cut(rest, " "); !strings.Contains(name, "/") {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
 }
 
 // --- install ---
