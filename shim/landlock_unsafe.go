@@ -25,14 +25,29 @@ const (
 	fileOnly = unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE
 )
 
-// landlock limits writes to the writable mounts and, from ABI 6, scopes
-// abstract unix sockets and signals to the sandbox. Best effort: a kernel
-// without Landlock leaves this layer out, and the others still hold.
-func landlock(dirs, files []string) error {
+// landlockABI is the kernel's Landlock ABI version. A kernel without
+// Landlock (not built, or not in the boot's LSM list) is an error: the
+// sandbox is never built without one of its layers, silently weaker than
+// the attack table shows it (glove status names the fix).
+func landlockABI() (int, error) {
 	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	abi := int(r)
-	if errno != 0 || abi < 1 {
-		return nil
+	if errno != 0 {
+		return 0, fmt.Errorf("landlock: not available on this kernel (landlock_create_ruleset: %w): refusing to build a sandbox without it; boot with landlock in the LSM list", errno)
+	}
+	if int(r) < 1 {
+		return 0, fmt.Errorf("landlock: ABI %d reported: refusing to build a sandbox without it", int(r))
+	}
+	return int(r), nil
+}
+
+// landlock limits writes to the writable mounts and, from ABI 6, scopes
+// abstract unix sockets and signals to the sandbox. What it handles
+// grows with the kernel's ABI (glove status lists the gaps of older
+// ones); a kernel with none fails the sandbox (landlockABI).
+func landlock(dirs, files []string) error {
+	abi, err := landlockABI()
+	if err != nil {
+		return err
 	}
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: writeV1}
 	switch {
@@ -56,7 +71,7 @@ func landlock(dirs, files []string) error {
 	case abi < 6:
 		size = unsafe.Offsetof(attr.Scoped)
 	}
-	r, _, errno = unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if errno != 0 {
 		return fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}

@@ -226,6 +226,13 @@ func run(ra runArgs) (int, error) {
 	if p.Off, err = layersFromEnvironment(); err != nil {
 		return 0, err
 	}
+	// Stage 2 applies Landlock last but one; a kernel that cannot is
+	// refused here, before anything of the sandbox is built.
+	if !p.off(LayerLandlock) {
+		if _, err := landlockABI(); err != nil {
+			return 0, err
+		}
+	}
 	if s.Linux.Seccomp != nil {
 		if p.Process.Seccomp, p.Process.SeccompFlags, err = compileSeccomp(s.Linux.Seccomp); err != nil {
 			return 0, err

@@ -13,15 +13,120 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/glove-sandbox/glove/testenv"
+	libseccomp "github.com/seccomp/libseccomp-golang"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// The test binary doubles as the wrapper of TestShimRefusesWithoutLandlock.
+	if mode, ok := os.LookupEnv(wrapEnv); ok {
+		os.Exit(wrapExec(mode, os.Args[1:]))
+	}
+	testenv.Main(m)
+}
+
+// wrapEnv makes the test binary a wrapper that executes its arguments,
+// after a seccomp filter that answers ENOSYS to landlock_create_ruleset
+// when the value is "no-landlock" (a kernel without Landlock, as every
+// stage and the program see it), with no filter when it is "none".
+const wrapEnv = "GLOVE_SHIM_TEST_WRAP"
+
+func wrapExec(mode string, argv []string) int {
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "wrap: no command")
+		return 2
+	}
+	// The filter is this thread's (no TSYNC), and execve must run on it.
+	runtime.LockOSThread()
+	switch mode {
+	case "no-landlock":
+		f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+		if err == nil {
+			err = f.AddRule(libseccomp.ScmpSyscall(unix.SYS_LANDLOCK_CREATE_RULESET), libseccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS)))
+		}
+		if err == nil {
+			err = f.Load() // sets no_new_privs first, as the shim does anyway
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
+			return 2
+		}
+	case "none":
+	default:
+		fmt.Fprintln(os.Stderr, "wrap: unknown mode", mode)
+		return 2
+	}
+	err := syscall.Exec(argv[0], argv, []string{})
+	fmt.Fprintln(os.Stderr, "wrap: exec:", err)
+	return 2
+}
+
+// TestShimRefusesWithoutLandlock: on a kernel without Landlock the shim
+// fails with one line before the program runs, never building a sandbox
+// that lacks the layer. The control runs the same wrapper without its
+// filter, and the program runs.
+func TestShimRefusesWithoutLandlock(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy the service user may execute (the test binary's own
+	// directory is the go command's private one).
+	dir, err := os.MkdirTemp(e.Base, "wrap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(dir, "wrap")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wrapper, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"none", "no-landlock"} {
+		t.Run(mode, func(t *testing.T) {
+			b := e.NewBundle(t)
+			b.Spec.Process.Args = []string{"/bin/sh", "-c", "echo ran > /workspace/ran"}
+			b.Write(t)
+			r := e.RunAs(t, testenv.ShimRun{
+				Shim: wrapper,
+				Args: []string{e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t"},
+				Env:  []string{wrapEnv + "=" + mode},
+			})
+			_, statErr := os.Stat(filepath.Join(b.Workspace, "ran"))
+			if mode == "none" {
+				if r.Code != 0 || statErr != nil {
+					t.Fatalf("control: exit %d, program ran: %v\nstderr: %s", r.Code, statErr == nil, r.Stderr)
+				}
+				return
+			}
+			lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+			if r.Code != 125 || len(lines) != 1 || !strings.Contains(lines[0], "landlock: not available") {
+				t.Errorf("exit %d, stderr %q: want 125 and one line naming Landlock", r.Code, r.Stderr)
+			}
+			if statErr == nil {
+				t.Error("the program ran without Landlock")
+			}
+		})
+	}
+}
 
 // run runs the installed glove-shim on b as the service user.
 func run(t *testing.T, e *testenv.Env, b *testenv.Bundle, args ...string) testenv.ShimResult {

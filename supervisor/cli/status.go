@@ -27,8 +27,9 @@ import (
 type statusItem struct {
 	Name string `json:"name"`
 	OK   bool   `json:"ok"`
-	// Required items must be ok for a sandboxed session; the others
-	// (Landlock, which the shim applies best effort) only narrow it.
+	// Required items must be ok for a sandboxed session (glove-shim
+	// refuses to build one without them); the others only narrow what
+	// a session may use.
 	Required bool   `json:"required"`
 	Detail   string `json:"detail"`
 	// Fix is one line saying how to mend the item when it is not ok.
@@ -214,13 +215,13 @@ func startInUserns() error {
 }
 
 // probeLandlock reports the ABI and what glove-shim's ruleset lacks at
-// it (shim/landlock_unsafe.go): Landlock is one layer among several, so
-// each gap names the layer that still holds.
+// it (shim/landlock_unsafe.go), each gap naming the layer that still
+// holds. Without Landlock at all glove-shim refuses every sandbox.
 func probeLandlock() statusItem {
-	it := statusItem{Name: "landlock"}
+	it := statusItem{Name: "landlock", Required: true}
 	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno != 0 {
-		it.Detail = "unavailable: " + errno.Error() + " (best effort: writes limited by the mount tree alone)"
+		it.Detail = "unavailable: " + errno.Error() + " (glove-shim refuses to build a sandbox without it)"
 		it.Fix = "boot with landlock in the LSM list (lsm=...,landlock; Debian's kernels have it from 5.13)"
 		return it
 	}

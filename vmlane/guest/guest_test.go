@@ -391,17 +391,17 @@ func TestExecStart(t *testing.T) {
 
 func TestParseStatusText(t *testing.T) {
 	out := `user-namespaces          ok    created one (uid map of one id)
-landlock                 weak  unavailable: function not implemented (best effort: writes limited by the mount tree alone)
+landlock                 FAIL  unavailable: function not implemented (glove-shim refuses to build a sandbox without it)
 cgroups                  FAIL  no memory controller; v2 /sys/fs/cgroup [cpu io]
 helper glove-mounter     ok    /usr/libexec/glove/glove-mounter 0750 root:glove caps 0000000000200000
-not ready: cgroups
+not ready: landlock, cgroups
 `
 	r := ParseStatusText(out)
 	if r.Ready || len(r.Items) != 4 || !r.text {
 		t.Fatalf("%+v", r)
 	}
 	want := []StatusItem{{Name: "user-namespaces", OK: true, Detail: "created one (uid map of one id)"},
-		{Name: "landlock", Detail: "unavailable: function not implemented (best effort: writes limited by the mount tree alone)"},
+		{Name: "landlock", Detail: "unavailable: function not implemented (glove-shim refuses to build a sandbox without it)"},
 		{Name: "cgroups", Detail: "no memory controller; v2 /sys/fs/cgroup [cpu io]"},
 		{Name: "helper glove-mounter", OK: true, Detail: "/usr/libexec/glove/glove-mounter 0750 root:glove caps 0000000000200000"}}
 	if !reflect.DeepEqual(r.Items, want) {
