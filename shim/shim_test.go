@@ -74,32 +74,8 @@ func wrapExec(mode string, argv []string) int {
 func TestShimRefusesWithoutLandlock(t *testing.T) {
 	e := testenv.Get(t)
 	testenv.CheckLeaks(t, e.UID)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A copy the service user may execute (the test binary's own
-	// directory is the go command's private one).
-	dir, err := os.MkdirTemp(e.Base, "wrap-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	wrapper := filepath.Join(dir, "wrap")
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(wrapper, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// A copy of this binary the service user may execute.
+	wrapper := testenv.CopyTestBinary(t)
 	for _, mode := range []string{"none", "no-landlock"} {
 		t.Run(mode, func(t *testing.T) {
 			b := e.NewBundle(t)

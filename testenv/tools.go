@@ -127,6 +127,35 @@ func (e *Env) makeTool(t Tool) error {
 	return t.Build(root, e.Base, e.ConfDir)
 }
 
+// CopyTestBinary copies the running test binary where an unprivileged
+// user may execute it (go test's build directory is root's alone), for a
+// test whose binary doubles as a program run as the service user. The
+// copy is removed when the test ends.
+func CopyTestBinary(t testing.TB) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "glove-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(self))
+	if err := copyExecutable(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // copyExecutable copies a prebuilt executable to dst, mode 0755, creating
 // its directory.
 func copyExecutable(src, dst string) error {

@@ -3,7 +3,6 @@ package cgleaf
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,7 +97,7 @@ func TestEnter(t *testing.T) {
 		t.Skipf("skipped: no cgroup2 hierarchy mounted (%v)", err)
 	}
 	const nobody = 65534
-	bin := copyExecutable(t)
+	bin := testenv.CopyTestBinary(t)
 
 	run := func(t *testing.T, cg string) (Result, string) {
 		t.Helper()
@@ -181,43 +181,4 @@ func makeCgroup(t *testing.T, mnt string, uid int) string {
 		}
 	}
 	return cg
-}
-
-// copyExecutable copies the test binary where an unprivileged user can
-// execute it (go test's build directory is root's alone).
-func copyExecutable(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("/var/tmp", "glove-cgleaf-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	bin := filepath.Join(dir, "cgleaf.test")
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return bin
 }
