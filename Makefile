@@ -28,8 +28,9 @@ CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 # from libseccomp-dev, glibc's libc.a), with Go's own resolvers (netgo,
 # osusergo) so that no glibc NSS code is linked in.
 STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"'
+# The VM lane's test binaries are linked the same way: its guests have
+# no libseccomp-dev and may have another glibc.
 STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
-
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode
