@@ -271,6 +271,8 @@ func run(ra runArgs) (int, error) {
 		select {
 		case s := <-sigs:
 			if forwarded(s) {
+				// Only ESRCH can fail it (our own child, our uid): the
+				// child has exited, and Wait reports how.
 				_ = unix.Kill(cmd.Process.Pid, s.(syscall.Signal))
 			}
 		case <-done:
@@ -518,6 +520,10 @@ func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg st
 	report, err := exchange(mine, plan)
 	if err != nil || len(report) > 0 {
 		mine.Close()
+		// The next stage failed or refused its plan: end it. The kill
+		// fails only with ESRCH (it has exited already), and Wait then
+		// reaps it; Wait's error is the exit we caused, and the error
+		// returned is the stage's own report.
 		_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
 		_ = cmd.Wait()
 		if err != nil {

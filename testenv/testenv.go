@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -98,7 +99,9 @@ func setup() (e *Env, err error) {
 	e = &Env{User: name, Group: name}
 	defer func() {
 		if err != nil {
-			_ = e.teardown()
+			// Both are reported: what failed, and anything of the
+			// half-made environment teardown could not remove.
+			err = errors.Join(err, e.teardown())
 		}
 	}()
 	if err := os.MkdirAll(baseDir, 0o755); err != nil {
@@ -267,7 +270,10 @@ func (e *Env) StartHelperAt(t testing.TB, path, binary string) (*helperproc.Proc
 	// leak check (registered earlier, run later) would report it.
 	t.Cleanup(func() {
 		if p.Cmd.ProcessState == nil {
-			_ = p.Cmd.Process.Kill()
+			if err := p.Cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				t.Errorf("kill %s: %v", binary, err)
+			}
+			// Close reaps it; its error is the kill's own status.
 			_ = p.Close()
 		}
 	})
