@@ -399,6 +399,8 @@ func WaitExit(t testing.TB, p *helperproc.Proc, timeout time.Duration) (code int
 	select {
 	case <-done:
 	case <-time.After(timeout):
+		// The test fails either way; the kill can only find it gone
+		// (it exited just now), and the wait below reaps it.
 		_ = p.Cmd.Process.Kill()
 		<-done
 		t.Fatalf("helper %d still running after %v", p.Pid(), timeout)
