@@ -520,16 +520,21 @@ func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg st
 	report, err := exchange(mine, plan)
 	if err != nil || len(report) > 0 {
 		mine.Close()
-		// The next stage failed or refused its plan: end it. The kill
-		// fails only with ESRCH (it has exited already), and Wait then
-		// reaps it; Wait's error is the exit we caused, and the error
-		// returned is the stage's own report.
-		_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
-		_ = cmd.Wait()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", arg, err)
+		// The next stage failed or refused its plan: end it. ESRCH
+		// means it has exited already; Wait then reaps it, and its
+		// error is the exit we caused (the stage's report says why).
+		kerr := unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+		if errors.Is(kerr, unix.ESRCH) {
+			kerr = nil
 		}
-		return nil, nil, errors.New(string(report))
+		_ = cmd.Wait()
+		if kerr != nil {
+			kerr = fmt.Errorf("kill %s: %w", arg, kerr)
+		}
+		if err != nil {
+			return nil, nil, errors.Join(fmt.Errorf("%s: %w", arg, err), kerr)
+		}
+		return nil, nil, errors.Join(errors.New(string(report)), kerr)
 	}
 	return cmd, mine, nil
 }

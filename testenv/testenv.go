@@ -399,9 +399,10 @@ func WaitExit(t testing.TB, p *helperproc.Proc, timeout time.Duration) (code int
 	select {
 	case <-done:
 	case <-time.After(timeout):
-		// The test fails either way; the kill can only find it gone
-		// (it exited just now), and the wait below reaps it.
-		_ = p.Cmd.Process.Kill()
+		// It may have exited just now; the wait below reaps it.
+		if err := p.Cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("kill helper %d: %v", p.Pid(), err)
+		}
 		<-done
 		t.Fatalf("helper %d still running after %v", p.Pid(), timeout)
 	}
