@@ -243,7 +243,10 @@ func lookupGlove(ev *Evidence) (int, int, error) {
 // temporary file renamed into place.
 func writeOwned(path string, data []byte, uid, gid int, mode os.FileMode) error {
 	tmp := path + ".lane-new"
-	_ = os.Remove(tmp)
+	// A leftover of an earlier boot's write, or nothing.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -718,7 +721,9 @@ func (a *Agent) hostAgrees(ev *Evidence, it StatusItem) (string, error) {
 	case name == "kernel":
 		rel := kernelRelease()
 		var maj, min int
-		_, _ = fmt.Sscanf(rel, "%d.%d", &maj, &min)
+		if _, err := fmt.Sscanf(rel, "%d.%d", &maj, &min); err != nil {
+			return rel, fmt.Errorf("kernel release %q: %w", rel, err)
+		}
 		if !strings.HasPrefix(it.Detail, rel) {
 			return rel, fmt.Errorf("the kernel is %s, status says %q", rel, it.Detail)
 		}
