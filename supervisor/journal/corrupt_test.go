@@ -132,9 +132,17 @@ func TestCorruptionRejected(t *testing.T) {
 			return b
 		}, `file holds kind "receipts" (wrong kind)`},
 		{"format version changed", nil, func(b []byte) []byte {
+			forgeCommit(b, func(s *slot) { s.ver = 3 })
+			return b
+		}, "format version 3, want 1 or 2"},
+		{"format 2 without a base", nil, func(b []byte) []byte {
 			forgeCommit(b, func(s *slot) { s.ver = 2 })
 			return b
-		}, "format version 2, want 1"},
+		}, "format 2 header without a base"},
+		{"format 1 with a base", nil, func(b []byte) []byte {
+			forgeCommit(b, func(s *slot) { s.base = 1 })
+			return b
+		}, "format 1 header with a base"},
 		{"journal id changed", nil, func(b []byte) []byte {
 			forgeCommit(b, func(s *slot) { s.id[0] ^= 1 })
 			return b
@@ -221,6 +229,89 @@ func TestCorruptionRejected(t *testing.T) {
 			after, _ := os.ReadFile(path)
 			if !bytes.Equal(after, b) {
 				t.Fatal("rejected open changed the file")
+			}
+		})
+	}
+}
+
+// TestCorruptionRejectedCompacted: forgeries of a compacted journal's base
+// (its link to the previous generation) are refused like any other.
+func TestCorruptionRejectedCompacted(t *testing.T) {
+	both := func(b []byte, edit func(s *slot)) {
+		for i := range 2 {
+			s, ok := decodeSlot(b, i)
+			if !ok {
+				panic("setup: slot does not decode")
+			}
+			edit(&s)
+			putSlot(b, s)
+		}
+	}
+	cases := []struct {
+		name   string
+		mutate func(b []byte)
+		want   string
+	}{
+		// Both slots agree on the forged base (the older one, the file
+		// with no records, names it as its head and count too), so only
+		// the records can tell.
+		{"base head changed", func(b []byte) {
+			both(b, func(s *slot) {
+				s.baseHead[0] ^= 1
+				if s.count == s.base {
+					s.head = s.baseHead
+				}
+			})
+		}, "record 4: previous hash mismatch"},
+		{"base moved", func(b []byte) {
+			both(b, func(s *slot) {
+				if s.count == s.base {
+					s.count++
+				}
+				s.base++
+			})
+		}, "record 5: sequence 4, want 5"},
+		{"count below the base", func(b []byte) { forgeCommit(b, func(s *slot) { s.count = 2 }) },
+			"fewer than its base 3"},
+		{"older slot on another base", func(b []byte) {
+			s := curSlot(b)
+			o, _ := decodeSlot(b, 1-int(s.index))
+			o.base++
+			putSlot(b, o)
+		}, "header slots disagree"},
+		{"based slot made format 1", func(b []byte) { forgeCommit(b, func(s *slot) { s.ver = 1 }) },
+			"format 1 header with a base"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := testDir(t)
+			o := testOpts(dir)
+			j, _, _ := mustOpen(t, o)
+			appendRange(t, j, 1, 3)
+			p := bytes.Repeat([]byte{'c'}, cPayload)
+			if _, err := j.Compact([][]byte{p, p, p}, 0); err != nil {
+				t.Fatal(err)
+			}
+			j.Close()
+			path := filepath.Join(dir, testName)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) != cRecEnd(3) {
+				t.Fatalf("setup: file is %d bytes, want %d", len(b), cRecEnd(3))
+			}
+			c.mutate(b)
+			if err := os.WriteFile(path, b, 0600); err != nil {
+				t.Fatal(err)
+			}
+			j, _, _, err = Open(o)
+			if err == nil {
+				j.Close()
+				t.Fatal("open succeeded")
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v\nwant ErrCorrupt naming %q", err, c.want)
 			}
 		})
 	}

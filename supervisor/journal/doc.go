@@ -41,7 +41,11 @@
 //	40  8  committed length: file offset of the end of the last record
 //	48 32  head hash: hash of record N, or the genesis hash when N = 0
 //	80 16  journal id, random, chosen at creation
-//	96 ... zero
+//	96  8  base: sequence number of the previous generation's last record
+//	       (format 2; zero in format 1)
+//	104 32 base head: that record's hash, which record base+1 chains to
+//	       (format 2; zero in format 1)
+//	136 ... zero
 //	4064 32  SHA-256 of bytes [0, 4064) of the slot
 //
 // The checksum sits at the end of the slot, so a write torn anywhere inside
@@ -49,6 +53,12 @@
 // Open uses the valid slot with the higher generation; when the other slot
 // is valid too it must describe an earlier state of the same journal
 // (generation one lower, its count and head a prefix of the chain).
+//
+// In format 1 the file's records are 1..N and record 1 chains to the
+// genesis hash. In format 2 (a file written by Compact) they are
+// base+1..N, record base+1 chains to the base head, and the committed
+// count in the header is N, the chain's last sequence number; the bounds
+// (MaxRecords, MaxBytes) apply to the records in the file, N - base.
 //
 // Record (RecordSize(n) = 76 + n bytes):
 //
@@ -77,6 +87,41 @@
 // state is unknown (Linux may drop dirty pages after a failed fsync and
 // report success next time), so the Journal is poisoned: every later Append
 // returns the first error until the caller reopens, which re-verifies.
+//
+// # Compaction
+//
+// Compact replaces the file with a new generation that holds only the
+// records the caller carries over (its live state, under a checkpoint
+// record of its own): the new file continues the same chain (same
+// journal id, sequence numbers from the old last one plus one, the first
+// record's previous hash the old head), so whoever kept a record's hash
+// can check the new records follow it. Protocol:
+//
+//  1. write the new file under a temporary name (".NAME.compact-RANDOM"),
+//     lock it, preallocate, fsync
+//  2. rename it over NAME (atomic: NAME is the old or the new file)
+//  3. fsync the directory, so the rename is durable before any record is
+//     appended to the new file (or a crash could bring the old file back
+//     without those records)
+//
+// A crash before step 2 leaves the old file in force and a temporary
+// file, which the next Open removes once it holds the lock (a temporary
+// file another process holds locked is left alone). A failure before
+// step 2 leaves the journal as it was; a failed directory fsync poisons
+// it (reopen).
+//
+// # Disk space
+//
+// Preallocate allocates blocks past the committed length (without
+// changing the file size), so appends into them cannot fail for lack of
+// space: a caller reserves room for writes that must not fail (a
+// session's terminal state) while the disk still has it, and a full disk
+// refuses the reservation instead. A record write or its fdatasync that
+// fails (ENOSPC on a file system without preallocation) poisons the
+// journal like any I/O error; since no header was written, the next
+// Append first truncates back to the committed length and, once that is
+// durable, carries on: the journal accepts writes again as soon as space
+// returns, without a reopen.
 //
 // A new journal is written under a temporary name, synced, and renamed into
 // place with RENAME_NOREPLACE, so a crash during creation never leaves a

@@ -6,8 +6,13 @@ import (
 )
 
 const (
-	magic         = "GLVJRNL1"
+	magic = "GLVJRNL1"
+	// formatVersion is a journal that starts at its genesis; formatBased
+	// one that continues a previous generation's chain (Compact): its
+	// header also names the base sequence number and hash its first
+	// record chains to.
 	formatVersion = 1
+	formatBased   = 2
 	slotSize      = 4096
 	dataStart     = 2 * slotSize
 	slotSumOff    = slotSize - sha256.Size
@@ -33,6 +38,11 @@ type slot struct {
 	length uint64
 	head   [32]byte
 	id     [16]byte
+	// base and baseHead (format 2 only): the sequence number and hash
+	// of the last record of the previous generation, which this file's
+	// first record chains to. Zero in format 1.
+	base     uint64
+	baseHead [32]byte
 }
 
 func (s *slot) encode() []byte {
@@ -46,6 +56,8 @@ func (s *slot) encode() []byte {
 	binary.LittleEndian.PutUint64(b[40:], s.length)
 	copy(b[48:80], s.head[:])
 	copy(b[80:96], s.id[:])
+	binary.LittleEndian.PutUint64(b[96:], s.base)
+	copy(b[104:136], s.baseHead[:])
 	sum := sha256.Sum256(b[:slotSumOff])
 	copy(b[slotSumOff:], sum[:])
 	return b
@@ -73,6 +85,8 @@ func decodeSlot(file []byte, index int) (s slot, ok bool) {
 	s.length = binary.LittleEndian.Uint64(b[40:])
 	copy(s.head[:], b[48:80])
 	copy(s.id[:], b[80:96])
+	s.base = binary.LittleEndian.Uint64(b[96:])
+	copy(s.baseHead[:], b[104:136])
 	// A slot found at the other position (copied, or the file spliced)
 	// is not this position's commit point.
 	return s, s.index == uint32(index)

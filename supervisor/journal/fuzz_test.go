@@ -10,6 +10,29 @@ import (
 	"testing"
 )
 
+// compactedBytes is a journal of 3 records compacted to two carried
+// records, with two more appended.
+func compactedBytes(t testing.TB) []byte {
+	t.Helper()
+	dir := testDir(t)
+	j, _, _ := mustOpen(t, testOpts(dir))
+	appendRange(t, j, 1, 3)
+	if _, err := j.Compact([][]byte{[]byte("checkpoint"), payloadFor(2)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 6; i <= 7; i++ {
+		if _, err := j.Append(payloadFor(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	b, err := os.ReadFile(filepath.Join(dir, testName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // journalBytes builds a journal of n records with the real writer and
 // returns the file.
 func journalBytes(t testing.TB, n int) []byte {
@@ -25,15 +48,15 @@ func journalBytes(t testing.TB, n int) []byte {
 	return b
 }
 
-// The fuzzer works on a compact form of the file: each header slot's 96
+// The fuzzer works on a compact form of the file: each header slot's 136
 // field bytes and 32 checksum bytes without the zero padding between them,
 // then the record area. A mutated padding byte can only ever produce a
 // checksum failure, which mutating the fields reaches as well, and leaving
-// out 7,936 bytes of zeros per input keeps the fuzzer's minimizer (which
+// out 7,856 bytes of zeros per input keeps the fuzzer's minimizer (which
 // is quadratic in the input length) from spending the whole run on one
 // input.
 const (
-	slotFieldLen = 96
+	slotFieldLen = 136
 	compactSlot  = slotFieldLen + sha256.Size
 )
 
@@ -78,6 +101,9 @@ func FuzzOpen(f *testing.F) {
 			f.Add(compact(b[:len(b)-20]))
 		}
 	}
+	// A compacted journal (format 2, based on record 3) with two
+	// records appended after the compaction.
+	f.Add(compact(compactedBytes(f)))
 	// One directory for the whole run: inputs run one at a time in each
 	// fuzzing process, and a fresh tree per input costs more than Open.
 	dir := testDir(f)
@@ -96,7 +122,11 @@ func FuzzOpen(f *testing.F) {
 			return
 		}
 		head := j.Head()
-		if got := refChain(t, j.id, j.kind, recs); got != head {
+		start := j.baseHead
+		if j.ver == formatVersion {
+			start = genesisHash(j.id, j.tag)
+		}
+		if got := refChainFrom(t, j.id, j.base, start, recs); got != head {
 			t.Fatalf("accepted chain ends at %x, head is %x", got, head)
 		}
 		if j.Count() != len(recs) || info.Created {

@@ -28,7 +28,18 @@ var (
 	// ErrUnsafeFile: the directory or file could be read or replaced by
 	// someone other than the owner, or is not a plain single-link file.
 	ErrUnsafeFile = errors.New("unsafe journal file")
+	// ErrNoSpace: the file system has no room (ENOSPC or EDQUOT).
+	// Matches alongside the system error.
+	ErrNoSpace = errors.New("no space left on device")
 )
+
+// spaceError marks an ENOSPC/EDQUOT so callers can say the disk is full.
+func spaceError(err error) error {
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}
 
 // corruptError carries the exact fault text and matches ErrCorrupt.
 type corruptError string
@@ -78,23 +89,35 @@ type OpenInfo struct {
 	// TornTailBytes is how many uncommitted bytes past the committed
 	// length (left by a crash during Append) Open truncated.
 	TornTailBytes int64
+	// StaleTemps is how many temporary files of an interrupted creation
+	// or compaction Open removed.
+	StaleTemps int
 }
 
 // Journal is an open journal holding the writer lock. Its methods are safe
 // for concurrent use.
 type Journal struct {
-	mu     sync.Mutex
-	fd     int
-	kind   string
-	o      Options
-	tag    [8]byte
-	id     [16]byte
-	cur    uint32 // index of the slot holding the committed state
-	gen    uint64
-	count  int
-	length int64
-	head   [32]byte
-	err    error // first Append I/O error; poisons the journal
+	mu       sync.Mutex
+	fd       int
+	dirfd    int // O_PATH descriptor of Dir, for compaction
+	kind     string
+	o        Options
+	tag      [8]byte
+	id       [16]byte
+	ver      uint32
+	cur      uint32 // index of the slot holding the committed state
+	gen      uint64
+	base     uint64 // sequence number before this file's first record
+	baseHead [32]byte
+	count    int // records in this file: the last sequence number is base+count
+	length   int64
+	head     [32]byte
+	prealloc int64 // bytes preallocated past length (best known)
+	noAlloc  bool  // the file system does not preallocate
+	err      error // first Append I/O error; poisons the journal
+	// healable: err came from the record's write or sync, before any
+	// header write, so truncating to the committed length undoes it.
+	healable bool
 }
 
 func (o *Options) check() error {
@@ -132,13 +155,13 @@ func Open(o Options) (*Journal, []Record, OpenInfo, error) {
 	if err := o.check(); err != nil {
 		return nil, nil, info, err
 	}
-	j := &Journal{fd: -1, kind: o.Kind, o: o}
+	j := &Journal{fd: -1, dirfd: -1, kind: o.Kind, o: o, ver: formatVersion}
 	copy(j.tag[:], o.Kind)
 	dirfd, err := j.openDir()
 	if err != nil {
 		return nil, nil, info, err
 	}
-	defer unix.Close(dirfd)
+	j.dirfd = dirfd
 
 	j.fd, err = unix.Openat(dirfd, o.Name, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NOCTTY, 0)
 	switch {
@@ -151,8 +174,10 @@ func Open(o Options) (*Journal, []Record, OpenInfo, error) {
 	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EISDIR), errors.Is(err, unix.ENXIO):
 		// Threat: a symlink planted under Name would redirect our
 		// writes; a directory or socket is not our file.
+		j.closeFd()
 		return nil, nil, info, fmt.Errorf("journal %s: open %s: %w: %w", o.Kind, o.Name, ErrUnsafeFile, err)
 	case err != nil:
+		j.closeFd()
 		return nil, nil, info, fmt.Errorf("journal %s: open %s: %w", o.Kind, o.Name, err)
 	}
 	size, err := j.checkFile()
@@ -163,11 +188,61 @@ func Open(o Options) (*Journal, []Record, OpenInfo, error) {
 	if err == nil {
 		recs, info.TornTailBytes, err = j.load(size)
 	}
+	if err == nil {
+		info.StaleTemps, err = j.removeStaleTemps()
+	}
 	if err != nil {
 		j.closeFd()
 		return nil, nil, info, err
 	}
 	return j, recs, info, nil
+}
+
+// removeStaleTemps removes the temporary files a creation or compaction
+// of this journal left when it was interrupted. Called with the writer
+// lock held; a temporary file that some process still holds locked (a
+// creation in progress) is left alone. Threat to liveness, not safety:
+// each interrupted compaction would otherwise leave a copy of the live
+// state behind and the directory would fill.
+func (j *Journal) removeStaleTemps() (int, error) {
+	dfd, err := unix.Openat(j.dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("journal %s: open dir to list temporary files: %w", j.kind, err)
+	}
+	d := os.NewFile(uintptr(dfd), j.o.Dir)
+	names, err := d.Readdirnames(-1)
+	if cerr := d.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("journal %s: list temporary files: %w", j.kind, err)
+	}
+	n := 0
+	for _, name := range names {
+		if !strings.HasPrefix(name, "."+j.o.Name+".new-") && !strings.HasPrefix(name, "."+j.o.Name+".compact-") {
+			continue
+		}
+		fd, err := unix.Openat(j.dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return n, fmt.Errorf("journal %s: open temporary file %s: %w", j.kind, name, err)
+		}
+		lerr := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if lerr == nil {
+			// Unlinked while locked: no creator can be renaming it.
+			if err := unix.Unlinkat(j.dirfd, name, 0); err != nil {
+				unix.Close(fd)
+				return n, fmt.Errorf("journal %s: remove temporary file %s: %w", j.kind, name, err)
+			}
+			n++
+		}
+		if err := unix.Close(fd); err != nil {
+			return n, fmt.Errorf("journal %s: close temporary file %s: %w", j.kind, name, err)
+		}
+		if lerr != nil && !errors.Is(lerr, unix.EWOULDBLOCK) {
+			return n, fmt.Errorf("journal %s: lock temporary file %s: %w", j.kind, name, lerr)
+		}
+	}
+	return n, nil
 }
 
 // openDir opens Dir without following a final symlink and checks it is a
@@ -329,10 +404,18 @@ func (j *Journal) load(size int64) ([]Record, int64, error) {
 	if cur.kind != j.tag {
 		return nil, 0, j.corrupt("file holds kind %q (wrong kind)", strings.TrimRight(string(cur.kind[:]), "\x00"))
 	}
-	if cur.ver != formatVersion {
-		return nil, 0, j.corrupt("format version %d, want %d", cur.ver, formatVersion)
+	switch {
+	case cur.ver != formatVersion && cur.ver != formatBased:
+		return nil, 0, j.corrupt("format version %d, want %d or %d", cur.ver, formatVersion, formatBased)
+	case cur.ver == formatVersion && (cur.base != 0 || cur.baseHead != [32]byte{}):
+		return nil, 0, j.corrupt("format %d header with a base", cur.ver)
+	case cur.ver == formatBased && cur.base == 0:
+		return nil, 0, j.corrupt("format %d header without a base", cur.ver)
+	case cur.count < cur.base:
+		return nil, 0, j.corrupt("header claims %d records, fewer than its base %d", cur.count, cur.base)
 	}
-	if hasOld && (old.kind != cur.kind || old.ver != cur.ver || old.id != cur.id || old.gen+1 != cur.gen || old.count > cur.count) {
+	if hasOld && (old.kind != cur.kind || old.ver != cur.ver || old.id != cur.id || old.gen+1 != cur.gen ||
+		old.base != cur.base || old.baseHead != cur.baseHead || old.count < old.base || old.count > cur.count) {
 		return nil, 0, j.corrupt("header slots disagree (generations %d and %d)", old.gen, cur.gen)
 	}
 	if cur.length > uint64(size) {
@@ -344,13 +427,18 @@ func (j *Journal) load(size int64) ([]Record, int64, error) {
 	length := int64(cur.length)
 	// Bound the count before allocating for it: every record takes at
 	// least recOverhead bytes of the committed length.
-	if cur.count > uint64(j.o.MaxRecords) || cur.count > uint64((length-dataStart)/recOverhead) {
-		return nil, 0, j.corrupt("header claims %d records, more than the bound %d or the committed length holds", cur.count, j.o.MaxRecords)
+	inFile := cur.count - cur.base
+	if inFile > uint64(j.o.MaxRecords) || inFile > uint64((length-dataStart)/recOverhead) {
+		return nil, 0, j.corrupt("header claims %d records, more than the bound %d or the committed length holds", inFile, j.o.MaxRecords)
 	}
-	j.id, j.cur, j.gen, j.head = cur.id, cur.index, cur.gen, genesisHash(cur.id, j.tag)
-	recs := make([]Record, 0, cur.count)
+	j.id, j.cur, j.gen, j.ver = cur.id, cur.index, cur.gen, cur.ver
+	j.base, j.baseHead, j.head = cur.base, cur.baseHead, cur.baseHead
+	if cur.ver == formatVersion {
+		j.head = genesisHash(cur.id, j.tag)
+	}
+	recs := make([]Record, 0, inFile)
 	off := int64(dataStart)
-	for i := uint64(1); ; i++ {
+	for i := cur.base + 1; ; i++ {
 		// The older slot must be an earlier commit of this same chain.
 		if hasOld && i-1 == old.count && (old.length != uint64(off) || old.head != j.head) {
 			return nil, 0, j.corrupt("older header slot does not match record %d (header slots disagree)", i-1)
@@ -393,7 +481,7 @@ func (j *Journal) load(size int64) ([]Record, int64, error) {
 	if j.head != cur.head {
 		return nil, 0, j.corrupt("head hash does not match record %d (corrupt)", cur.count)
 	}
-	j.count, j.length = int(cur.count), length
+	j.count, j.length = int(inFile), length
 	torn, err := j.dropTail(buf[length:])
 	return recs, torn, err
 }
@@ -415,8 +503,8 @@ func (j *Journal) dropTail(tail []byte) (int64, error) {
 		plen := binary.LittleEndian.Uint32(tail)
 		seq := binary.LittleEndian.Uint64(tail[4:])
 		if uint64(plen) > uint64(j.o.MaxRecordBytes) || RecordSize(int(plen)) < n ||
-			seq != uint64(j.count)+1 || string(tail[12:recHeaderLen]) != string(j.head[:]) {
-			return 0, j.corrupt("%d bytes past the committed length are not a torn record %d (externally extended)", n, j.count+1)
+			seq != j.seq()+1 || string(tail[12:recHeaderLen]) != string(j.head[:]) {
+			return 0, j.corrupt("%d bytes past the committed length are not a torn record %d (externally extended)", n, j.seq()+1)
 		}
 	}
 	if err := unix.Ftruncate(j.fd, j.length); err != nil {
@@ -428,17 +516,40 @@ func (j *Journal) dropTail(tail []byte) (int64, error) {
 	return n, nil
 }
 
+// seq is the last committed sequence number.
+func (j *Journal) seq() uint64 { return j.base + uint64(j.count) }
+
+// heal undoes a failed record write (nothing of it is committed: no
+// header was written) by truncating to the committed length, durably.
+// Called with mu held on a poisoned journal; on success it is usable again.
+func (j *Journal) heal() error {
+	if !j.healable {
+		return j.err
+	}
+	// If the truncation or its sync fails too, the first error stands:
+	// it is the one that says what went wrong.
+	if unix.Ftruncate(j.fd, j.length) != nil || unix.Fdatasync(j.fd) != nil {
+		return j.err
+	}
+	// The truncation freed any preallocated blocks past the length.
+	j.err, j.healable, j.prealloc = nil, false, 0
+	return nil
+}
+
 // Append writes payload as the next record and returns once it is durable.
 func (j *Journal) Append(payload []byte) (Record, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	seq := uint64(j.count) + 1
+	seq := j.seq() + 1
 	size := RecordSize(len(payload))
+	if j.fd >= 0 && j.err != nil {
+		if err := j.heal(); err != nil {
+			return Record{}, err
+		}
+	}
 	switch {
 	case j.fd < 0:
 		return Record{}, fmt.Errorf("journal %s: append: %w", j.kind, os.ErrClosed)
-	case j.err != nil:
-		return Record{}, j.err
 	case len(payload) > j.o.MaxRecordBytes:
 		return Record{}, fmt.Errorf("journal %s: append record %d: payload of %d bytes over the %d-byte record bound: %w", j.kind, seq, len(payload), j.o.MaxRecordBytes, ErrFull)
 	case j.count >= j.o.MaxRecords:
@@ -448,17 +559,19 @@ func (j *Journal) Append(payload []byte) (Record, error) {
 	}
 	hash := recordHash(j.id, seq, &j.head, payload)
 	rec := encodeRecord(seq, &j.head, payload, &hash)
-	next := slot{kind: j.tag, ver: formatVersion, index: 1 - j.cur, gen: j.gen + 1,
-		count: seq, length: uint64(j.length + size), head: hash, id: j.id}
+	next := slot{kind: j.tag, ver: j.ver, index: 1 - j.cur, gen: j.gen + 1,
+		count: seq, length: uint64(j.length + size), head: hash, id: j.id, base: j.base, baseHead: j.baseHead}
 
 	fault("record-before")
 	if err := writeAt(j.fd, rec, j.length, "record-partial"); err != nil {
+		j.healable = true
 		return Record{}, j.poison(seq, "write record", err)
 	}
 	fault("record-written")
 	// The record must be on disk before a header points at it, or a crash
 	// could leave a committed header over missing bytes.
 	if err := unix.Fdatasync(j.fd); err != nil {
+		j.healable = true
 		return Record{}, j.poison(seq, "sync record", err)
 	}
 	fault("record-synced")
@@ -472,7 +585,8 @@ func (j *Journal) Append(payload []byte) (Record, error) {
 		return Record{}, j.poison(seq, "sync header", err)
 	}
 	fault("header-synced")
-	j.cur, j.gen, j.count, j.length, j.head = next.index, next.gen, int(seq), j.length+size, hash
+	j.cur, j.gen, j.count, j.length, j.head = next.index, next.gen, j.count+1, j.length+size, hash
+	j.prealloc = max(j.prealloc-size, 0)
 	return Record{Seq: seq, Payload: rec[recHeaderLen : recHeaderLen+len(payload) : recHeaderLen+len(payload)], Hash: hash}, nil
 }
 
@@ -481,12 +595,45 @@ func (j *Journal) Append(payload []byte) (Record, error) {
 // fdatasync may report success for pages the kernel already dropped, so
 // only a reopen, which re-verifies, can say what is committed.
 func (j *Journal) poison(seq uint64, op string, err error) error {
-	j.err = fmt.Errorf("journal %s: append record %d: %s (journal unusable until reopened): %w", j.kind, seq, op, err)
+	err = spaceError(err)
+	if j.healable {
+		j.err = fmt.Errorf("journal %s: append record %d: %s (nothing committed; the next append retries): %w", j.kind, seq, op, err)
+	} else {
+		j.err = fmt.Errorf("journal %s: append record %d: %s (journal unusable until reopened): %w", j.kind, seq, op, err)
+	}
 	return j.err
 }
 
-// Count is the number of committed records.
+// Count is the number of committed records in the file (since the last
+// compaction).
 func (j *Journal) Count() int { j.mu.Lock(); defer j.mu.Unlock(); return j.count }
+
+// Seq is the last committed sequence number of the chain (0 for none).
+func (j *Journal) Seq() uint64 { j.mu.Lock(); defer j.mu.Unlock(); return j.seq() }
+
+// Stats describes the journal's use of its bounds.
+type Stats struct {
+	Seq        uint64 // last sequence number of the chain
+	Base       uint64 // sequence number before the file's first record
+	Records    int    // records in the file
+	Bytes      int64  // committed length, headers included
+	MaxRecords int
+	MaxBytes   int64
+	// Preallocated is how many bytes past Bytes are allocated on disk
+	// by Preallocate; NoPrealloc says the file system cannot.
+	Preallocated int64
+	NoPrealloc   bool
+	// Err is the error that poisons the journal, if any.
+	Err error
+}
+
+// Stats returns the journal's current figures.
+func (j *Journal) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return Stats{Seq: j.seq(), Base: j.base, Records: j.count, Bytes: j.length, MaxRecords: j.o.MaxRecords,
+		MaxBytes: j.o.MaxBytes, Preallocated: j.prealloc, NoPrealloc: j.noAlloc, Err: j.err}
+}
 
 // Size is the committed length of the file, headers included.
 func (j *Journal) Size() int64 { j.mu.Lock(); defer j.mu.Unlock(); return j.length }
@@ -518,10 +665,17 @@ func (j *Journal) Close() error {
 }
 
 func (j *Journal) closeFd() error {
-	if j.fd < 0 {
-		return nil
+	var err error
+	if j.dirfd >= 0 {
+		err = unix.Close(j.dirfd)
+		j.dirfd = -1
 	}
-	err := unix.Close(j.fd)
+	if j.fd < 0 {
+		return err
+	}
+	if cerr := unix.Close(j.fd); err == nil {
+		err = cerr
+	}
 	j.fd = -1
 	return err
 }
@@ -579,4 +733,193 @@ func fullIO(op string, f func([]byte, int64) (int, error), b []byte, off int64) 
 		b, off = b[n:], off+int64(n)
 	}
 	return nil
+}
+
+// Preallocate makes sure the n bytes past the committed length are
+// allocated on disk, so that appends of up to n bytes cannot fail for
+// lack of space. It never changes the file's size or its committed
+// content, and a failure leaves the journal usable. On a file system
+// that cannot preallocate it does nothing (Stats.NoPrealloc).
+func (j *Journal) Preallocate(n int64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.fd < 0 {
+		return fmt.Errorf("journal %s: preallocate: %w", j.kind, os.ErrClosed)
+	}
+	return j.preallocate(j.fd, j.length, n)
+}
+
+func (j *Journal) preallocate(fd int, length, n int64) error {
+	if n <= 0 || j.noAlloc || (fd == j.fd && n <= j.prealloc) {
+		return nil
+	}
+	n = min(n, j.o.MaxBytes-length)
+	if n <= 0 {
+		return nil
+	}
+	fault("preallocate")
+	err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, length, n)
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+		j.noAlloc = true
+		return nil
+	case err != nil:
+		return fmt.Errorf("journal %s: preallocate %d bytes: %w", j.kind, n, spaceError(err))
+	}
+	if fd == j.fd {
+		j.prealloc = n
+	}
+	return nil
+}
+
+// Compact replaces the file with a new generation whose records are
+// carry, in order: the first continues the chain (sequence number Seq()+1,
+// chained to Head()), so the new file commits the old one's last
+// sequence number and hash. carry[0] is meant to be the caller's
+// checkpoint record, which says what the rest carries over. prealloc
+// bytes past the new file's end are allocated before it replaces the old
+// one. It returns the new records.
+//
+// On an error before the new file replaces the old one, the journal is
+// unchanged and usable; after that point (the directory's fsync) it is
+// poisoned. The bounds apply to the new file as to any other.
+func (j *Journal) Compact(carry [][]byte, prealloc int64) ([]Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.fd < 0 {
+		return nil, fmt.Errorf("journal %s: compact: %w", j.kind, os.ErrClosed)
+	}
+	if j.err != nil {
+		if err := j.heal(); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case len(carry) == 0:
+		return nil, fmt.Errorf("journal %s: compact: nothing to carry over (want at least a checkpoint record)", j.kind)
+	case len(carry) > j.o.MaxRecords:
+		return nil, fmt.Errorf("journal %s: compact: %d records over the %d-record bound: %w", j.kind, len(carry), j.o.MaxRecords, ErrFull)
+	}
+	base, baseHead := j.seq(), j.head
+	size := int64(dataStart)
+	for i, p := range carry {
+		if len(p) > j.o.MaxRecordBytes {
+			return nil, fmt.Errorf("journal %s: compact: record %d of %d bytes over the %d-byte record bound: %w", j.kind, i+1, len(p), j.o.MaxRecordBytes, ErrFull)
+		}
+		size += RecordSize(len(p))
+	}
+	if size > j.o.MaxBytes {
+		return nil, fmt.Errorf("journal %s: compact: %d bytes would pass the %d-byte bound: %w", j.kind, size, j.o.MaxBytes, ErrFull)
+	}
+	buf := make([]byte, dataStart, size)
+	recs := make([]Record, 0, len(carry))
+	head := baseHead
+	for i, p := range carry {
+		seq := base + 1 + uint64(i)
+		hash := recordHash(j.id, seq, &head, p)
+		off := len(buf) + recHeaderLen
+		buf = append(buf, encodeRecord(seq, &head, p, &hash)...)
+		recs = append(recs, Record{Seq: seq, Payload: buf[off : off+len(p) : off+len(p)], Hash: hash})
+		head = hash
+	}
+	// Slot 0: the file with none of its records (the older commit
+	// point); slot 1: all of them, in force.
+	empty := slot{kind: j.tag, ver: formatBased, index: 0, gen: 1, count: base, length: dataStart,
+		head: baseHead, id: j.id, base: base, baseHead: baseHead}
+	full := empty
+	full.index, full.gen, full.count, full.length, full.head = 1, 2, base+uint64(len(carry)), uint64(size), head
+	copy(buf[0:], empty.encode())
+	copy(buf[slotSize:], full.encode())
+
+	fd, err := j.writeCompacted(buf, prealloc)
+	if err != nil {
+		return nil, err
+	}
+	// In force from here: the old file is unlinked, and its descriptor
+	// (with its lock) is closed below.
+	old := j.fd
+	j.fd, j.ver, j.cur, j.gen, j.base, j.baseHead = fd, formatBased, 1, 2, base, baseHead
+	j.count, j.length, j.head, j.prealloc = len(carry), size, head, max(prealloc, 0)
+	if j.noAlloc {
+		j.prealloc = 0
+	}
+	if err := unix.Close(old); err != nil {
+		// The old file is already replaced; nothing of it is needed.
+		return recs, fmt.Errorf("journal %s: compact: close the replaced file: %w", j.kind, err)
+	}
+	return recs, nil
+}
+
+// writeCompacted writes buf as the new file under a temporary name and
+// renames it over the journal (see the package comment's protocol). It
+// returns the new file's descriptor, locked.
+func (j *Journal) writeCompacted(buf []byte, prealloc int64) (int, error) {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return -1, fmt.Errorf("journal %s: compact: random name: %w", j.kind, err)
+	}
+	tmp := "." + j.o.Name + ".compact-" + hex.EncodeToString(rnd[:])
+	fault("compact-begin")
+	fd, err := unix.Openat(j.dirfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0600)
+	if err != nil {
+		return -1, fmt.Errorf("journal %s: compact: create %s: %w", j.kind, tmp, spaceError(err))
+	}
+	renamed := false
+	defer func() {
+		if renamed {
+			return
+		}
+		// A failed compaction leaves the journal as it was; a
+		// temporary file that cannot be removed here is removed by the
+		// next Open, so these errors change nothing.
+		_ = unix.Unlinkat(j.dirfd, tmp, 0)
+		_ = unix.Close(fd)
+	}()
+	if err := unix.Fchmod(fd, 0600); err != nil {
+		return -1, fmt.Errorf("journal %s: compact: fchmod: %w", j.kind, err)
+	}
+	// Locked before its name is the journal's, like a new journal.
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return -1, fmt.Errorf("journal %s: compact: lock the new file: %w", j.kind, err)
+	}
+	if err := j.preallocate(fd, int64(len(buf)), prealloc); err != nil {
+		return -1, fmt.Errorf("journal %s: compact: %w", j.kind, err)
+	}
+	if err := writeAt(fd, buf, 0, "compact-partial"); err != nil {
+		return -1, fmt.Errorf("journal %s: compact: write the new file: %w", j.kind, spaceError(err))
+	}
+	fault("compact-written")
+	if err := unix.Fsync(fd); err != nil {
+		return -1, fmt.Errorf("journal %s: compact: fsync the new file: %w", j.kind, spaceError(err))
+	}
+	fault("compact-synced")
+	if err := unix.Renameat(j.dirfd, tmp, j.dirfd, j.o.Name); err != nil {
+		return -1, fmt.Errorf("journal %s: compact: rename over %s: %w", j.kind, j.o.Name, err)
+	}
+	renamed = true
+	fault("compact-renamed")
+	// Until the rename is durable a crash may bring back the old file,
+	// so nothing may be appended to the new one before this fsync.
+	dfd, err := unix.Openat(j.dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Fsync(dfd)
+		if cerr := unix.Close(dfd); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		// The name may be the old file or the new one after a crash;
+		// only a reopen can say which, so the journal refuses writes.
+		// The new file's descriptor is kept so Close releases it.
+		old := j.fd
+		j.fd = fd
+		if cerr := unix.Close(old); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		j.healable = false
+		j.err = fmt.Errorf("journal %s: compact: fsync the directory (journal unusable until reopened): %w", j.kind, err)
+		return -1, j.err
+	}
+	fault("compact-dir-synced")
+	return fd, nil
 }

@@ -86,10 +86,16 @@ func refChain(t testing.TB, id [16]byte, kind string, recs []Record) [32]byte {
 	t.Helper()
 	var tag [8]byte
 	copy(tag[:], kind)
-	prev := sha256.Sum256(slices("glove-journal-genesis-v1", id[:], tag[:]))
+	return refChainFrom(t, id, 0, sha256.Sum256(slices("glove-journal-genesis-v1", id[:], tag[:])), recs)
+}
+
+// refChainFrom recomputes a chain whose first record is base+1 and
+// chains to prev (a compacted journal's base head).
+func refChainFrom(t testing.TB, id [16]byte, base uint64, prev [32]byte, recs []Record) [32]byte {
+	t.Helper()
 	for i, r := range recs {
-		if r.Seq != uint64(i+1) {
-			t.Fatalf("record %d has seq %d", i+1, r.Seq)
+		if r.Seq != base+uint64(i+1) {
+			t.Fatalf("record %d has seq %d", base+uint64(i+1), r.Seq)
 		}
 		var seq [8]byte
 		binary.LittleEndian.PutUint64(seq[:], r.Seq)
