@@ -80,6 +80,10 @@ type Record struct {
 	Seq     uint64
 	Payload []byte
 	Hash    [32]byte
+	// Prev is the hash this record chains to: record Seq-1's, the
+	// genesis hash, or (first record of a compacted file) the previous
+	// generation's last record's.
+	Prev [32]byte
 }
 
 // OpenInfo says what Open found.
@@ -113,6 +117,7 @@ type Journal struct {
 	length   int64
 	head     [32]byte
 	prealloc int64 // bytes preallocated past length (best known)
+	written  int64 // bytes written by appends and compactions since Open
 	noAlloc  bool  // the file system does not preallocate
 	err      error // first Append I/O error; poisons the journal
 	// healable: err came from the record's write or sync, before any
@@ -472,7 +477,7 @@ func (j *Journal) load(size int64) ([]Record, int64, error) {
 		if string(buf[end-32:end]) != string(h[:]) {
 			return nil, 0, j.corrupt("record %d: hash mismatch (corrupt)", i)
 		}
-		recs = append(recs, Record{Seq: i, Payload: payload, Hash: h})
+		recs = append(recs, Record{Seq: i, Payload: payload, Hash: h, Prev: j.head})
 		j.head, off = h, end
 	}
 	if off != length {
@@ -557,6 +562,7 @@ func (j *Journal) Append(payload []byte) (Record, error) {
 	case j.length+size > j.o.MaxBytes:
 		return Record{}, fmt.Errorf("journal %s: append record %d: %d bytes would pass the %d-byte bound: %w", j.kind, seq, size, j.o.MaxBytes, ErrFull)
 	}
+	prev := j.head
 	hash := recordHash(j.id, seq, &j.head, payload)
 	rec := encodeRecord(seq, &j.head, payload, &hash)
 	next := slot{kind: j.tag, ver: j.ver, index: 1 - j.cur, gen: j.gen + 1,
@@ -587,7 +593,8 @@ func (j *Journal) Append(payload []byte) (Record, error) {
 	fault("header-synced")
 	j.cur, j.gen, j.count, j.length, j.head = next.index, next.gen, j.count+1, j.length+size, hash
 	j.prealloc = max(j.prealloc-size, 0)
-	return Record{Seq: seq, Payload: rec[recHeaderLen : recHeaderLen+len(payload) : recHeaderLen+len(payload)], Hash: hash}, nil
+	j.written += size
+	return Record{Seq: seq, Payload: rec[recHeaderLen : recHeaderLen+len(payload) : recHeaderLen+len(payload)], Hash: hash, Prev: prev}, nil
 }
 
 // poison records the first I/O error. After a failed write or fdatasync
@@ -623,6 +630,9 @@ type Stats struct {
 	// by Preallocate; NoPrealloc says the file system cannot.
 	Preallocated int64
 	NoPrealloc   bool
+	// Written is how many bytes appends and compactions wrote since
+	// Open (headers included for compactions).
+	Written int64
 	// Err is the error that poisons the journal, if any.
 	Err error
 }
@@ -632,7 +642,7 @@ func (j *Journal) Stats() Stats {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return Stats{Seq: j.seq(), Base: j.base, Records: j.count, Bytes: j.length, MaxRecords: j.o.MaxRecords,
-		MaxBytes: j.o.MaxBytes, Preallocated: j.prealloc, NoPrealloc: j.noAlloc, Err: j.err}
+		MaxBytes: j.o.MaxBytes, Preallocated: j.prealloc, NoPrealloc: j.noAlloc, Written: j.written, Err: j.err}
 }
 
 // Size is the committed length of the file, headers included.
@@ -819,7 +829,7 @@ func (j *Journal) Compact(carry [][]byte, prealloc int64) ([]Record, error) {
 		hash := recordHash(j.id, seq, &head, p)
 		off := len(buf) + recHeaderLen
 		buf = append(buf, encodeRecord(seq, &head, p, &hash)...)
-		recs = append(recs, Record{Seq: seq, Payload: buf[off : off+len(p) : off+len(p)], Hash: hash})
+		recs = append(recs, Record{Seq: seq, Payload: buf[off : off+len(p) : off+len(p)], Hash: hash, Prev: head})
 		head = hash
 	}
 	// Slot 0: the file with none of its records (the older commit
@@ -840,6 +850,7 @@ func (j *Journal) Compact(carry [][]byte, prealloc int64) ([]Record, error) {
 	old := j.fd
 	j.fd, j.ver, j.cur, j.gen, j.base, j.baseHead = fd, formatBased, 1, 2, base, baseHead
 	j.count, j.length, j.head, j.prealloc = len(carry), size, head, max(prealloc, 0)
+	j.written += size
 	if j.noAlloc {
 		j.prealloc = 0
 	}

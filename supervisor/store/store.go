@@ -15,6 +15,26 @@
 //
 // Transitions are append-only and idempotent: asking for the state a
 // session is already in succeeds without writing.
+//
+// # Capacity and compaction
+//
+// The journal is bounded (10,000 records, 64 MiB), so the store keeps
+// only a live set in it (compact.go): when the journal passes a
+// threshold, and on Compact, a new generation replaces it whose first
+// record is a checkpoint (the previous generation's last sequence number
+// and hash, and how many snapshot records follow) and whose snapshot
+// records carry every session still needed: non-terminal ones, with the
+// plan of those still created; terminal ones not yet cleaned up; and
+// cleaned-up ones for the idempotency retention window (Options.Retention),
+// without their plan. A cleaned-up session older than the window leaves
+// the store, and its id and key may be used again.
+//
+// Every record a session can still write, through its terminal state and
+// its cleanup, is reserved when it is created (records and bytes under
+// the bounds, and blocks on disk by preallocation): a session once
+// created never meets a full journal or a full disk, and recovery can
+// always record a failure. When the store cannot make that room,
+// Create refuses with ErrFull or journal.ErrNoSpace and writes nothing.
 package store
 
 import (
@@ -82,6 +102,9 @@ var (
 	ErrTransition = errors.New("illegal transition")
 	ErrInvalid    = errors.New("invalid request")
 	ErrCorrupt    = errors.New("store replay failed")
+	// ErrFull: the store cannot hold another session, even after
+	// compaction (its live set fills the journal's bounds).
+	ErrFull = errors.New("session store full")
 )
 
 var (
@@ -115,6 +138,10 @@ type Session struct {
 	Reason    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// CleanedAt is when the controller cleaned the ended session up
+	// (zero until then). From then the session is kept only for the
+	// idempotency retention window.
+	CleanedAt time.Time
 	// Runtime identifies the session's processes once they exist.
 	Runtime *Runtime
 }
@@ -153,7 +180,7 @@ func (r *Runtime) check() error {
 
 // record is one journal entry. Exactly the fields of its Type are set.
 type record struct {
-	Type    string `json:"type"` // "create", "transition" or "runtime"
+	Type    string `json:"type"` // "create", "transition", "runtime", "cleanup", "checkpoint" or "snapshot"
 	Session string `json:"session"`
 	AtMS    int64  `json:"at_ms"`
 	// create
@@ -169,6 +196,10 @@ type record struct {
 	Reason string `json:"reason,omitempty"`
 	// runtime
 	Runtime *Runtime `json:"runtime,omitempty"`
+	// checkpoint (the first record of a compacted journal)
+	Checkpoint *checkpoint `json:"checkpoint,omitempty"`
+	// snapshot (the records a checkpoint announces)
+	Snapshot []snap `json:"snapshot,omitempty"`
 }
 
 // Store is an open session store. It is safe for concurrent use; writes
@@ -179,6 +210,20 @@ type Store struct {
 	sessions map[string]*Session
 	byKey    map[string]string
 	now      func() time.Time
+	o        Options
+	// Replay of a compacted journal: snapshot records still expected.
+	snapsDue int
+	// next* are the journal figures at which Create compacts first.
+	nextRecords int
+	nextBytes   int64
+	// compacted counts compactions by this Store; lastCompact is the
+	// last one's outcome, for Stats.
+	compacted   int
+	lastCompact CompactInfo
+	reserveErr  error
+	// dirty: records were appended since the last compaction, so
+	// another one could free something.
+	dirty bool
 }
 
 // Options configure Open.
@@ -187,23 +232,67 @@ type Options struct {
 	Dir string
 	// Now is the clock (tests); time.Now when nil.
 	Now func() time.Time
+	// Retention is how long a cleaned-up session's id and idempotency
+	// key are kept (DefaultRetention when 0; MinRetention..MaxRetention).
+	Retention time.Duration
+	// MaxRecords and MaxBytes bound the journal (its defaults when 0;
+	// tests use small ones).
+	MaxRecords int
+	MaxBytes   int64
+	// OnCompact, when set, is told of every automatic compaction and its
+	// outcome (gloved logs it).
+	OnCompact func(CompactInfo, error)
 }
 
-// Open opens or creates the store and replays it.
+// Retention bounds.
+const (
+	DefaultRetention = 24 * time.Hour
+	MinRetention     = time.Minute
+	MaxRetention     = 365 * 24 * time.Hour
+)
+
+// Open opens or creates the store and replays it. It then compacts when
+// the journal is past its threshold and reserves, on disk, room for every
+// record the sessions it holds can still write. Neither failing fails
+// Open (recovery must be able to start, and the records it writes are
+// within the bounds): Stats says what failed.
 func Open(o Options) (*Store, journal.OpenInfo, error) {
-	j, recs, info, err := journal.Open(journal.Options{Dir: o.Dir, Name: FileName, Kind: Kind, MaxRecordBytes: MaxPlanBytes + 4096})
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Retention < MinRetention || o.Retention > MaxRetention {
+		return nil, journal.OpenInfo{}, fmt.Errorf("open session store: retention %v outside %v..%v", o.Retention, MinRetention, MaxRetention)
+	}
+	j, recs, info, err := journal.Open(journal.Options{Dir: o.Dir, Name: FileName, Kind: Kind,
+		MaxRecordBytes: MaxPlanBytes + 4096, MaxRecords: o.MaxRecords, MaxBytes: o.MaxBytes})
 	if err != nil {
 		return nil, info, fmt.Errorf("open session store: %w", err)
 	}
-	s := &Store{j: j, sessions: map[string]*Session{}, byKey: map[string]string{}, now: o.Now}
+	s := &Store{j: j, sessions: map[string]*Session{}, byKey: map[string]string{}, now: o.Now, o: o}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	for _, r := range recs {
-		if err := s.replay(r); err != nil {
+	for i, r := range recs {
+		if err := s.replay(r, i == 0); err != nil {
 			j.Close()
 			return nil, info, fmt.Errorf("open session store: record %d: %w: %w", r.Seq, ErrCorrupt, err)
 		}
+	}
+	if s.snapsDue != 0 {
+		j.Close()
+		return nil, info, fmt.Errorf("open session store: %w: checkpoint announces %d more snapshot records", ErrCorrupt, s.snapsDue)
+	}
+	s.dirty = len(recs) > 0
+	s.setThresholds()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pastThreshold() {
+		// Best effort: a compaction that fails (a full disk) leaves the
+		// journal as it was, and its reservations still hold.
+		s.autoCompact()
+	}
+	if err := s.j.Preallocate(s.reservedBytes()); err != nil {
+		s.reserveErr = err
 	}
 	return s, info, nil
 }
@@ -215,7 +304,7 @@ func (s *Store) Close() error {
 	return s.j.Close()
 }
 
-func (s *Store) replay(r journal.Record) error {
+func (s *Store) replay(r journal.Record, first bool) error {
 	var rec record
 	dec := json.NewDecoder(bytes.NewReader(r.Payload))
 	dec.DisallowUnknownFields()
@@ -225,7 +314,33 @@ func (s *Store) replay(r journal.Record) error {
 	if dec.More() {
 		return errors.New("trailing data")
 	}
+	// A compacted journal (its first record is not record 1) starts
+	// with exactly one checkpoint and the snapshots it announces;
+	// nothing else may hold either.
+	based := first && r.Seq > 1
+	switch {
+	case based != (rec.Type == "checkpoint"):
+		return fmt.Errorf("record type %q where a checkpoint is %s", rec.Type, map[bool]string{true: "required", false: "not allowed"}[based])
+	case s.snapsDue > 0 && rec.Type != "snapshot":
+		return fmt.Errorf("record type %q where the checkpoint announced %d more snapshots", rec.Type, s.snapsDue)
+	case s.snapsDue == 0 && rec.Type == "snapshot":
+		return errors.New("snapshot record not announced by a checkpoint")
+	}
 	switch rec.Type {
+	case "checkpoint":
+		return s.replayCheckpoint(r, rec)
+	case "snapshot":
+		s.snapsDue--
+		return s.replaySnapshot(rec)
+	case "cleanup":
+		sess, ok := s.sessions[rec.Session]
+		if !ok {
+			return fmt.Errorf("cleanup of unknown session %s", rec.Session)
+		}
+		if err := cleanupAllowed(sess); err != nil {
+			return err
+		}
+		sess.CleanedAt = time.UnixMilli(rec.AtMS)
 	case "create":
 		req := CreateRequest{SessionID: rec.Session, IdempotencyKey: rec.Key, ControllerPlanDigest: rec.Controller,
 			PlanContentDigest: rec.Content, Plan: rec.Plan}
@@ -341,8 +456,11 @@ func (s *Store) Create(req CreateRequest) (sess Session, existing bool, err erro
 	defer s.mu.Unlock()
 	if id, ok := s.byKey[req.IdempotencyKey]; ok {
 		old := s.sessions[id]
+		// A compacted session keeps its plan only while created; the
+		// content digest (Glove's SHA-256 of the canonical plan)
+		// stands for it after that.
 		if old.ID == req.SessionID && old.ControllerPlanDigest == req.ControllerPlanDigest &&
-			old.PlanContentDigest == req.PlanContentDigest && bytes.Equal(old.Plan, req.Plan) {
+			old.PlanContentDigest == req.PlanContentDigest && (old.Plan == nil || bytes.Equal(old.Plan, req.Plan)) {
 			return old.copy(), true, nil
 		}
 		return Session{}, false, fmt.Errorf("create session %s: idempotency key %w", req.SessionID, ErrConflict)
@@ -353,9 +471,17 @@ func (s *Store) Create(req CreateRequest) (sess Session, existing bool, err erro
 	at := s.now()
 	rec := record{Type: "create", Session: req.SessionID, AtMS: at.UnixMilli(), Key: req.IdempotencyKey,
 		Controller: req.ControllerPlanDigest, Content: req.PlanContentDigest, Plan: req.Plan}
-	if err := s.append(rec); err != nil {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return Session{}, false, fmt.Errorf("create session %s: encode record: %w", req.SessionID, err)
+	}
+	if err := s.admit(len(data)); err != nil {
 		return Session{}, false, fmt.Errorf("create session %s: %w", req.SessionID, err)
 	}
+	if _, err := s.j.Append(data); err != nil {
+		return Session{}, false, fmt.Errorf("create session %s: append record: %w", req.SessionID, err)
+	}
+	s.dirty = true
 	return s.apply(req, time.UnixMilli(at.UnixMilli())).copy(), false, nil
 }
 
@@ -409,13 +535,56 @@ func (s *Store) Transition(id string, to State, reason string) (Session, error) 
 	return sess.copy(), nil
 }
 
+// append writes one of a session's lifecycle records: always within the
+// room its creation reserved (maxLifecyclePayload each).
 func (s *Store) append(rec record) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode record: %w", err)
 	}
+	if len(data) > maxLifecyclePayload {
+		return fmt.Errorf("encode record: %d bytes, over the %d reserved for a lifecycle record", len(data), maxLifecyclePayload)
+	}
 	if _, err := s.j.Append(data); err != nil {
 		return fmt.Errorf("append record: %w", err)
+	}
+	s.dirty = true
+	return nil
+}
+
+// Cleanup records that the controller cleaned up an ended session: from
+// now on it is kept only for the retention window. A second cleanup is a
+// no-op success.
+func (s *Store) Cleanup(id string) (Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.sessions[id]
+	if !ok {
+		return Session{}, fmt.Errorf("clean up %q: %w", id, ErrNotFound)
+	}
+	if !sess.CleanedAt.IsZero() {
+		return sess.copy(), nil
+	}
+	if err := cleanupAllowed(sess); err != nil {
+		return Session{}, fmt.Errorf("clean up %s: %w", id, err)
+	}
+	at := s.now()
+	if err := s.append(record{Type: "cleanup", Session: id, AtMS: at.UnixMilli()}); err != nil {
+		return Session{}, fmt.Errorf("clean up %s: %w", id, err)
+	}
+	sess.CleanedAt = time.UnixMilli(at.UnixMilli())
+	if s.pastThreshold() {
+		s.autoCompact()
+	}
+	return sess.copy(), nil
+}
+
+func cleanupAllowed(sess *Session) error {
+	switch {
+	case !sess.State.Terminal():
+		return fmt.Errorf("%w: session %s is %s, not ended", ErrTransition, sess.ID, sess.State)
+	case !sess.CleanedAt.IsZero():
+		return fmt.Errorf("%w: session %s cleaned up twice", ErrConflict, sess.ID)
 	}
 	return nil
 }
