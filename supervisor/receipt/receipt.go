@@ -19,6 +19,17 @@
 // The journal (supervisor/journal) recovers a torn tail by dropping the
 // uncommitted record only, so no acknowledged receipt (acknowledged means
 // committed, delivered and archived) is ever lost.
+//
+// Acknowledged receipts leave the journal by compaction: a new journal
+// generation whose first record is a checkpoint (the anchor, the
+// acknowledged sequence number and that envelope's MAC, the newest
+// envelope's sequence number) followed by the envelopes not yet
+// acknowledged and the outstanding reservations. The envelope chain goes
+// on from the checkpoint unchanged: the next envelope's Prev is the MAC
+// of the newest one, compacted or not, so the controller's archive
+// verifies across compactions. Compaction runs when a reservation would
+// not fit, when the journal passes half its bounds after an
+// acknowledgement, and on Compact.
 package receipt
 
 import (
@@ -31,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"sync"
 
 	"github.com/glove-sandbox/glove/supervisor/journal"
@@ -241,18 +253,40 @@ func Verify(master []byte, prev string, envs []Envelope) error {
 
 // record is one journal entry; exactly the fields of its Type are set.
 type record struct {
-	Type     string    `json:"type"` // anchor, reserve, receipt, ack
+	Type     string    `json:"type"` // anchor, reserve, receipt, ack, checkpoint, carried
 	Anchor   string    `json:"anchor,omitempty"`
 	Session  string    `json:"session,omitempty"`
 	Envelope *Envelope `json:"envelope,omitempty"`
 	Seq      uint64    `json:"seq,omitempty"`
 	MAC      string    `json:"mac,omitempty"`
+	// checkpoint: the first record of a compacted journal
+	Checkpoint *checkpoint `json:"checkpoint,omitempty"`
+}
+
+// checkpoint carries the receipt chain's state over a compaction.
+type checkpoint struct {
+	// PrevSeq and PrevHead: the previous generation's last journal
+	// record (sequence number, hash in hex), which this one chains to.
+	PrevSeq  uint64 `json:"prev_seq"`
+	PrevHead string `json:"prev_head"`
+	Anchor   string `json:"anchor"`
+	// Acked is the acknowledged envelope sequence number and AckedMAC
+	// its MAC (the anchor when 0): the first carried envelope chains to it.
+	Acked    uint64 `json:"acked"`
+	AckedMAC string `json:"acked_mac"`
+	// Carried envelopes (Acked+1 onwards) and reservations follow, as
+	// "carried" and "reserve" records, in that order.
+	Carried  int `json:"carried"`
+	Reserved int `json:"reserved"`
 }
 
 // Options configure Open.
 type Options struct {
 	// Dir holds the journal: owned by the service user, mode 0700.
 	Dir string
+	// OnCompact, when set, is told of every automatic compaction and its
+	// outcome (gloved logs it).
+	OnCompact func(CompactInfo, error)
 	// Key is the service key (store.LoadKey).
 	Key []byte
 	// Anchor is the controller's trusted anchor, 64 lowercase hex: the
@@ -263,16 +297,36 @@ type Options struct {
 	MaxRecords int
 }
 
+// CompactInfo says what a compaction did.
+type CompactInfo struct {
+	RecordsBefore, RecordsAfter int
+	BytesBefore, BytesAfter     int64
+	// Dropped: acknowledged envelopes that left; Carried: envelopes kept.
+	Dropped, Carried int
+}
+
 // Journal is an open receipt journal. Safe for concurrent use.
 type Journal struct {
-	mu       sync.Mutex
-	j        *journal.Journal
-	key      []byte
-	anchor   string
+	mu     sync.Mutex
+	j      *journal.Journal
+	o      Options
+	key    []byte
+	anchor string
+	// envs are the envelopes base+1.. still in the journal; baseMAC is
+	// envelope base's MAC (the anchor when base is 0).
 	envs     []Envelope
+	base     uint64
+	baseMAC  string
 	reserved map[string]bool // reserved, no receipt yet
-	done     map[string]bool // has a receipt
+	done     map[string]bool // has a receipt in envs
 	acked    uint64
+	// Replay of a compacted journal: records the checkpoint announced.
+	carryDue, reserveDue int
+	compacted            int
+	// nextRecords, nextBytes: the file size at which an acknowledgement
+	// compacts (half the bounds, or twice the last compaction's result).
+	nextRecords int
+	nextBytes   int64
 }
 
 // Open opens or creates the journal and replays it strictly.
@@ -287,12 +341,16 @@ func Open(o Options) (*Journal, journal.OpenInfo, error) {
 	if err != nil {
 		return nil, info, fmt.Errorf("open receipts: %w", err)
 	}
-	r := &Journal{j: j, key: append([]byte(nil), o.Key...), reserved: map[string]bool{}, done: map[string]bool{}}
-	for _, rec := range recs {
-		if err := r.replay(rec, o.Anchor); err != nil {
+	r := &Journal{j: j, o: o, key: append([]byte(nil), o.Key...), reserved: map[string]bool{}, done: map[string]bool{}}
+	for i, rec := range recs {
+		if err := r.replay(rec, o.Anchor, i == 0); err != nil {
 			j.Close()
 			return nil, info, fmt.Errorf("open receipts: record %d: %w: %w", rec.Seq, ErrCorrupt, err)
 		}
+	}
+	if r.carryDue != 0 || r.reserveDue != 0 {
+		j.Close()
+		return nil, info, fmt.Errorf("open receipts: %w: the checkpoint announces %d more envelopes and %d more reservations", ErrCorrupt, r.carryDue, r.reserveDue)
 	}
 	if r.anchor == "" {
 		if err := r.append(record{Type: "anchor", Anchor: o.Anchor}); err != nil {
@@ -301,10 +359,20 @@ func Open(o Options) (*Journal, journal.OpenInfo, error) {
 		}
 		r.anchor = o.Anchor
 	}
+	if r.baseMAC == "" {
+		r.baseMAC = r.anchor
+	}
+	r.setThresholds()
 	return r, info, nil
 }
 
-func (r *Journal) replay(rec journal.Record, anchor string) error {
+func (r *Journal) setThresholds() {
+	st := r.j.Stats()
+	r.nextRecords = min(st.MaxRecords, max(st.MaxRecords/2, 2*st.Records))
+	r.nextBytes = min(st.MaxBytes, max(st.MaxBytes/2, 2*st.Bytes))
+}
+
+func (r *Journal) replay(rec journal.Record, anchor string, first bool) error {
 	var x record
 	dec := json.NewDecoder(bytes.NewReader(rec.Payload))
 	dec.DisallowUnknownFields()
@@ -314,16 +382,58 @@ func (r *Journal) replay(rec journal.Record, anchor string) error {
 	if dec.More() {
 		return errors.New("trailing data")
 	}
-	if (x.Type == "anchor") != (r.anchor == "") {
+	// A compacted journal starts with its checkpoint and the records it
+	// announces; an uncompacted one with the anchor.
+	based := first && rec.Seq > 1
+	switch {
+	case based != (x.Type == "checkpoint"):
+		return fmt.Errorf("record type %q where a checkpoint is %s", x.Type, map[bool]string{true: "required", false: "not allowed"}[based])
+	case !based && (x.Type == "anchor") != (r.anchor == ""):
 		return errors.New("the anchor must be the first record, and only the first")
+	case r.carryDue > 0 && x.Type != "carried", r.carryDue == 0 && r.reserveDue > 0 && x.Type != "reserve":
+		return fmt.Errorf("record type %q where the checkpoint announced %d envelopes and %d reservations more", x.Type, r.carryDue, r.reserveDue)
+	case r.carryDue == 0 && x.Type == "carried":
+		return errors.New("carried envelope not announced by a checkpoint")
 	}
 	switch x.Type {
+	case "checkpoint":
+		cp := x.Checkpoint
+		switch {
+		case cp == nil:
+			return errors.New("checkpoint record without a checkpoint")
+		case cp.PrevSeq != rec.Seq-1 || cp.PrevHead != hex.EncodeToString(rec.Prev[:]):
+			return fmt.Errorf("checkpoint names record %d, but follows record %d", cp.PrevSeq, rec.Seq-1)
+		case cp.Anchor != anchor:
+			return errors.New("journal was created for another anchor")
+		case cp.Carried < 0 || cp.Reserved < 0 || (cp.Acked == 0) != (cp.AckedMAC == cp.Anchor) || !policy.ValidSHA256Hex(cp.AckedMAC):
+			return errors.New("checkpoint fields out of range")
+		}
+		r.anchor, r.base, r.baseMAC, r.acked = cp.Anchor, cp.Acked, cp.AckedMAC, cp.Acked
+		r.carryDue, r.reserveDue = cp.Carried, cp.Reserved
+	case "carried":
+		r.carryDue--
+		if x.Envelope == nil {
+			return errors.New("carried record without an envelope")
+		}
+		if r.done[x.Envelope.Body.SessionID] {
+			return fmt.Errorf("session %s carried twice", x.Envelope.Body.SessionID)
+		}
+		if err := Verify(r.key, r.head(), []Envelope{*x.Envelope}); err != nil {
+			return err
+		}
+		if x.Envelope.Seq != r.next() {
+			return fmt.Errorf("receipt %d out of order", x.Envelope.Seq)
+		}
+		r.addReceipt(*x.Envelope)
 	case "anchor":
 		if x.Anchor != anchor {
 			return errors.New("journal was created for another anchor")
 		}
 		r.anchor = x.Anchor
 	case "reserve":
+		if r.reserveDue > 0 {
+			r.reserveDue--
+		}
 		if r.reserved[x.Session] || r.done[x.Session] || !store.ValidSessionID(x.Session) {
 			return fmt.Errorf("reservation of session %q repeated or invalid", x.Session)
 		}
@@ -335,7 +445,7 @@ func (r *Journal) replay(rec journal.Record, anchor string) error {
 		if err := Verify(r.key, r.head(), []Envelope{*x.Envelope}); err != nil {
 			return err
 		}
-		if x.Envelope.Seq != uint64(len(r.envs))+1 {
+		if x.Envelope.Seq != r.next() {
 			return fmt.Errorf("receipt %d out of order", x.Envelope.Seq)
 		}
 		r.addReceipt(*x.Envelope)
@@ -359,10 +469,24 @@ func (r *Journal) addReceipt(e Envelope) {
 // head is the MAC the next envelope chains to.
 func (r *Journal) head() string {
 	if len(r.envs) == 0 {
-		return r.anchor
+		if r.baseMAC == "" {
+			return r.anchor
+		}
+		return r.baseMAC
 	}
 	return r.envs[len(r.envs)-1].EnvelopeMAC
 }
+
+// head0 is the MAC the oldest envelope in envs chains to.
+func (r *Journal) head0() string {
+	if r.baseMAC == "" {
+		return r.anchor
+	}
+	return r.baseMAC
+}
+
+// next is the next envelope's sequence number.
+func (r *Journal) next() uint64 { return r.base + uint64(len(r.envs)) + 1 }
 
 // Close closes the journal.
 func (r *Journal) Close() error {
@@ -383,18 +507,107 @@ func (r *Journal) Reserve(sessionID string) error {
 	if r.reserved[sessionID] || r.done[sessionID] {
 		return fmt.Errorf("reserve %s: %w", sessionID, ErrReplay)
 	}
-	recs, bytes := r.j.Remaining()
 	outstanding := len(r.reserved) + 1
-	needRecs := 1 + outstanding + ackHeadroom
 	needBytes := journal.RecordSize(256) + int64(outstanding)*journal.RecordSize(MaxEnvelopeBytes) + ackHeadroom*journal.RecordSize(256)
-	if recs < needRecs || bytes < needBytes {
-		return fmt.Errorf("reserve %s: %w (%d records and %d bytes left, %d outstanding)", sessionID, ErrFull, recs, bytes, outstanding-1)
+	fits := func() (bool, string) {
+		recs, bytes := r.j.Remaining()
+		needRecs := 1 + outstanding + ackHeadroom
+		return recs >= needRecs && bytes >= needBytes, fmt.Sprintf("%d records and %d bytes left, %d outstanding", recs, bytes, outstanding-1)
+	}
+	ok, why := fits()
+	if !ok && r.acked > r.base {
+		// Acknowledged receipts can leave: make room.
+		r.autoCompact()
+		ok, why = fits()
+	}
+	if !ok {
+		return fmt.Errorf("reserve %s: %w (%s)", sessionID, ErrFull, why)
+	}
+	// On disk too: a full disk refuses the reservation, never the
+	// receipt of a session that ran.
+	if err := r.j.Preallocate(needBytes); err != nil {
+		return fmt.Errorf("reserve %s: %w", sessionID, err)
 	}
 	if err := r.append(record{Type: "reserve", Session: sessionID}); err != nil {
 		return fmt.Errorf("reserve %s: %w", sessionID, err)
 	}
 	r.reserved[sessionID] = true
 	return nil
+}
+
+// Compact writes a new journal generation without the acknowledged
+// envelopes and the acknowledgement records (see the package comment).
+func (r *Journal) Compact() (CompactInfo, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.compact()
+}
+
+func (r *Journal) autoCompact() {
+	info, err := r.compact()
+	if r.o.OnCompact != nil {
+		r.o.OnCompact(info, err)
+	}
+}
+
+func (r *Journal) compact() (CompactInfo, error) {
+	st := r.j.Stats()
+	info := CompactInfo{RecordsBefore: st.Records, BytesBefore: st.Bytes}
+	keep := r.envs[r.acked-r.base:]
+	ackedMAC := r.anchor
+	if r.acked > 0 {
+		if r.acked > r.base {
+			ackedMAC = r.envs[r.acked-r.base-1].EnvelopeMAC
+		} else {
+			ackedMAC = r.baseMAC
+		}
+	}
+	head := r.j.Head()
+	ids := make([]string, 0, len(r.reserved))
+	for id := range r.reserved {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	cp := record{Type: "checkpoint", Checkpoint: &checkpoint{PrevSeq: r.j.Seq(), PrevHead: hex.EncodeToString(head[:]),
+		Anchor: r.anchor, Acked: r.acked, AckedMAC: ackedMAC, Carried: len(keep), Reserved: len(ids)}}
+	carry := make([][]byte, 0, 1+len(keep)+len(ids))
+	add := func(rec record) error {
+		data, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("compact receipts: encode record: %w", err)
+		}
+		carry = append(carry, data)
+		return nil
+	}
+	if err := add(cp); err != nil {
+		return info, err
+	}
+	for i := range keep {
+		if err := add(record{Type: "carried", Envelope: &keep[i]}); err != nil {
+			return info, err
+		}
+	}
+	for _, id := range ids {
+		if err := add(record{Type: "reserve", Session: id}); err != nil {
+			return info, err
+		}
+	}
+	// The outstanding reservations keep their room on disk.
+	prealloc := int64(len(ids))*journal.RecordSize(MaxEnvelopeBytes) + ackHeadroom*journal.RecordSize(256)
+	if _, err := r.j.Compact(carry, prealloc); err != nil {
+		return info, fmt.Errorf("compact receipts: %w", err)
+	}
+	info.Dropped = int(r.acked - r.base)
+	for _, e := range r.envs[:r.acked-r.base] {
+		delete(r.done, e.Body.SessionID)
+	}
+	r.envs = append([]Envelope(nil), keep...)
+	r.base, r.baseMAC = r.acked, ackedMAC
+	st = r.j.Stats()
+	info.RecordsAfter, info.BytesAfter, info.Carried = st.Records, st.Bytes, len(keep)
+	r.compacted++
+	r.setThresholds()
+	return info, nil
 }
 
 // Finalize seals and durably appends the session's terminal receipt. It
@@ -408,7 +621,7 @@ func (r *Journal) Finalize(b Body) (Envelope, error) {
 	if !r.reserved[b.SessionID] {
 		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, ErrNotFound)
 	}
-	e, err := Seal(r.key, uint64(len(r.envs))+1, r.head(), b)
+	e, err := Seal(r.key, r.next(), r.head(), b)
 	if err != nil {
 		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, err)
 	}
@@ -420,17 +633,22 @@ func (r *Journal) Finalize(b Body) (Envelope, error) {
 }
 
 // Page returns up to limit envelopes after sequence number after.
+// Acknowledged envelopes that compaction removed are no longer served.
 func (r *Journal) Page(after uint64, limit int) ([]Envelope, error) {
 	if limit <= 0 || limit > 1000 {
 		return nil, fmt.Errorf("page: %w: limit %d outside 1..1000", ErrInvalid, limit)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if after > uint64(len(r.envs)) {
-		return nil, fmt.Errorf("page: %w: after %d, head is %d", ErrInvalid, after, len(r.envs))
+	last := r.next() - 1
+	if after > last {
+		return nil, fmt.Errorf("page: %w: after %d, head is %d", ErrInvalid, after, last)
 	}
-	end := min(after+uint64(limit), uint64(len(r.envs)))
-	return append([]Envelope(nil), r.envs[after:end]...), nil
+	if after < r.base {
+		return nil, fmt.Errorf("page: %w: receipts up to %d were acknowledged and have left the journal; page after %d or later", ErrInvalid, r.base, r.base)
+	}
+	end := min(after+uint64(limit), last)
+	return append([]Envelope(nil), r.envs[after-r.base:end-r.base]...), nil
 }
 
 // Acked is the highest acknowledged sequence number.
@@ -445,7 +663,7 @@ func (r *Journal) Acked() uint64 {
 func (r *Journal) Head() (uint64, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return uint64(len(r.envs)), r.head()
+	return r.next() - 1, r.head()
 }
 
 // Ack records that the controller archived every envelope up to seq. The
@@ -461,6 +679,9 @@ func (r *Journal) Ack(seq uint64, mac string) error {
 		return fmt.Errorf("ack %d: %w", seq, err)
 	}
 	r.acked = seq
+	if st := r.j.Stats(); st.Records >= r.nextRecords || st.Bytes >= r.nextBytes {
+		r.autoCompact()
+	}
 	return nil
 }
 
@@ -468,9 +689,9 @@ func (r *Journal) checkAck(seq uint64, mac string) error {
 	switch {
 	case seq <= r.acked:
 		return fmt.Errorf("ack %d: %w: already acknowledged up to %d (replay)", seq, ErrAck, r.acked)
-	case seq > uint64(len(r.envs)):
-		return fmt.Errorf("ack %d: %w: no such receipt (head is %d)", seq, ErrAck, len(r.envs))
-	case !hmac.Equal([]byte(mac), []byte(r.envs[seq-1].EnvelopeMAC)):
+	case seq >= r.next():
+		return fmt.Errorf("ack %d: %w: no such receipt (head is %d)", seq, ErrAck, r.next()-1)
+	case !hmac.Equal([]byte(mac), []byte(r.envs[seq-r.base-1].EnvelopeMAC)):
 		return fmt.Errorf("ack %d: %w: MAC does not match that receipt", seq, ErrAck)
 	}
 	return nil
