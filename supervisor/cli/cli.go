@@ -34,10 +34,14 @@ const usage = `usage:
   glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
                                 name, protocol and live capability sets
                                 (run as a member of the glove service group)
-  glove status [--json] [--libexec DIR]
+  glove status [--json] [--libexec DIR] [--session-store DIR]
                                 probe what this host can enforce (user namespaces, Landlock,
-                                seccomp, cgroups, loop devices, mkfs.ext4, installed helpers);
+                                seccomp, cgroups, loop devices, mkfs.ext4, installed helpers)
+                                and gloved's store (journal use, free space);
                                 exit 1 unless a sandboxed session has all it needs
+  glove store compact [--session-store DIR] [--receipt-key K --receipt-anchor HEX]
+                                compact a stopped gloved's journals (as the service user;
+                                a running gloved compacts them on its own)
   glove policy validate --file F
                                 check a session policy (docs/policy.md); print a summary,
                                 or exit 2 with the first fault and its JSON path
@@ -109,6 +113,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return seccompCommand(args[1:], stdout, stderr)
 	case "call":
 		return callCommand(args[1:], stdout, stderr)
+	case "store":
+		return storeCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK

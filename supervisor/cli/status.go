@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/supervisor/journal"
 )
 
 // statusItem is one thing `glove status` probes.
@@ -63,6 +64,10 @@ type statusProbe struct {
 	// openTreeAttr says whether bind clones use open_tree_attr.
 	openTreeAttr func() bool
 	mountCalls   []mountCall
+	// storeDir is gloved's --session-store; freeBytes says how much
+	// room the file system holding a directory has for the caller.
+	storeDir  string
+	freeBytes func(dir string) (uint64, error)
 }
 
 func defaultStatusProbe() statusProbe {
@@ -78,7 +83,20 @@ func defaultStatusProbe() statusProbe {
 		release:     kernelRelease, pid1: pid1Comm, systemdVersion: systemdVersion, uid: os.Geteuid,
 		openTreeAttr: openTreeAttr,
 		mountCalls:   mountCalls(),
+		storeDir:     DefaultStoreDir,
+		freeBytes:    freeBytes,
 	}
+}
+
+// DefaultStoreDir is the packaged gloved's --session-store.
+const DefaultStoreDir = "/var/lib/glove/store"
+
+func freeBytes(dir string) (uint64, error) {
+	var sf unix.Statfs_t
+	if err := unix.Statfs(dir, &sf); err != nil {
+		return 0, fmt.Errorf("statfs: %w", err)
+	}
+	return sf.Bavail * uint64(sf.Bsize), nil
 }
 
 func statusCommand(args []string, stdout, stderr io.Writer) int {
@@ -87,6 +105,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	p := defaultStatusProbe()
 	fs.StringVar(&p.libexec, "libexec", p.libexec, "directory of the installed helpers")
+	fs.StringVar(&p.storeDir, "session-store", p.storeDir, "gloved's session store directory")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -99,7 +118,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 
 // statusNames is every item a report has, in order.
 func statusNames() []string {
-	names := []string{"kernel", "user-namespaces", "landlock", "seccomp", "mount-api", "cgroups", "cgroup-delegation", "loop-devices", "mkfs.ext4", "service-manager"}
+	names := []string{"kernel", "user-namespaces", "landlock", "seccomp", "mount-api", "cgroups", "cgroup-delegation", "loop-devices", "mkfs.ext4", "service-manager", "session-store"}
 	for _, e := range captable.Table {
 		if e.Helper {
 			names = append(names, "helper "+e.Binary)
@@ -120,6 +139,7 @@ func (p statusProbe) run() statusReport {
 		p.probeLoop(),
 		p.probeMkfs(),
 		p.probeServiceManager(),
+		p.probeStore(),
 	}
 	for _, e := range captable.Table {
 		if e.Helper {
@@ -593,4 +613,60 @@ func decodeFileCaps(b []byte) (fileCapSet, error) {
 func readTrim(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(bytes.TrimSpace(b)), err
+}
+
+// storeLowSpace is the free room under which the store's file system
+// counts as full: less than one compaction of a full journal needs.
+const storeLowSpace = 16 << 20
+
+// probeStore reports gloved's durable store: each journal's use of its
+// bounds (from the headers, without the writer's lock) and the room left
+// on its file system. A full disk or a full journal fails the item (no
+// session can be created); a store not set up yet, or one this user
+// cannot read, is only reported.
+func (p statusProbe) probeStore() statusItem {
+	it := statusItem{Name: "session-store"}
+	if _, err := os.Stat(p.storeDir); err != nil {
+		it.OK = true
+		it.Detail = fmt.Sprintf("no session store at %s (gloved not set up here): %v", p.storeDir, errors.Unwrap(err))
+		if errors.Is(err, os.ErrPermission) {
+			it.OK = false
+			it.Detail = fmt.Sprintf("%s: cannot read it as uid %d (run as root or the service user)", p.storeDir, p.uid())
+		}
+		return it
+	}
+	var parts []string
+	full := false
+	for _, j := range []struct{ name, kind string }{{"sessions.journal", "sessions"}, {"receipts.journal", "receipts"}} {
+		st, err := journal.Peek(p.storeDir, j.name, j.kind)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			parts = append(parts, j.name+": not created yet")
+			continue
+		case err != nil:
+			parts = append(parts, fmt.Sprintf("%s: %v", j.name, err))
+			full = full || !errors.Is(err, os.ErrPermission)
+			continue
+		}
+		const maxRecords, maxBytes = 10000, 64 << 20
+		parts = append(parts, fmt.Sprintf("%s: %d of %d records, %.1f of %d MiB (chain at record %d)",
+			j.name, st.Records, maxRecords, float64(st.Bytes)/(1<<20), maxBytes>>20, st.Seq))
+		if st.Records >= maxRecords*9/10 || st.Bytes >= maxBytes*9/10 {
+			parts[len(parts)-1] += ": nearly full (gloved compacts it on its own; clean up ended sessions and acknowledge receipts)"
+		}
+	}
+	free, err := p.freeBytes(p.storeDir)
+	switch {
+	case err != nil:
+		parts = append(parts, fmt.Sprintf("free space: %v", err))
+	case free < storeLowSpace:
+		full = true
+		parts = append(parts, fmt.Sprintf("no space left on device: %d bytes free", free))
+		it.Fix = "free space on the file system holding " + p.storeDir + " (gloved accepts writes again as soon as there is room)"
+	default:
+		parts = append(parts, fmt.Sprintf("%.1f GiB free", float64(free)/(1<<30)))
+	}
+	it.OK, it.Required = !full, full
+	it.Detail = p.storeDir + ": " + strings.Join(parts, "; ")
+	return it
 }

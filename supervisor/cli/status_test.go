@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/glove-sandbox/glove/supervisor/store"
 )
 
 // TestStatusHere runs every probe on this host through the command line
@@ -117,6 +120,8 @@ func fakeProbe(t *testing.T, mountinfo string) statusProbe {
 		uid:            os.Geteuid,
 		openTreeAttr:   func() bool { return false },
 		mountCalls:     mountCalls(),
+		storeDir:       filepath.Join(dir, "no-store"),
+		freeBytes:      func(string) (uint64, error) { return 1 << 30, nil },
 	}
 }
 
@@ -314,5 +319,77 @@ func TestUnescapeMount(t *testing.T) {
 		if got := unescapeMount(in); got != want {
 			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestStatusStore: the session-store item reports each journal's figures
+// from its header, and a full disk fails it and the report.
+func TestStatusStore(t *testing.T) {
+	p := fakeProbe(t, otherLine+v2Line)
+	if it := item(t, p.run(), "session-store"); !it.OK || !strings.Contains(it.Detail, "not set up") {
+		t.Fatalf("no store: %+v", it)
+	}
+	p.storeDir = filepath.Join(t.TempDir(), "store")
+	if err := os.Mkdir(p.storeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := store.Open(store.Options{Dir: p.storeDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, _, err := st.Create(store.CreateRequest{SessionID: fmt.Sprintf("s%d", i), IdempotencyKey: fmt.Sprintf("k%d", i),
+			ControllerPlanDigest: strings.Repeat("a", 64), PlanContentDigest: strings.Repeat("b", 64), Plan: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer st.Close()
+	it := item(t, p.run(), "session-store")
+	if !it.OK || !strings.Contains(it.Detail, "sessions.journal: 3 of 10000 records") ||
+		!strings.Contains(it.Detail, "receipts.journal: not created yet") || !strings.Contains(it.Detail, "1.0 GiB free") {
+		t.Fatalf("store: %+v", it)
+	}
+	p.freeBytes = func(string) (uint64, error) { return 4096, nil }
+	r := p.run()
+	it = item(t, r, "session-store")
+	if it.OK || !it.Required || !strings.Contains(it.Detail, "no space left on device: 4096 bytes free") || it.Fix == "" || r.Ready {
+		t.Fatalf("full disk: %+v (ready %v)", it, r.Ready)
+	}
+}
+
+// TestStoreCompactCommand: the operator's compaction of a stopped store,
+// and its refusal while a writer holds it.
+func TestStoreCompactCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := store.Open(store.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("s%d", i)
+		if _, _, err := st.Create(store.CreateRequest{SessionID: id, IdempotencyKey: "k" + id,
+			ControllerPlanDigest: strings.Repeat("a", 64), PlanContentDigest: strings.Repeat("b", 64), Plan: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Transition(id, store.Failed, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, errs := run("store", "compact", "--session-store", dir)
+	if code != ExitFail || !strings.Contains(errs, "held by a running gloved") {
+		t.Fatalf("while held: exit %d, %q", code, errs)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run("store", "compact", "--session-store", dir)
+	if code != ExitOK || errs != "" || !strings.Contains(out, "sessions.journal: 6 records") || !strings.Contains(out, "-> 2 records") {
+		t.Fatalf("exit %d, %q, %q", code, out, errs)
+	}
+	if code, _, _ := run("store", "compact", "--receipt-key", "k"); code != ExitUsage {
+		t.Fatalf("key without anchor: exit %d", code)
 	}
 }

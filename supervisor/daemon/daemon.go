@@ -55,6 +55,10 @@ type Config struct {
 	AllowUIDs           []int         // --allow-uid (default: our own uid)
 	Stream              *StreamConfig // --inherited-stream ALIAS=SOCKET
 	LibraryBundleRoot   string        // --library-bundle-root
+	// Retention is how long a cleaned-up session's id and idempotency
+	// key are kept (--idempotency-retention; store.DefaultRetention
+	// when 0).
+	Retention time.Duration
 	// Log receives the JSON log; HelperLog the helpers' own logs.
 	Log       *logrus.Logger
 	HelperLog io.Writer
@@ -157,11 +161,15 @@ func New(cfg Config) (*Daemon, error) {
 		if err := CheckDir(cfg.StoreDir); err != nil {
 			return nil, fmt.Errorf("--session-store: %w", err)
 		}
-		st, _, err := store.Open(store.Options{Dir: cfg.StoreDir})
+		st, _, err := store.Open(store.Options{Dir: cfg.StoreDir, Retention: cfg.Retention, OnCompact: d.logStoreCompaction})
 		if err != nil {
 			return nil, fmt.Errorf("--session-store: %w", err)
 		}
 		d.store = st
+		if e := st.Stats().ReserveErr; e != nil {
+			// Recovery still runs: its records are within the bounds.
+			d.log.WithField("event", "store").WithField("error", e.Error()).Error("cannot reserve disk room for the sessions' records")
+		}
 		if d.auth, err = store.NewAuthorizer(key, StartTokenTTL, nil); err != nil {
 			return nil, fmt.Errorf("--receipt-key: %w", err)
 		}
@@ -169,7 +177,7 @@ func New(cfg Config) (*Daemon, error) {
 			if !policy.ValidSHA256Hex(cfg.Anchor) {
 				return nil, errors.New("--receipt-anchor: not 64 lowercase hex characters")
 			}
-			rj, _, err := receipt.Open(receipt.Options{Dir: cfg.StoreDir, Key: key, Anchor: cfg.Anchor})
+			rj, _, err := receipt.Open(receipt.Options{Dir: cfg.StoreDir, Key: key, Anchor: cfg.Anchor, OnCompact: d.logReceiptCompaction})
 			if err != nil {
 				return nil, fmt.Errorf("--receipt-anchor: %w", err)
 			}
@@ -370,4 +378,29 @@ func (d *Daemon) closeComponents() error {
 		errs = append(errs, d.receipts.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// logStoreCompaction logs an automatic compaction of the session store:
+// the figures an operator needs to see the store stays within its bounds.
+func (d *Daemon) logStoreCompaction(info store.CompactInfo, err error) {
+	f := logrus.Fields{"event": "compacted", "journal": "sessions", "records_before": info.RecordsBefore,
+		"records_after": info.RecordsAfter, "bytes_before": info.BytesBefore, "bytes_after": info.BytesAfter,
+		"sessions": info.Sessions, "dropped": info.Dropped}
+	if err != nil {
+		d.log.WithFields(f).WithField("error", err.Error()).Error("session store compaction failed; the store is unchanged")
+		return
+	}
+	d.log.WithFields(f).Info("session store compacted")
+}
+
+// logReceiptCompaction logs an automatic compaction of the receipts.
+func (d *Daemon) logReceiptCompaction(info receipt.CompactInfo, err error) {
+	f := logrus.Fields{"event": "compacted", "journal": "receipts", "records_before": info.RecordsBefore,
+		"records_after": info.RecordsAfter, "bytes_before": info.BytesBefore, "bytes_after": info.BytesAfter,
+		"dropped": info.Dropped, "carried": info.Carried}
+	if err != nil {
+		d.log.WithFields(f).WithField("error", err.Error()).Error("receipt journal compaction failed; the journal is unchanged")
+		return
+	}
+	d.log.WithFields(f).Info("receipt journal compacted")
 }

@@ -2,12 +2,15 @@ package daemon
 
 import (
 	"errors"
+	"strings"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/journal"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/store"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/sirupsen/logrus"
 )
 
 type noParams struct{}
@@ -97,8 +100,7 @@ func (d *Daemon) createSession(_ *conn, k *call) (any, *Error) {
 	case errors.Is(err, store.ErrInvalid):
 		return nil, errorf(CodeInvalidParams, "%s", oneLine(err.Error()))
 	case err != nil:
-		d.log.Error("session store failure")
-		return nil, errorf(CodeInternal, "session store failure")
+		return nil, d.storeError(ps.SessionID, "create", err)
 	}
 	token, exp, err := d.auth.Issue(sess)
 	if err != nil {
@@ -214,4 +216,25 @@ func (d *Daemon) receiptsAck(_ *conn, k *call) (any, *Error) {
 		return nil, errorf(CodeInternal, "receipt journal failure")
 	}
 	return map[string]any{"acked": ps.Seq}, nil
+}
+
+// storeError answers a failed durable write: a full store or a full disk
+// says so (the controller can act on it: clean up, or wait for space);
+// anything else is an internal failure, logged with its cause.
+func (d *Daemon) storeError(id, op string, err error) *Error {
+	log := d.log.WithFields(logrus.Fields{"session_id": id, "event": "store", "op": op, "error": oneLine(err.Error())})
+	switch {
+	case errors.Is(err, store.ErrFull):
+		log.Warn("session store full")
+		_, why, _ := strings.Cut(oneLine(err.Error()), store.ErrFull.Error()+": ")
+		return errorf(CodeUnavailable, "session store full: %s", why)
+	case errors.Is(err, receipt.ErrFull):
+		log.Warn("receipt journal full")
+		return errorf(CodeUnavailable, "no receipt capacity")
+	case errors.Is(err, journal.ErrNoSpace):
+		log.Error("no space left on device")
+		return errorf(CodeUnavailable, "%s: no space left on device", map[bool]string{true: "receipt journal", false: "session store"}[strings.HasPrefix(op, "receipt")])
+	}
+	log.Error("session store failure")
+	return errorf(CodeInternal, "session store failure")
 }

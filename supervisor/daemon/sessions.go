@@ -12,6 +12,7 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/journal"
 	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/materialize"
 	"github.com/glove-sandbox/glove/supervisor/plan"
@@ -302,7 +303,10 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		d.mu.Unlock()
 	}()
 	if _, err := d.store.Transition(sess.ID, store.Preparing, ""); err != nil {
-		return nil, errorf(CodeConflict, "session is no longer created")
+		if errors.Is(err, store.ErrTransition) {
+			return nil, errorf(CodeConflict, "session is no longer created")
+		}
+		return nil, d.storeError(sess.ID, "prepare", err)
 	}
 	fail := func(reason string, e *Error) (any, *Error) {
 		if _, err := d.store.Transition(sess.ID, store.Failed, reason); err != nil {
@@ -388,9 +392,13 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	if err := d.receipts.Reserve(sess.ID); err != nil {
 		closeHelpers()
 		releaseStream()
-		if errors.Is(err, receipt.ErrFull) {
-			return fail("receipt_capacity", errorf(CodeUnavailable, "no receipt capacity"))
+		switch {
+		case errors.Is(err, receipt.ErrFull):
+			return fail("receipt_capacity", d.storeError(sess.ID, "receipt reserve", err))
+		case errors.Is(err, journal.ErrNoSpace):
+			return fail("receipt_no_space", d.storeError(sess.ID, "receipt reserve", err))
 		}
+		d.log.WithField("session_id", sess.ID).WithField("error", oneLine(err.Error())).Error("receipt reservation failed")
 		return fail("receipt_reserve", errorf(CodeInternal, "receipt reservation failed"))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -400,8 +408,10 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		cancel()
 		closeHelpers()
 		releaseStream()
-		d.finalize(sess, time.Now(), nil, nil, "failed")
-		return fail("store", errorf(CodeInternal, "session store failure"))
+		if ferr := d.finalize(sess, time.Now(), nil, nil, "failed"); ferr != nil {
+			d.log.WithField("session_id", sess.ID).WithField("error", oneLine(ferr.Error())).Error("terminal receipt not sealed")
+		}
+		return fail("store", d.storeError(sess.ID, "start", err))
 	}
 	// The program is released only once its identity is durable and the
 	// session is recorded as running: a gloved killed at any point finds,
@@ -735,7 +745,12 @@ func (d *Daemon) cleanupSession(_ *conn, k *call) (any, *Error) {
 		return nil, errorf(CodeConflict, "session has not ended")
 	}
 	// The engine removed its cgroups, mounts and bundle when the session
-	// ended: what is left is this process's record of it.
+	// ended: what is left is the store's record of it, which from now on
+	// is kept only for the idempotency retention window (compaction
+	// lets it go after that), and this process's.
+	if _, err := d.store.Cleanup(sess.ID); err != nil {
+		return nil, d.storeError(sess.ID, "cleanup", err)
+	}
 	delete(d.sessions, sess.ID)
 	return map[string]any{"session_id": sess.ID, "cleaned": true}, nil
 }

@@ -366,3 +366,33 @@ func TestStaleTempLockedKept(t *testing.T) {
 		t.Fatalf("the stale temporary file: %v", err)
 	}
 }
+
+// TestPeek: the header figures, without the lock, match the writer's.
+func TestPeek(t *testing.T) {
+	dir := testDir(t)
+	j, _, _ := mustOpen(t, testOpts(dir))
+	defer j.Close()
+	appendRange(t, j, 1, 4)
+	if _, err := j.Compact(carry(2), 0); err != nil {
+		t.Fatal(err)
+	}
+	appendRange2 := func(n int) {
+		for range n {
+			if _, err := j.Append(payloadFor(1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendRange2(3)
+	got, err := Peek(dir, testName, "sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := j.Stats()
+	if got.Seq != want.Seq || got.Base != want.Base || got.Records != want.Records || got.Bytes != want.Bytes || got.Seq != 9 || got.Base != 4 {
+		t.Fatalf("peek %+v, writer %+v", got, want)
+	}
+	if _, err := Peek(dir, testName, "receipts"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("peek as another kind: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/daemon"
 	"github.com/glove-sandbox/glove/supervisor/session"
+	"github.com/glove-sandbox/glove/supervisor/store"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
@@ -66,6 +67,8 @@ func run(args []string) int {
 	fs.StringVar(&cfg.Libexec, "libexec", daemon.LibexecDir, "directory of the installed helpers")
 	fs.Var(&uids, "allow-uid", "uid allowed to connect (repeatable; default: gloved's own)")
 	fs.StringVar(&cfg.LibraryBundleRoot, "library-bundle-root", "", "directory of digest-named library bundles (mode 0700, owned by the service user)")
+	fs.DurationVar(&cfg.Retention, "idempotency-retention", store.DefaultRetention,
+		fmt.Sprintf("how long a cleaned-up session's id and idempotency key are kept (%v..%v)", store.MinRetention, store.MaxRetention))
 	stream := fs.String("inherited-stream", "", "ALIAS=SOCKET: the inherited-stream-v1 upstream (a unix socket of the service user in a 0700 directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
