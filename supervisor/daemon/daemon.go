@@ -371,6 +371,8 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 	lns := d.listeners
 	d.mu.Unlock()
 	for _, ln := range lns {
+		// Serve returns on the close; a listener that reports an error
+		// closing is released all the same, and Shutdown goes on.
 		_ = ln.Close()
 	}
 	for _, c := range conns {

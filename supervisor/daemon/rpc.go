@@ -679,7 +679,9 @@ func Listen(path string) (*net.UnixListener, error) {
 		}
 		c, err := net.DialTimeout("unix", path, time.Second)
 		if err == nil {
-			c.Close()
+			// Only a probe: the refusal below is the answer, whatever
+			// closing it reports.
+			_ = c.Close()
 			return nil, errors.New("listen: another process serves the socket")
 		}
 		if !errors.Is(err, unix.ECONNREFUSED) {
@@ -698,7 +700,8 @@ func Listen(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
+		// Failing already: the chmod error is the one to report.
+		_ = ln.Close()
 		return nil, fmt.Errorf("listen: chmod: %w", err)
 	}
 	ln.SetUnlinkOnClose(true)
