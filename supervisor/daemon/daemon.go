@@ -59,6 +59,13 @@ type Config struct {
 	// key are kept (--idempotency-retention; store.DefaultRetention
 	// when 0).
 	Retention time.Duration
+	// IdleTimeout closes a control connection idle that long (no
+	// complete request, nothing written to it, not attached to a running
+	// session); LineTimeout bounds one request line from its first byte.
+	// Zero: DefaultIdleTimeout, DefaultLineTimeout; otherwise within
+	// MinConnTimeout..MaxIdleTimeout and MinConnTimeout..MaxLineTimeout.
+	IdleTimeout time.Duration // --idle-timeout
+	LineTimeout time.Duration // --line-timeout
 	// Log receives the JSON log; HelperLog the helpers' own logs.
 	Log       *logrus.Logger
 	HelperLog io.Writer
@@ -85,11 +92,15 @@ type Daemon struct {
 	libraries *library.Root
 	methods   map[string]bool
 	order     []string
+	// idleTimeout and lineTimeout are the configured or default bounds
+	// of a control connection (rpc.go).
+	idleTimeout, lineTimeout time.Duration
 
 	mu        sync.Mutex
 	sessions  map[string]*live // sessions started by this process
 	claims    map[string]bool  // start_session in progress
 	conns     map[*conn]bool
+	connSeq   uint64 // connections accepted so far
 	listeners []net.Listener
 	wg        sync.WaitGroup // running sessions
 	closing   bool
@@ -119,6 +130,13 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, allow: map[int]bool{}, methods: map[string]bool{},
 		sessions: map[string]*live{}, claims: map[string]bool{}, conns: map[*conn]bool{}}
+	var err error
+	if d.idleTimeout, err = connTimeout(cfg.IdleTimeout, DefaultIdleTimeout, MaxIdleTimeout); err != nil {
+		return nil, fmt.Errorf("--idle-timeout: %w", err)
+	}
+	if d.lineTimeout, err = connTimeout(cfg.LineTimeout, DefaultLineTimeout, MaxLineTimeout); err != nil {
+		return nil, fmt.Errorf("--line-timeout: %w", err)
+	}
 	if len(cfg.AllowUIDs) == 0 {
 		d.allow[os.Getuid()] = true
 	}
@@ -254,6 +272,18 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
+// connTimeout is a configured connection timeout: def when zero,
+// otherwise within MinConnTimeout..max (a timeout cannot be disabled).
+func connTimeout(v, def, max time.Duration) (time.Duration, error) {
+	switch {
+	case v == 0:
+		return def, nil
+	case v < MinConnTimeout || v > max:
+		return 0, fmt.Errorf("%v is not within %v..%v", v, MinConnTimeout, max)
+	}
+	return v, nil
+}
+
 func (d *Daemon) advertise(ms []string) {
 	for _, m := range ms {
 		d.methods[m] = true
@@ -349,6 +379,8 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 	lns := d.listeners
 	d.mu.Unlock()
 	for _, ln := range lns {
+		// Serve returns on the close; a listener that reports an error
+		// closing is released all the same, and Shutdown goes on.
 		_ = ln.Close()
 	}
 	for _, c := range conns {

@@ -69,6 +69,10 @@ func run(args []string) int {
 	fs.StringVar(&cfg.LibraryBundleRoot, "library-bundle-root", "", "directory of digest-named library bundles (mode 0700, owned by the service user)")
 	fs.DurationVar(&cfg.Retention, "idempotency-retention", store.DefaultRetention,
 		fmt.Sprintf("how long a cleaned-up session's id and idempotency key are kept (%v..%v)", store.MinRetention, store.MaxRetention))
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout,
+		"close a control connection idle that long, unless attached to a running session (1s..1h)")
+	fs.DurationVar(&cfg.LineTimeout, "line-timeout", daemon.DefaultLineTimeout,
+		"close a control connection whose request line is not complete that long after its first byte (1s..1m)")
 	stream := fs.String("inherited-stream", "", "ALIAS=SOCKET: the inherited-stream-v1 upstream (a unix socket of the service user in a 0700 directory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
