@@ -179,7 +179,8 @@ func New(cfg Config) (*Daemon, error) {
 		if err := CheckDir(cfg.StoreDir); err != nil {
 			return nil, fmt.Errorf("--session-store: %w", err)
 		}
-		st, _, err := store.Open(store.Options{Dir: cfg.StoreDir, Retention: cfg.Retention, OnCompact: d.logStoreCompaction})
+		st, _, err := store.Open(store.Options{Dir: cfg.StoreDir, Retention: cfg.Retention, OnCompact: d.logStoreCompaction,
+			MaxRecords: testJournalRecords()})
 		if err != nil {
 			return nil, fmt.Errorf("--session-store: %w", err)
 		}
@@ -195,7 +196,8 @@ func New(cfg Config) (*Daemon, error) {
 			if !policy.ValidSHA256Hex(cfg.Anchor) {
 				return nil, errors.New("--receipt-anchor: not 64 lowercase hex characters")
 			}
-			rj, _, err := receipt.Open(receipt.Options{Dir: cfg.StoreDir, Key: key, Anchor: cfg.Anchor, OnCompact: d.logReceiptCompaction})
+			rj, _, err := receipt.Open(receipt.Options{Dir: cfg.StoreDir, Key: key, Anchor: cfg.Anchor, OnCompact: d.logReceiptCompaction,
+				MaxRecords: testJournalRecords()})
 			if err != nil {
 				return nil, fmt.Errorf("--receipt-anchor: %w", err)
 			}

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,4 +45,17 @@ func faultHook() func(string) {
 			}
 		}
 	}
+}
+
+// testRecordsVar bounds both journals to that many records in a gloved
+// built with the glove_testfaults tag, so that a test reaches their
+// compactions in a few sessions.
+const testRecordsVar = "GLOVED_TEST_JOURNAL_RECORDS"
+
+func testJournalRecords() int {
+	n, err := strconv.Atoi(os.Getenv(testRecordsVar))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }

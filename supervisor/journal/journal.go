@@ -57,6 +57,19 @@ func fault(point string) {
 	}
 }
 
+// kindFaultHook is nil in production; a gloved built with the
+// glove_testfaults tag sets it (faults_testing.go) to die at a named
+// point of one kind of journal, for the daemon's crash tests.
+var kindFaultHook func(kind, point string)
+
+// fault calls the test hooks at a named point of this journal.
+func (j *Journal) fault(point string) {
+	fault(point)
+	if kindFaultHook != nil {
+		kindFaultHook(j.kind, point)
+	}
+}
+
 // Options names a journal and bounds it.
 type Options struct {
 	// Dir is the parent directory: owned by the current uid, mode exactly
@@ -568,29 +581,29 @@ func (j *Journal) Append(payload []byte) (Record, error) {
 	next := slot{kind: j.tag, ver: j.ver, index: 1 - j.cur, gen: j.gen + 1,
 		count: seq, length: uint64(j.length + size), head: hash, id: j.id, base: j.base, baseHead: j.baseHead}
 
-	fault("record-before")
-	if err := writeAt(j.fd, rec, j.length, "record-partial"); err != nil {
+	j.fault("record-before")
+	if err := writeAt(j.fd, rec, j.length, "record-partial", j.fault); err != nil {
 		j.healable = true
 		return Record{}, j.poison(seq, "write record", err)
 	}
-	fault("record-written")
+	j.fault("record-written")
 	// The record must be on disk before a header points at it, or a crash
 	// could leave a committed header over missing bytes.
 	if err := unix.Fdatasync(j.fd); err != nil {
 		j.healable = true
 		return Record{}, j.poison(seq, "sync record", err)
 	}
-	fault("record-synced")
+	j.fault("record-synced")
 	// Overwrite the older slot: the one in force stays intact if this
 	// write tears.
-	if err := writeAt(j.fd, next.encode(), int64(next.index)*slotSize, "header-partial"); err != nil {
+	if err := writeAt(j.fd, next.encode(), int64(next.index)*slotSize, "header-partial", j.fault); err != nil {
 		return Record{}, j.poison(seq, "write header", err)
 	}
-	fault("header-written")
+	j.fault("header-written")
 	if err := unix.Fdatasync(j.fd); err != nil {
 		return Record{}, j.poison(seq, "sync header", err)
 	}
-	fault("header-synced")
+	j.fault("header-synced")
 	j.cur, j.gen, j.count, j.length, j.head = next.index, next.gen, j.count+1, j.length+size, hash
 	j.prealloc = max(j.prealloc-size, 0)
 	j.written += size
@@ -692,8 +705,8 @@ func (j *Journal) closeFd() error {
 
 // writeAt writes b at off. Under a test fault hook it stops halfway and
 // calls the hook at partialPoint, which is how tests stage a torn write.
-func writeAt(fd int, b []byte, off int64, partialPoint string) error {
-	if faultHook != nil {
+func writeAt(fd int, b []byte, off int64, partialPoint string, fault func(string)) error {
+	if faultHook != nil || kindFaultHook != nil {
 		half := len(b) / 2
 		if err := pwriteFull(fd, b[:half], off); err != nil {
 			return err
@@ -767,7 +780,7 @@ func (j *Journal) preallocate(fd int, length, n int64) error {
 	if n <= 0 {
 		return nil
 	}
-	fault("preallocate")
+	j.fault("preallocate")
 	err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, length, n)
 	switch {
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
@@ -870,7 +883,7 @@ func (j *Journal) writeCompacted(buf []byte, prealloc int64) (int, error) {
 		return -1, fmt.Errorf("journal %s: compact: random name: %w", j.kind, err)
 	}
 	tmp := "." + j.o.Name + ".compact-" + hex.EncodeToString(rnd[:])
-	fault("compact-begin")
+	j.fault("compact-begin")
 	fd, err := unix.Openat(j.dirfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0600)
 	if err != nil {
 		return -1, fmt.Errorf("journal %s: compact: create %s: %w", j.kind, tmp, spaceError(err))
@@ -896,19 +909,19 @@ func (j *Journal) writeCompacted(buf []byte, prealloc int64) (int, error) {
 	if err := j.preallocate(fd, int64(len(buf)), prealloc); err != nil {
 		return -1, fmt.Errorf("journal %s: compact: %w", j.kind, err)
 	}
-	if err := writeAt(fd, buf, 0, "compact-partial"); err != nil {
+	if err := writeAt(fd, buf, 0, "compact-partial", j.fault); err != nil {
 		return -1, fmt.Errorf("journal %s: compact: write the new file: %w", j.kind, spaceError(err))
 	}
-	fault("compact-written")
+	j.fault("compact-written")
 	if err := unix.Fsync(fd); err != nil {
 		return -1, fmt.Errorf("journal %s: compact: fsync the new file: %w", j.kind, spaceError(err))
 	}
-	fault("compact-synced")
+	j.fault("compact-synced")
 	if err := unix.Renameat(j.dirfd, tmp, j.dirfd, j.o.Name); err != nil {
 		return -1, fmt.Errorf("journal %s: compact: rename over %s: %w", j.kind, j.o.Name, err)
 	}
 	renamed = true
-	fault("compact-renamed")
+	j.fault("compact-renamed")
 	// Until the rename is durable a crash may bring back the old file,
 	// so nothing may be appended to the new one before this fsync.
 	dfd, err := unix.Openat(j.dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -931,7 +944,7 @@ func (j *Journal) writeCompacted(buf []byte, prealloc int64) (int, error) {
 		j.err = fmt.Errorf("journal %s: compact: fsync the directory (journal unusable until reopened): %w", j.kind, err)
 		return -1, j.err
 	}
-	fault("compact-dir-synced")
+	j.fault("compact-dir-synced")
 	return fd, nil
 }
 
