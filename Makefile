@@ -33,7 +33,7 @@ STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -ex
 STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode ./supervisor/store:FuzzReplay ./supervisor/receipt:FuzzReplay
 
 .PHONY: all build install deps test lint fuzz bench demo clean deb vm-lane lane-tests
 
@@ -115,6 +115,7 @@ bench:
 	$(GO) test -run=NONE -bench=StreamproxyExchange -benchtime=200x -count=1 ./helpers/integration/
 	$(GO) test -run=NONE -bench=StartTrue -benchtime=100x -count=3 ./shim/
 	$(GO) test -run=NONE -bench=StartToFirstByte -benchtime=30x -count=1 ./supervisor/daemon/
+	$(GO) test -run=NONE -bench=Sessions -benchtime=100000x -count=1 ./supervisor/store/
 
 # The Debian package bin/deb/glove_<version>_<arch>.deb, with dpkg-deb
 # only (docs/packaging.md): built with PREFIX=/usr CONFDIR=/etc/glove into

@@ -741,6 +741,21 @@ func (d *Daemon) cleanupSession(_ *conn, k *call) (any, *Error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l := d.sessions[sess.ID]
+	if sess.State == store.Created && !d.claims[sess.ID] {
+		// A session never started is given up: it ends as failed
+		// (cancelled), so that a controller can release what it holds
+		// in the store (the room reserved for its lifecycle) without
+		// running it. A start that races this finds it no longer
+		// created; one already claimed makes this a conflict below.
+		cur, err := d.store.Transition(sess.ID, store.Failed, "cancelled")
+		switch {
+		case errors.Is(err, store.ErrTransition):
+			return nil, errorf(CodeConflict, "session is being started")
+		case err != nil:
+			return nil, d.storeError(sess.ID, "cancel", err)
+		}
+		sess = cur
+	}
 	if !sess.State.Terminal() || (l != nil && l.ended() == nil) {
 		return nil, errorf(CodeConflict, "session has not ended")
 	}

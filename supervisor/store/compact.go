@@ -323,7 +323,7 @@ func (s *Store) admit(n int) error {
 		if st.Records+recs <= st.MaxRecords && st.Bytes+bytes <= st.MaxBytes {
 			return true, ""
 		}
-		return false, fmt.Sprintf("%d of %d records and %d of %d bytes used, %d records and %d bytes reserved for %d sessions",
+		return false, fmt.Sprintf("%d of %d records and %d of %d bytes used; %d records and %d bytes needed for the %d sessions held and this one",
 			st.Records, st.MaxRecords, st.Bytes, st.MaxBytes, recs, bytes, len(s.sessions))
 	}
 	ok, why := fits()
