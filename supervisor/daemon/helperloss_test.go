@@ -168,6 +168,14 @@ func TestGlovedHelperLoss(t *testing.T) {
 	pause := filepath.Join(f.run, "pause") // gloved creates pause.reached: the service user's directory
 	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_PAUSE=cgroup:" + pause}, f.args...)
 	c := dial(t, g.socket)
+	// Only the first session pauses at its cgroup point; the others (and
+	// each subtest run on its own) pass once the file exists.
+	unpause := func(t *testing.T) {
+		t.Helper()
+		if err := os.WriteFile(pause, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// start: glove-cgroup dies once the session's cgroups exist, before
 	// the shim is placed. The launch fails, naming the helper, and a
@@ -184,9 +192,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 			}
 		}
 		killed := killHelper(t, g)
-		if err := os.WriteFile(pause, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		unpause(t)
 		c.ok("attach", map[string]any{"session_id": "hl-start"}, nil)
 		end := endOf(t, readUntil(t, c, killed.Add(10*time.Second), "start: ended", isEnded))
 		t.Logf("start: glove-cgroup killed after the cgroups were made; the launch failed %v after the kill", time.Since(killed).Round(time.Millisecond))
@@ -212,6 +218,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 		{"stop", "stubborn", "tiny", "ignoring", graceMs * time.Millisecond, "signaled", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			unpause(t)
 			id := "hl-" + tc.name
 			tok := f.create(c, id, f.plan(tc.template, tc.profile))
 			t0 := time.Now()
@@ -246,6 +253,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 	// A dead helper of one session does not affect the next: it gets
 	// its own helpers, and ends as it would have.
 	t.Run("next", func(t *testing.T) {
+		unpause(t)
 		tok := f.create(c, "hl-next", f.plan("harness", "tiny"))
 		c.ok("start_session", map[string]any{"session_id": "hl-next", "start_token": tok}, nil)
 		if end := attach(t, c, "hl-next"); end.State != "exited" || end.Termination != "exited" || end.ExitCode != 7 {
@@ -262,6 +270,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 	// gloved exits.
 	t.Run("shutdown", func(t *testing.T) {
 		const shutdownGrace = 5 * time.Second // cmd/gloved's
+		unpause(t)
 		tok := f.create(c, "hl-shutdown", f.plan("stubborn", "tiny"))
 		c.ok("start_session", map[string]any{"session_id": "hl-shutdown", "start_token": tok}, nil)
 		c.ok("attach", map[string]any{"session_id": "hl-shutdown"}, nil)

@@ -972,7 +972,9 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	p.endErrs = append(p.endErrs, s.killErrs...)
 	s.killErrs = nil
 	s.mu.Unlock()
-	reapOrphans(l.Name)
+	if err := reapOrphans(l.Name); err != nil {
+		p.endErrs = append(p.endErrs, err)
+	}
 	if ptyMaster != nil {
 		// The pty's output ends when the last process holding the slave
 		// is gone; the session's processes are (cgroup kill or exit).
@@ -1090,12 +1092,41 @@ func BecomeSubreaper() error {
 // cgroup (a zombie still shows its cgroup). Only those: a supervisor runs
 // several sessions, and reaping another session's glove-shim, or a
 // helper, would take its exit status from under its own Wait.
-func reapOrphans(name string) {
+//
+// A process leaves its cgroup's population (cgroup.events "populated 0",
+// which waitEmpty saw) before it becomes a zombie, so a child of ours
+// may still be exiting here: the scan is repeated, for at most
+// orphanWait, until no child of ours in the session is left unreaped.
+// Threat: a zombie left behind when this supervisor exits is re-parented
+// to the host's init, which may never reap it (seen with the shim's
+// stage 1 after a kill of a session whose helper was gone).
+func reapOrphans(name string) error {
+	deadline := time.Now().Add(orphanWait)
+	for {
+		left, err := reapOrphansOnce(name)
+		if err != nil || left == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes of the session still exiting %v after its cgroup emptied", left, orphanWait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// orphanWait bounds reapOrphans: a killed process that has left its
+// cgroup is a zombie within microseconds.
+const orphanWait = 5 * time.Second
+
+// reapOrphansOnce reaps this session's zombie children of ours and counts
+// those that are still exiting.
+func reapOrphansOnce(name string) (int, error) {
 	self := strconv.Itoa(os.Getpid())
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return
+		return 0, fmt.Errorf("list processes: %w", err)
 	}
+	left := 0
 	for _, d := range ents {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -1103,20 +1134,30 @@ func reapOrphans(name string) {
 		}
 		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
 		if err != nil {
-			continue
+			continue // gone since the listing
 		}
 		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
 		f := strings.Fields(string(stat[i+1:]))
-		if i < 0 || len(f) < 2 || f[0] != "Z" || f[1] != self {
+		if len(f) < 2 || f[1] != self {
 			continue
 		}
 		cg, err := os.ReadFile("/proc/" + d.Name() + "/cgroup")
 		if err != nil || !inSessionCgroup(string(cg), name) {
 			continue
 		}
+		if f[0] != "Z" {
+			left++
+			continue
+		}
 		var ws unix.WaitStatus
-		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
+			return left, fmt.Errorf("reap %d: %w", pid, err)
+		}
 	}
+	return left, nil
 }
 
 // inSessionCgroup reports whether a /proc/PID/cgroup text puts the process
