@@ -304,6 +304,11 @@ func TestGlovedHelperLoss(t *testing.T) {
 			t.Errorf("gloved's log has no %s:\n%s", want, g.log)
 		}
 	}
+	// Every kill went through the session's cgroup descriptor (the
+	// first way): the service user may write the session's cgroup.kill.
+	if strings.Contains(g.log.String(), `"event":"kill_path_failed"`) {
+		t.Errorf("a way of killing a session failed:\n%s", g.log)
+	}
 
 	// A restarted gloved has each outcome: the reason names the lost
 	// helper, the receipts keep the termination vocabulary.
