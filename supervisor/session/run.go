@@ -635,8 +635,12 @@ type session struct {
 	// failed (whether or not another way then succeeded), in order.
 	killErrs []error
 	// killMu serializes kills: a limit's timer, the CPU watcher, the
-	// output pump and the main path may all end the session at once.
+	// output pump and the main path may all end the session at once. It
+	// guards over (the session's supervision is over: kill is a no-op)
+	// and shimFD (a pidfd of the shim, -1 if none).
 	killMu sync.Mutex
+	over   bool
+	shimFD int
 }
 
 // end records why the session is being ended and kills everything in it
@@ -684,6 +688,9 @@ func (s *session) end(reason string) {
 func (s *session) kill() {
 	s.killMu.Lock()
 	defer s.killMu.Unlock()
+	if s.over {
+		return
+	}
 	var errs []error
 	record := func() {
 		s.mu.Lock()
@@ -739,7 +746,7 @@ func (s *session) killPidfds() error {
 		errs = append(errs, err)
 	}
 	for _, pid := range kids {
-		if err := killChild(pid, shim); err != nil {
+		if err := killChild(pid, shim, s.shimFD); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -758,9 +765,14 @@ func (s *session) killPidfds() error {
 }
 
 // killChild sends SIGKILL to pid through a pidfd, if pid is still a child
-// of parent once the pidfd is open (so the pidfd names that child, not a
-// process that took its pid since the listing).
-func killChild(pid, parent int) error {
+// of parent once the pidfd is open and parent (parentFD, its pidfd) has
+// not exited: then parent's pid still named parent when the child's
+// parent was read, and the pidfd names that child, not a process that
+// took its pid since the listing.
+func killChild(pid, parent, parentFD int) error {
+	if parentFD < 0 {
+		return errors.New("no pidfd of glove-shim: its children cannot be told from a reused pid's")
+	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
 		return nil // gone since the listing
@@ -771,6 +783,14 @@ func killChild(pid, parent int) error {
 	defer unix.Close(fd)
 	if pp, err := parentOf(pid); err != nil || pp != parent {
 		return nil // exited, or not the child listed
+	}
+	pfd := []unix.PollFd{{Fd: int32(parentFD), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 0); err != nil {
+		return fmt.Errorf("poll glove-shim's pidfd: %w", err)
+	} else if n > 0 {
+		// The shim has exited: its stage 1 dies with it (parent-death
+		// signal), and its pid may name another process now.
+		return nil
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("pidfd_send_signal %d: %w", pid, err)
@@ -847,7 +867,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	}
 	var ptyMaster *os.File
 	var outDone sync.WaitGroup
-	s := &session{p: p, l: l, cmd: cmd}
+	s := &session{p: p, l: l, cmd: cmd, shimFD: -1}
 	if l.Terminal {
 		master, slave, err := openPTY()
 		if err != nil {
@@ -887,6 +907,27 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	if !l.Terminal {
 		cmd.Stdout.(*os.File).Close()
 	}
+	// A pidfd of the shim, opened before anything can reap it, so that it
+	// names the shim and no later process: kill uses it to tell whether
+	// the shim's pid still means the shim.
+	if fd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
+		s.killMu.Lock()
+		s.shimFD = fd
+		s.killMu.Unlock()
+	} else {
+		p.endErrs = append(p.endErrs, fmt.Errorf("pidfd_open glove-shim: %w", err))
+	}
+	// From the end of supervise on, the cgroup descriptors are closed and
+	// the shim's pid may name another process: a late kill (a limit's
+	// timer firing as the session ends) must touch neither.
+	defer func() {
+		s.killMu.Lock()
+		s.over = true
+		if s.shimFD >= 0 {
+			unix.Close(s.shimFD)
+		}
+		s.killMu.Unlock()
+	}()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	started := time.Now()
