@@ -275,8 +275,13 @@ func (d *Daemon) recoverOne(sess store.Session, reserved bool, reason string) er
 	if err != nil {
 		return err
 	}
-	_, _, err = cg.Client.Call(&wire.CgRemove{Session: sess.ID}, nil)
-	_ = cg.Close()
+	_, files, err := cg.Client.Call(&wire.CgRemove{Session: sess.ID}, nil)
+	for _, f := range files {
+		f.Close()
+	}
+	if cerr := cg.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("glove-cgroup exit: %w", cerr))
+	}
 	if err != nil {
 		return fmt.Errorf("remove the session's cgroups: %w", err)
 	}
@@ -318,7 +323,7 @@ func launchDigestOf(sess store.Session) string {
 
 // freezeImages re-attaches and freezes the session's retained images in
 // the materialization root (session.ImageName's "<session>_" prefix).
-func (d *Daemon) freezeImages(id string) error {
+func (d *Daemon) freezeImages(id string) (err error) {
 	m, _ := filepath.Glob(filepath.Join(d.cfg.MaterializationRoot, id+"_*.img"))
 	if len(m) == 0 {
 		return nil
@@ -327,7 +332,11 @@ func (d *Daemon) freezeImages(id string) error {
 	if err != nil {
 		return err
 	}
-	defer lx.Close()
+	defer func() {
+		if cerr := lx.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("glove-loopext4 exit: %w", cerr))
+		}
+	}()
 	root, err := unix.Openat2(unix.AT_FDCWD, d.cfg.MaterializationRoot, &unix.OpenHow{
 		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
 	if err != nil {
