@@ -104,6 +104,7 @@ func Spec() helperkit.Spec {
 			return map[wire.MsgType]wire.Handler{
 				wire.MsgCgCreate: s.create, wire.MsgCgPlace: s.place, wire.MsgCgKill: s.kill,
 				wire.MsgCgRemove: s.remove, wire.MsgCgStat: s.stat, wire.MsgCgFreeze: s.freeze,
+				wire.MsgCgRemoveEmpty: s.removeEmpty,
 			}, nil
 		},
 	}

@@ -514,6 +514,37 @@ func (s *server) remove(_ uint32, m wire.Message, _ []*os.File) (wire.Message, [
 	return &wire.CgRemoveReply{}, nil, nil
 }
 
+// removeEmpty removes the session's cgroups if they hold no process,
+// and never kills: v2 first, whose rmdir the kernel refuses (EBUSY)
+// while a process or a child cgroup is in it, so emptiness is checked
+// and acted on in one step; then v1, where the same holds. Threat: a
+// sweep of left-over cgroups (gloved's recovery) turned into a kill of a
+// session it does not know, such as another supervisor's being started.
+func (s *server) removeEmpty(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
+	req := m.(*wire.CgRemoveEmpty)
+	dir, err := s.session(req.Session)
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we) && we.Code == wire.ErrRefused && strings.HasPrefix(we.Message, "no session"):
+	case err != nil:
+		return nil, nil, err
+	default:
+		unix.Close(dir)
+	}
+	for _, h := range s.all() {
+		err := rmdirSession(h.parent, req.Session)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+		case errors.Is(err, unix.EBUSY):
+			return nil, nil, refuse(wire.ErrRefused, "session %s is not empty in %s", req.Session, h.name)
+		default:
+			return nil, nil, fmt.Errorf("cgroup: remove %s in %s: %w", req.Session, h.name, err)
+		}
+	}
+	delete(s.inodes, req.Session)
+	return &wire.CgRemoveEmptyReply{}, nil, nil
+}
+
 func (s *server) stat(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
 	req := m.(*wire.CgStat)
 	dir, err := s.session(req.Session)

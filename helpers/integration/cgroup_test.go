@@ -416,6 +416,47 @@ func TestCgroupRemove(t *testing.T) {
 	}
 }
 
+// TestCgroupRemoveEmpty: RemoveEmpty refuses a session that holds a
+// process and kills nothing (the process is still there, in every
+// hierarchy), removes an empty one in every hierarchy, and is idempotent.
+func TestCgroupRemoveEmpty(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	h.create("busy", 64<<20, 8)
+	h.create("idle", 64<<20, 8)
+	tg := startTarget(t, env, "/bin/sh", "-c", "read x; echo started; read x")
+	h.mustCall(&wire.CgPlace{Session: "busy"}, tg.pidfd)
+	fmt.Fprintln(tg.in)
+	if line, _ := tg.out.ReadString('\n'); line != "started\n" {
+		t.Fatalf("target said %q", line)
+	}
+	if _, err := h.call(&wire.CgRemoveEmpty{Session: "busy"}); wireCode(err) != wire.ErrRefused {
+		t.Errorf("RemoveEmpty of a populated session: %v, want refused", err)
+	}
+	for _, hier := range []string{"unified", "memory", "pids"} {
+		p := sessionPath(t, env, hier, "busy")
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			continue // a hierarchy the host does not limit with
+		}
+		if procs := strings.Fields(readTrim(t, filepath.Join(p, "cgroup.procs"))); len(procs) != 1 {
+			t.Errorf("%s: after a refused RemoveEmpty the session holds %v, want the shell", hier, procs)
+		}
+	}
+	h.mustCall(&wire.CgRemoveEmpty{Session: "idle"})
+	for _, hier := range []string{"unified", "memory", "pids"} {
+		if _, err := os.Stat(sessionPath(t, env, hier, "idle")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: session directory after RemoveEmpty: %v", hier, err)
+		}
+	}
+	h.mustCall(&wire.CgRemoveEmpty{Session: "idle"})
+	if _, err := h.call(&wire.CgRemoveEmpty{Session: "../x"}); wireCode(err) != wire.ErrBadRequest {
+		t.Errorf("RemoveEmpty of a path: %v, want bad request", err)
+	}
+	h.mustCall(&wire.CgRemove{Session: "busy"})
+	tg.wait(t, 5*time.Second)
+}
+
 // TestCgroupCompromisedSupervisor plays a compromised supervisor: every
 // request is refused with the right code, creates nothing (the leak
 // check compares the cgroup tree) and the helper keeps serving.

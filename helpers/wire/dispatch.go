@@ -18,6 +18,6 @@ type Accept struct {
 var Accepts = map[string][]Accept{
 	"glove-mounter":     {{MsgHello, true}, {MsgBind, false}, {MsgTmpfs, false}},
 	"glove-loopext4":    {{MsgHello, true}, {MsgCreate, false}, {MsgAttach, false}, {MsgFreeze, false}},
-	"glove-cgroup":      {{MsgHello, true}, {MsgCgCreate, false}, {MsgCgPlace, false}, {MsgCgKill, false}, {MsgCgRemove, false}, {MsgCgStat, false}, {MsgCgFreeze, false}},
+	"glove-cgroup":      {{MsgHello, true}, {MsgCgCreate, false}, {MsgCgPlace, false}, {MsgCgKill, false}, {MsgCgRemove, false}, {MsgCgStat, false}, {MsgCgFreeze, false}, {MsgCgRemoveEmpty, false}},
 	"glove-streamproxy": {{MsgHello, true}, {MsgStreamOpen, true}, {MsgStreamStatus, false}, {MsgStreamClose, false}},
 }

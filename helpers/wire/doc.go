@@ -111,6 +111,8 @@
 //	                                              PidsPeak u64, CPUTimeNS u64
 //	0x030b CgFreeze      supervisor -> cgroup 0   Session string(64), Frozen bool
 //	0x030c CgFreezeReply cgroup -> supervisor 0   Settled bool
+//	0x030d CgRemoveEmpty      supervisor -> cgroup 0   Session string(64)
+//	0x030e CgRemoveEmptyReply cgroup -> supervisor 0   (empty)
 //	0x0401 StreamOpen        supervisor -> streamproxy 3  Session string(64), Alias string(64);
 //	                                                      fds: guest end, upstream, audit file
 //	0x0402 StreamOpenReply   streamproxy -> supervisor 0  (empty)
@@ -129,7 +131,8 @@
 //	helper              accepts
 //	glove-mounter       Hello (once), Bind, Tmpfs
 //	glove-loopext4      Hello (once), Create, Attach, Freeze
-//	glove-cgroup        Hello (once), CgCreate, CgPlace, CgKill, CgRemove, CgStat, CgFreeze
+//	glove-cgroup        Hello (once), CgCreate, CgPlace, CgKill, CgRemove, CgStat, CgFreeze,
+//	                    CgRemoveEmpty
 //	glove-streamproxy   Hello (once), StreamOpen (once), StreamStatus, StreamClose
 //
 // # Error codes

@@ -30,6 +30,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		&CgKill{Session: "s1"}, &CgKillReply{Empty: true},
 		&CgRemove{Session: "s1"}, &CgRemoveReply{},
 		&CgFreeze{Session: "s1", Frozen: true}, &CgFreezeReply{Settled: true},
+		&CgRemoveEmpty{Session: "s1"}, &CgRemoveEmptyReply{},
 		&CgStat{Session: "s1"}, &CgStatReply{MemoryPeakBytes: 1, OOMKills: 2, PidsCurrent: 3, PidsPeak: 4, CPUTimeNS: 5},
 	}
 	for i, m := range valid {

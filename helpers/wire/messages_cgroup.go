@@ -17,6 +17,9 @@ const (
 	MsgCgStatReply   MsgType = 0x030a
 	MsgCgFreeze      MsgType = 0x030b
 	MsgCgFreezeReply MsgType = 0x030c
+	// CgRemoveEmpty: see the type.
+	MsgCgRemoveEmpty      MsgType = 0x030d
+	MsgCgRemoveEmptyReply MsgType = 0x030e
 )
 
 // MaxSessionName bounds a session name.
@@ -110,6 +113,27 @@ func (*CgRemoveReply) Type() MsgType   { return MsgCgRemoveReply }
 func (*CgRemoveReply) FDs() int        { return 0 }
 func (*CgRemoveReply) encode(*Encoder) {}
 func (*CgRemoveReply) decode(*Decoder) {}
+
+// CgRemoveEmpty asks glove-cgroup to remove the session's cgroups only if
+// no process is in them: it never kills. gloved's recovery sends it for
+// the cgroups a dead helper left; a cgroup that holds a process (another
+// supervisor's session being started, say) is refused, and the kernel's
+// refusal to remove a populated cgroup makes the check and the removal
+// one step. A session that does not exist is already removed.
+type CgRemoveEmpty struct{ Session string }
+
+func (*CgRemoveEmpty) Type() MsgType       { return MsgCgRemoveEmpty }
+func (*CgRemoveEmpty) FDs() int            { return 0 }
+func (m *CgRemoveEmpty) encode(e *Encoder) { e.String(m.Session, MaxSessionName) }
+func (m *CgRemoveEmpty) decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
+
+// CgRemoveEmptyReply says the session's cgroups are gone.
+type CgRemoveEmptyReply struct{}
+
+func (*CgRemoveEmptyReply) Type() MsgType   { return MsgCgRemoveEmptyReply }
+func (*CgRemoveEmptyReply) FDs() int        { return 0 }
+func (*CgRemoveEmptyReply) encode(*Encoder) {}
+func (*CgRemoveEmptyReply) decode(*Decoder) {}
 
 // CgStat asks for the session's accounting.
 type CgStat struct{ Session string }

@@ -13,6 +13,7 @@ func TestCgroupMessagesRoundTrip(t *testing.T) {
 		&CgPlace{Session: "s-1"}, &CgPlaceReply{},
 		&CgKill{Session: "s-1"}, &CgKillReply{Empty: true},
 		&CgRemove{Session: "s-1"}, &CgRemoveReply{},
+		&CgRemoveEmpty{Session: "s-1"}, &CgRemoveEmptyReply{},
 		&CgFreeze{Session: "s-1", Frozen: true}, &CgFreezeReply{Settled: true},
 		&CgStat{Session: "s-1"}, &CgStatReply{MemoryPeakBytes: 1, OOMKills: 2, PidsCurrent: 3, PidsPeak: 4, CPUTimeNS: 5},
 	}

@@ -10,6 +10,7 @@ var msgNames = map[MsgType]string{
 	MsgCgCreate: "CgCreate", MsgCgCreateReply: "CgCreateReply", MsgCgPlace: "CgPlace", MsgCgPlaceReply: "CgPlaceReply",
 	MsgCgKill: "CgKill", MsgCgKillReply: "CgKillReply", MsgCgRemove: "CgRemove", MsgCgRemoveReply: "CgRemoveReply",
 	MsgCgStat: "CgStat", MsgCgStatReply: "CgStatReply", MsgCgFreeze: "CgFreeze", MsgCgFreezeReply: "CgFreezeReply",
+	MsgCgRemoveEmpty: "CgRemoveEmpty", MsgCgRemoveEmptyReply: "CgRemoveEmptyReply",
 	MsgStreamOpen: "StreamOpen", MsgStreamOpenReply: "StreamOpenReply", MsgStreamStatus: "StreamStatus",
 	MsgStreamStatusReply: "StreamStatusReply", MsgStreamClose: "StreamClose", MsgStreamCloseReply: "StreamCloseReply",
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
@@ -406,6 +407,22 @@ func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stde
 			return nil, fmt.Errorf("%s: %w", h.name, err)
 		}
 		*h.into = p
+	}
+
+	// A helper that dies during the session is replaced by a fresh one
+	// for the session's clean-up (usage, cgroup removal, image freezing).
+	env.StartHelper = func(name string) (*helperproc.Proc, error) {
+		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, name), Name: name, Stderr: helperLog})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.Hello(); err != nil {
+			if cerr := p.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return p, nil
 	}
 
 	pio := session.IO{Input: stdin, Output: stdout}

@@ -19,7 +19,8 @@ import (
 
 // harnessSource stands in for an agent harness (as in the session
 // package's tests); with the argument "sleep" it waits instead, with
-// "line" it prints one line and exits 0.
+// "line" it prints one line and exits 0, with "spin" it burns CPU, with
+// "stubborn" it ignores SIGTERM and waits.
 const harnessSource = `package main
 
 import (
@@ -27,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"syscall"
 	"time"
 )
@@ -73,6 +75,17 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "line" {
 		fmt.Println("ready")
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "spin" {
+		fmt.Println("spinning")
+		for {
+		}
+	}
+	if len(os.Args) > 1 && os.Args[1] == "stubborn" {
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring")
+		time.Sleep(60 * time.Second)
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sleep" {

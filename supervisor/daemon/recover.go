@@ -3,16 +3,20 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/session"
 	"github.com/glove-sandbox/glove/supervisor/store"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,7 +79,140 @@ func (d *Daemon) recoverSessions() error {
 		}
 		d.log.WithField("session_id", id).WithField("event", "recovered").WithField("reason", reason).Warn("session left by a previous gloved ended as failed")
 	}
+	d.sweepCgroups()
 	return nil
+}
+
+// maxSweep bounds the entries the sweep reads from the delegated parent.
+// Threat: the service user's own processes can fill it to slow every
+// start of gloved.
+const maxSweep = 4096
+
+// sweepCgroups removes the empty session cgroups that no session needs
+// any more: those of sessions the store records as terminal, and those
+// whose name is no session of the store's, left by a helper that died
+// before it could remove them (and whose replacement could not either)
+// or by a gloved killed between a session's end and its clean-up.
+//
+// What makes it safe:
+//   - only the supervisor's delegated parent is read: the parent of the
+//     leaf this gloved lives in (cgleaf), found through the kernel's own
+//     /proc/self/cgroup and mountinfo, opened without following any link,
+//     and checked to be a cgroup2 directory owned by the service user;
+//     nothing is resolved from a name anyone else supplies;
+//   - only subdirectories named as session ids are candidates, never the
+//     supervisor's leaf;
+//   - sessions of the store that are not terminal are left (recovery has
+//     just finished those that a previous gloved left running);
+//   - glove-cgroup removes each with CgRemoveEmpty, which never kills and
+//     which the kernel refuses for a cgroup holding a process or a child
+//     cgroup (the check and the removal are one rmdir), so another
+//     supervisor's session being started, or anything else in use, is
+//     left as it is.
+//
+// A failure is logged and the start goes on: a left-over empty cgroup
+// bounds nothing and grants nothing, and the next start tries again.
+func (d *Daemon) sweepCgroups() {
+	log := d.log.WithField("event", "cgroup_sweep")
+	names, why, err := d.sweepCandidates()
+	if err != nil {
+		log.WithField("error", err.Error()).Warn("left-over session cgroups not swept")
+		return
+	}
+	if why != "" {
+		log.WithField("why", why).Info("left-over session cgroups not swept")
+		return
+	}
+	if len(names) == 0 {
+		return
+	}
+	cg, err := d.startHelper(session.HelperCgroup)
+	if err != nil {
+		log.WithField("error", err.Error()).Warn("left-over session cgroups not swept")
+		return
+	}
+	for _, name := range names {
+		_, files, err := cg.Client.Call(&wire.CgRemoveEmpty{Session: name}, nil)
+		for _, f := range files {
+			f.Close()
+		}
+		var we *wire.Error
+		switch {
+		case errors.As(err, &we) && we.Code == wire.ErrRefused:
+			// In use (a process or a child cgroup in it): not a
+			// left-over, or not yet; it stays as it is.
+			log.WithFields(logrus.Fields{"cgroup": name, "why": we.Message}).Info("session cgroup in use left as it is")
+			continue
+		case err != nil:
+			log.WithFields(logrus.Fields{"cgroup": name, "error": err.Error()}).Warn("left-over session cgroup not removed")
+			continue
+		}
+		log.WithField("cgroup", name).Info("left-over session cgroup removed")
+	}
+	if err := cg.Close(); err != nil {
+		log.WithField("error", err.Error()).Warn("glove-cgroup of the sweep did not exit cleanly")
+	}
+}
+
+// sweepCandidates lists the empty session cgroups sweepCgroups removes,
+// or says why there is nothing to sweep ("why"), or fails.
+func (d *Daemon) sweepCandidates() (names []string, why string, err error) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, "", fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	own := cgleaf.ParseSelfCgroup(self)
+	if own == "" || path.Base(own) != cgleaf.Leaf {
+		return nil, "gloved is not in a delegated cgroup's supervisor leaf", nil
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, "", fmt.Errorf("read mountinfo: %w", err)
+	}
+	mnt := cgleaf.ParseV2Mount(info)
+	if mnt == "" {
+		return nil, "no cgroup2 hierarchy mounted", nil
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path.Join(mnt, path.Dir(own)), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("open the delegated cgroup: %w", err)
+	}
+	parent := os.NewFile(uintptr(fd), "delegated-cgroup")
+	defer parent.Close()
+	var sf unix.Statfs_t
+	var st unix.Stat_t
+	if err := unix.Fstatfs(fd, &sf); err != nil {
+		return nil, "", fmt.Errorf("statfs the delegated cgroup: %w", err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, "", fmt.Errorf("stat the delegated cgroup: %w", err)
+	}
+	if sf.Type != unix.CGROUP2_SUPER_MAGIC || int(st.Uid) != os.Geteuid() {
+		return nil, "the supervisor leaf's parent is not a cgroup2 directory of the service user", nil
+	}
+	ents, err := parent.ReadDir(maxSweep)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, "", fmt.Errorf("list the delegated cgroup: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || name == cgleaf.Leaf || !store.ValidSessionID(name) {
+			continue
+		}
+		sess, err := d.store.Get(name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, "", fmt.Errorf("look up session %s: %w", name, err)
+		case !sess.State.Terminal():
+			continue
+		}
+		names = append(names, name)
+	}
+	return names, "", nil
 }
 
 // alive reports whether the process the runtime identity names still
@@ -138,8 +275,13 @@ func (d *Daemon) recoverOne(sess store.Session, reserved bool, reason string) er
 	if err != nil {
 		return err
 	}
-	_, _, err = cg.Client.Call(&wire.CgRemove{Session: sess.ID}, nil)
-	_ = cg.Close()
+	_, files, err := cg.Client.Call(&wire.CgRemove{Session: sess.ID}, nil)
+	for _, f := range files {
+		f.Close()
+	}
+	if cerr := cg.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("glove-cgroup exit: %w", cerr))
+	}
 	if err != nil {
 		return fmt.Errorf("remove the session's cgroups: %w", err)
 	}
@@ -181,7 +323,7 @@ func launchDigestOf(sess store.Session) string {
 
 // freezeImages re-attaches and freezes the session's retained images in
 // the materialization root (session.ImageName's "<session>_" prefix).
-func (d *Daemon) freezeImages(id string) error {
+func (d *Daemon) freezeImages(id string) (err error) {
 	m, _ := filepath.Glob(filepath.Join(d.cfg.MaterializationRoot, id+"_*.img"))
 	if len(m) == 0 {
 		return nil
@@ -190,7 +332,11 @@ func (d *Daemon) freezeImages(id string) error {
 	if err != nil {
 		return err
 	}
-	defer lx.Close()
+	defer func() {
+		if cerr := lx.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("glove-loopext4 exit: %w", cerr))
+		}
+	}()
 	root, err := unix.Openat2(unix.AT_FDCWD, d.cfg.MaterializationRoot, &unix.OpenHow{
 		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
 	if err != nil {

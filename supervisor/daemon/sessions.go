@@ -455,17 +455,46 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 	defer d.wg.Done()
 	defer l.cancel()
 	defer launch.Close()
+	// A helper that dies during the session is replaced by a fresh one
+	// for the session's clean-up (its cgroups removed, its images frozen):
+	// nothing a dead helper would have undone is left behind.
+	env.StartHelper = d.startHelper
 	res, err := session.Run(ctx, env, launch, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
+	log := d.log.WithField("session_id", sess.ID)
 	for _, p := range helpers {
-		_ = p.Close()
+		// Close reaps the helper after its socket's EOF: an error is its
+		// exit status, a helper that was killed or failed meanwhile.
+		if cerr := p.Close(); cerr != nil {
+			log.WithFields(logrus.Fields{"event": "helper_exit", "helper": p.Name, "status": cerr.Error()}).Warn("a helper of the session did not exit cleanly")
+		}
 	}
 	if sp != nil {
 		// The program is gone: the stream's last exchange is over or
 		// was cut, and its audit says which.
-		closeStream(sp)
+		if serr := endStream(sp); serr != nil {
+			err = errors.Join(err, serr)
+		}
 		launch.Stream.Guest.Close()
 	}
 	d.endSession(l, sess, launch, res, err)
+}
+
+// helperLostPrefix begins the store reason of a session during which a
+// helper it depended on died: "helper_lost:" and the helper's name.
+const helperLostPrefix = "helper_lost:"
+
+// lostHelper names the first helper the session lost, from the result
+// (helpers lost while the program ran) or the error (a helper found gone
+// by a request), or "".
+func lostHelper(res *session.Result, runErr error) string {
+	if res != nil && len(res.HelpersLost) > 0 {
+		return res.HelpersLost[0]
+	}
+	var he *session.HelperLostError
+	if errors.As(runErr, &he) {
+		return he.Helper
+	}
+	return ""
 }
 
 // endSession seals the receipt and records the terminal state.
@@ -494,6 +523,23 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 			// the launch before the program existed (docs/sessions.md).
 			reason, end.Termination = session.LimitDisk, session.LimitDisk
 		}
+	}
+	if h := lostHelper(res, runErr); h != "" {
+		// The termination (End, the receipt) still says what ended the
+		// program; the store's reason says the session ran without a
+		// helper it depended on, which an operator must look into.
+		reason = helperLostPrefix + h
+		var all []string
+		if res != nil {
+			all = res.HelpersLost
+		}
+		log.WithFields(logrus.Fields{"event": "helper_lost", "helper": h, "helpers_lost": all, "termination": end.Termination}).Warn("a helper of the session died during it")
+	}
+	if res != nil && len(res.UsageMissing) > 0 {
+		log.WithFields(logrus.Fields{"event": "usage_missing", "fields": res.UsageMissing}).Warn("usage figures of the session could not be read")
+	}
+	if errors.Is(runErr, session.ErrKill) {
+		log.WithField("event", "kill_path_failed").Warn("a way of killing the session failed")
 	}
 	if res != nil {
 		for _, r := range res.Retained {

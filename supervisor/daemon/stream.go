@@ -195,6 +195,28 @@ func (d *Daemon) openStream(id string) (*session.Stream, *session.Transport, *he
 	return &session.Stream{Alias: e.alias, Guest: guest}, tr, sp, nil
 }
 
+// endStream ends a session's stream and its helper after the session,
+// reporting what failed: a StreamClose that failed at the connection
+// means glove-streamproxy died during the session (a
+// session.HelperLostError: the store's reason names it). Its death cut
+// the stream (both of its ends were the helper's descriptors), so nothing
+// flowed unbounded; what is lost is the audit's last record.
+func endStream(sp *helperproc.Proc) error {
+	var errs []error
+	if _, _, err := sp.Client.Call(&wire.StreamClose{}, nil); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) {
+			errs = append(errs, fmt.Errorf("glove-streamproxy close: %w", err))
+		} else {
+			errs = append(errs, &session.HelperLostError{Helper: sp.Name, Op: "close", Err: err})
+		}
+	}
+	if err := sp.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("glove-streamproxy exit: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
 // closeStream ends a session's stream and its helper.
 func closeStream(sp *helperproc.Proc) {
 	_, _, _ = sp.Client.Call(&wire.StreamClose{}, nil)

@@ -33,6 +33,9 @@ type Options struct {
 
 // Proc is a running helper and the client end of its connection.
 type Proc struct {
+	// Name is the helper's wire name (Options.Name): errors and the
+	// session's outcome name a lost helper by it.
+	Name   string
 	Cmd    *exec.Cmd
 	Client *wire.Client
 	conn   *wire.Conn
@@ -72,7 +75,7 @@ func Start(opts Options) (*Proc, error) {
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
 	}
-	return &Proc{Cmd: cmd, Client: &wire.Client{Conn: conn}, conn: conn}, nil
+	return &Proc{Name: opts.Name, Cmd: cmd, Client: &wire.Client{Conn: conn}, conn: conn}, nil
 }
 
 // Pid is the helper's process id.

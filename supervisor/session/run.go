@@ -72,6 +72,13 @@ type Env struct {
 	// ("cgroup", "mounts", "bundle", "placed", "released"); the recovery
 	// tests use it to kill the supervisor there.
 	Fault func(point string)
+	// StartHelper, if set, starts a fresh helper of the given name that
+	// has answered Hello (the caller of Run starts the others the same
+	// way). When a helper of the session dies, the session's clean-up
+	// (usage, cgroup removal, image freezing) is asked of a fresh one,
+	// which Run closes before it returns. Without it, what the dead
+	// helper would have removed is left for gloved's recovery.
+	StartHelper func(name string) (*helperproc.Proc, error)
 }
 
 func (e *Env) fault(point string) {
@@ -114,6 +121,16 @@ type Result struct {
 	// Retained lists the retained copies, in mount order: each image
 	// file stays in the materialization root, frozen, for inspection.
 	Retained []RetainedImage
+	// HelpersLost names the helpers of the session (HelperCgroup,
+	// HelperMounter, HelperLoopext4, in that order) that died or stopped
+	// answering while it ran. The termination still says what ended the
+	// program: with glove-cgroup gone, the supervisor kills the session
+	// itself (see session.kill), so a limit still ends it.
+	HelpersLost []string
+	// UsageMissing names the Usage fields that could not be read (their
+	// value is 0): with glove-cgroup lost and no fresh one answering, only
+	// what the supervisor's own descriptors show is known.
+	UsageMissing []string
 }
 
 // RetainedImage is one retained copy's staged change.
@@ -143,6 +160,9 @@ func (r *Result) Status() int {
 type prepared struct {
 	env      *Env
 	name     string
+	cg       *helper    // glove-cgroup
+	mnt      *helper    // glove-mounter
+	lx       *helper    // glove-loopext4 (proc nil unless the launch retains)
 	cgroup   []*os.File // dir, events, memory events, cpu.stat
 	mounts   []*os.File // in l.Mounts order
 	bundle   string
@@ -156,6 +176,10 @@ type prepared struct {
 	// started: the program was released; images are kept from then on
 	// (before, a failed launch removes the images it created).
 	started bool
+	// endErrs are failures after the program started that do not lose
+	// its result (a kill path that failed, usage that could not be read):
+	// Run returns them with the result.
+	endErrs []error
 }
 
 // image is a retained copy's image file.
@@ -186,13 +210,26 @@ func (p *prepared) release() error {
 		if err := syncImage(img.mnt); err != nil {
 			errs = append(errs, fmt.Errorf("sync image %s: %w", img.name, err))
 		}
-		if _, err := call(p.env.Loopext4, &wire.Freeze{}, int(img.mnt.Fd())); err != nil {
+		// A fresh glove-loopext4 if the session's died: Freeze checks
+		// the mount itself, not what its own process attached.
+		if _, files, err := p.lx.call("freeze", &wire.Freeze{}, callOpts{timeout: freezeCallWait, replace: true}, int(img.mnt.Fd())); err != nil {
 			errs = append(errs, fmt.Errorf("freeze image %s: %w", img.name, err))
+		} else {
+			closeAll(files)
 		}
 	}
 	if p.cgMade {
-		if _, err := call(p.env.Cgroup, &wire.CgRemove{Session: p.name}); err != nil {
+		// A fresh glove-cgroup if the session's died: otherwise the
+		// session's empty cgroups would stay until gloved restarts.
+		if _, files, err := p.cg.call("remove", &wire.CgRemove{Session: p.name}, callOpts{timeout: removeCallWait, replace: true}); err != nil {
 			errs = append(errs, fmt.Errorf("remove the session's cgroups: %w", err))
+		} else {
+			closeAll(files)
+		}
+	}
+	for _, h := range []*helper{p.cg, p.lx} {
+		if err := h.close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, f := range append(p.cgroup, p.mounts...) {
@@ -232,19 +269,12 @@ func (p *prepared) removeImage(img *image) {
 	}
 }
 
-// call sends one request to a helper and returns the reply's descriptors.
-func call(h *helperproc.Proc, req wire.Message, fds ...int) ([]*os.File, error) {
-	reply, files, err := h.Client.Call(req, fds)
-	if err != nil {
-		return nil, err
-	}
-	if len(files) != reply.FDs() {
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, fmt.Errorf("reply %T carries %d descriptors, want %d", reply, len(files), reply.FDs())
-	}
-	return files, nil
+// call sends one request of the start path to a helper and returns the
+// reply's descriptors. No fresh helper replaces a lost one here: the
+// launch fails, naming the helper (HelperLostError).
+func call(h *helper, op string, req wire.Message, fds ...int) ([]*os.File, error) {
+	_, files, err := h.call(op, req, callOpts{}, fds...)
+	return files, err
 }
 
 // Run runs l to its end. An error means the program never started (the
@@ -257,10 +287,30 @@ func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
 	if l.Retains() && (env.Loopext4 == nil || !filepath.IsAbs(env.MaterializationRoot)) {
 		return nil, fmt.Errorf("session %s: %w", l.Name, ErrNoImages)
 	}
-	p := &prepared{env: env, name: l.Name}
+	p := &prepared{env: env, name: l.Name,
+		cg: newHelper(HelperCgroup, env.Cgroup, env.StartHelper), mnt: newHelper(HelperMounter, env.Mounter, env.StartHelper),
+		lx: newHelper(HelperLoopext4, env.Loopext4, env.StartHelper)}
 	res, err := run(ctx, p, l, pio)
 	rerr := p.release()
+	rerr = errors.Join(append(p.endErrs, rerr)...)
+	var lost []string
+	for _, h := range []*helper{p.cg, p.mnt, p.lx} {
+		if cerr := h.checkAlive(); cerr != nil {
+			rerr = errors.Join(rerr, cerr)
+		}
+		if le := h.lostErr(); le != nil {
+			lost = append(lost, h.name)
+			// The loss is part of the outcome even when no request of
+			// the session's failed because of it (an error already
+			// naming it is not repeated).
+			var he *HelperLostError
+			if !errors.As(err, &he) && !errors.As(rerr, &he) {
+				rerr = errors.Join(rerr, le)
+			}
+		}
+	}
 	if res != nil {
+		res.HelpersLost = lost
 		for _, img := range p.images {
 			res.Retained = append(res.Retained, RetainedImage{Target: img.target, Image: img.name})
 		}
@@ -277,7 +327,7 @@ func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
 }
 
 func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
-	reply, files, err := p.env.Cgroup.Client.Call(&wire.CgCreate{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, nil)
+	reply, files, err := p.cg.call("create", &wire.CgCreate{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, callOpts{})
 	if err != nil {
 		return nil, fmt.Errorf("create the session's cgroups: %w", err)
 	}
@@ -309,9 +359,9 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 		case RetainedCopy:
 			f, err = p.retain(l.Name, m, pio)
 		case PrivateHome, LibraryBundles:
-			f, err = sourceMount(p.env.Mounter, m, l)
+			f, err = sourceMount(p.mnt, m, l)
 		default:
-			f, err = materializeMount(p.env.Mounter, m, pio)
+			f, err = materializeMount(p.mnt, m, pio)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("mounts[%d] %s: %w", i, m.Target, err)
@@ -336,7 +386,7 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 }
 
 // materializeMount returns a detached mount descriptor for m.
-func materializeMount(mounter *helperproc.Proc, m Mount, pio IO) (*os.File, error) {
+func materializeMount(mounter *helper, m Mount, pio IO) (*os.File, error) {
 	switch m.Kind {
 	case ReadOnlyBind:
 		// Opened once, here, without following any link; from now on the
@@ -350,7 +400,7 @@ func materializeMount(mounter *helperproc.Proc, m Mount, pio IO) (*os.File, erro
 			return nil, fmt.Errorf("open the host tree: %w", err)
 		}
 		defer unix.Close(src)
-		files, err := call(mounter, &wire.Bind{Flags: wire.BindReadOnly}, src)
+		files, err := call(mounter, "bind", &wire.Bind{Flags: wire.BindReadOnly}, src)
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter bind: %w", err)
 		}
@@ -360,7 +410,7 @@ func materializeMount(mounter *helperproc.Proc, m Mount, pio IO) (*os.File, erro
 		if m.Kind == Tmpfs && m.Mode != 0 {
 			mode = m.Mode
 		}
-		files, err := call(mounter, &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
+		files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 		}
@@ -377,12 +427,12 @@ func materializeMount(mounter *helperproc.Proc, m Mount, pio IO) (*os.File, erro
 
 // sourceMount makes a PrivateHome or LibraryBundles tmpfs and fills it
 // through its descriptor before anything can see it.
-func sourceMount(mounter *helperproc.Proc, m Mount, l *Launch) (*os.File, error) {
+func sourceMount(mounter *helper, m Mount, l *Launch) (*os.File, error) {
 	mode := uint32(0o755)
 	if m.Kind == PrivateHome {
 		mode = 0o700
 	}
-	files, err := call(mounter, &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
+	files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
 	if err != nil {
 		return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 	}
@@ -403,8 +453,9 @@ func sourceMount(mounter *helperproc.Proc, m Mount, l *Launch) (*os.File, error)
 // copy is made through that mount's descriptor.
 func (p *prepared) retain(session string, m Mount, pio IO) (*os.File, error) {
 	img := &image{target: m.Target, name: ImageName(session, m.Alias)}
-	lx := p.env.Loopext4
-	if _, err := call(lx, &wire.Create{Name: img.name, SizeBytes: roundPage(m.MaxBytes)}, int(p.root.Fd())); err != nil {
+	lx := p.lx
+	files, err := call(lx, "create", &wire.Create{Name: img.name, SizeBytes: roundPage(m.MaxBytes)}, int(p.root.Fd()))
+	if err != nil {
 		return nil, fmt.Errorf("glove-loopext4 create %s of %d bytes: %w", img.name, roundPage(m.MaxBytes), err)
 	}
 	var st unix.Stat_t
@@ -413,7 +464,8 @@ func (p *prepared) retain(session string, m Mount, pio IO) (*os.File, error) {
 	}
 	img.dev, img.ino = st.Dev, st.Ino
 	p.images = append(p.images, img)
-	files, err := call(lx, &wire.Attach{Name: img.name}, int(p.root.Fd()))
+	closeAll(files)
+	files, err = call(lx, "attach", &wire.Attach{Name: img.name}, int(p.root.Fd()))
 	if err != nil {
 		return nil, fmt.Errorf("glove-loopext4 attach %s: %w", img.name, err)
 	}
@@ -579,21 +631,208 @@ type session struct {
 	ended  bool
 	reason string // the limit that ended it, if one did
 	output uint64
+	// killErrs are the failures of the ways of killing the session that
+	// failed (whether or not another way then succeeded), in order.
+	killErrs []error
+	// killMu serializes kills: a limit's timer, the CPU watcher, the
+	// output pump and the main path may all end the session at once. It
+	// guards over (the session's supervision is over: kill is a no-op)
+	// and shimFD (a pidfd of the shim, -1 if none).
+	killMu sync.Mutex
+	over   bool
+	shimFD int
 }
 
-// end records why the session is being ended and kills everything in its
-// cgroups (the shim and the program alike). Only the first reason counts;
-// an empty reason (a stop) leaves the termination to how the program died.
+// end records why the session is being ended and kills everything in it
+// (the shim and the program alike). Only the first reason counts; an
+// empty reason (a stop) leaves the termination to how the program died.
+// Every call kills again: cgroup.kill is idempotent, and a second end
+// (the main path finding the cgroup still populated) must not be a no-op.
 func (s *session) end(reason string) {
 	s.mu.Lock()
-	first := !s.ended
-	if first {
+	if !s.ended {
 		s.ended, s.reason = true, reason
 	}
 	s.mu.Unlock()
-	if first {
-		_, _ = call(s.p.env.Cgroup, &wire.CgKill{Session: s.l.Name})
+	s.kill()
+}
+
+// kill kills every process of the session, trying each way in turn until
+// one works, and records each failure (s.killErrs; Run returns them).
+//
+// Threat: a sandboxed program outliving its limits because a helper died
+// (or hangs). glove-cgroup is killed like any process, by the OOM killer,
+// an operator or a bug, and a session whose only kill went through it
+// kept running past its wall and CPU limits, ignored stop_session and
+// held gloved's shutdown (issue 16). So no way of killing here depends on
+// another process unless the ones that do not have failed. The order:
+//
+//  1. cgroup.kill, opened relative to the session's v2 cgroup directory
+//     descriptor this supervisor has held since CgCreate. The kernel
+//     kills every process of the cgroup, those forked meanwhile
+//     included, and the shim (outside the sandbox's PID namespace) too.
+//     The descriptor names that cgroup and no other (a cgroup removed
+//     and re-created under the same name is a different one), the file
+//     name is fixed, and the write needs no helper: the session's cgroup
+//     was created by glove-cgroup as the service user, so its
+//     cgroup.kill (mode 0200) belongs to the service user, as we are.
+//  2. SIGKILL through pidfds to the sandbox's PID 1 (killing a PID
+//     namespace's init kills every process in the namespace) and to the
+//     shim: for a cgroup.kill that is missing or refused (a kernel older
+//     than 5.14, a cgroup directory removed under us, a host whose
+//     delegation differs). A pidfd names the process it was opened for,
+//     never a later one with the same pid.
+//  3. glove-cgroup's CgKill, bounded by killCallWait, on a fresh helper if
+//     the session's is gone: the same write, through another process, as
+//     a last resort.
+func (s *session) kill() {
+	s.killMu.Lock()
+	defer s.killMu.Unlock()
+	if s.over {
+		return
 	}
+	var errs []error
+	record := func() {
+		s.mu.Lock()
+		s.killErrs = append(s.killErrs, errs...)
+		s.mu.Unlock()
+	}
+	defer record()
+	err := writeCgroupKill(s.p.cgroup[0])
+	if err == nil {
+		return
+	}
+	errs = append(errs, fmt.Errorf("%w: cgroup.kill through the session's cgroup descriptor: %w", ErrKill, err))
+	if err = s.killPidfds(); err == nil {
+		return
+	}
+	errs = append(errs, fmt.Errorf("%w: SIGKILL through pidfds: %w", ErrKill, err))
+	_, files, err := s.p.cg.call("kill", &wire.CgKill{Session: s.l.Name}, callOpts{timeout: killCallWait, replace: true})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%w: glove-cgroup kill: %w", ErrKill, err))
+		return
+	}
+	closeAll(files)
+}
+
+// writeCgroupKill writes "1" to cgroup.kill in the cgroup directory dir:
+// SIGKILL to every process of the cgroup and its descendants.
+func writeCgroupKill(dir *os.File) error {
+	fd, err := unix.Openat(int(dir.Fd()), "cgroup.kill", unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("open cgroup.kill: %w", err)
+	}
+	_, werr := unix.Write(fd, []byte("1"))
+	cerr := unix.Close(fd)
+	if werr != nil {
+		return fmt.Errorf("write cgroup.kill: %w", werr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("close cgroup.kill: %w", cerr)
+	}
+	return nil
+}
+
+// killPidfds sends SIGKILL to the shim's children (the sandbox's PID 1,
+// stage 1 of glove-shim) and then to the shim, each through a pidfd. It
+// succeeds when the shim is killed or already gone: a shim that is gone
+// took its PID namespace with it (stage 1 dies with its parent,
+// PR_SET_PDEATHSIG), and the direct kill of stage 1 does not rely on that.
+func (s *session) killPidfds() error {
+	var errs []error
+	shim := s.cmd.Process.Pid
+	kids, err := childrenOf(shim)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, pid := range kids {
+		if err := killChild(pid, shim, s.shimFD); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// os.Process signals through its own pidfd (Linux 5.4 and later):
+	// never another process that reused the pid after the shim's exit.
+	if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return errors.Join(append(errs, fmt.Errorf("kill glove-shim: %w", err))...)
+	}
+	if len(errs) > 0 {
+		// The shim is killed; what failed before is still reported.
+		s.mu.Lock()
+		s.killErrs = append(s.killErrs, fmt.Errorf("%w: SIGKILL to the sandbox's PID 1: %w", ErrKill, errors.Join(errs...)))
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// killChild sends SIGKILL to pid through a pidfd, if pid is still a child
+// of parent once the pidfd is open and parent (parentFD, its pidfd) has
+// not exited: then parent's pid still named parent when the child's
+// parent was read, and the pidfd names that child, not a process that
+// took its pid since the listing.
+func killChild(pid, parent, parentFD int) error {
+	if parentFD < 0 {
+		return errors.New("no pidfd of glove-shim: its children cannot be told from a reused pid's")
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil // gone since the listing
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	if pp, err := parentOf(pid); err != nil || pp != parent {
+		return nil // exited, or not the child listed
+	}
+	pfd := []unix.PollFd{{Fd: int32(parentFD), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 0); err != nil {
+		return fmt.Errorf("poll glove-shim's pidfd: %w", err)
+	} else if n > 0 {
+		// The shim has exited: its stage 1 dies with it (parent-death
+		// signal), and its pid may name another process now.
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pidfd_send_signal %d: %w", pid, err)
+	}
+	return nil
+}
+
+// childrenOf lists the processes whose parent is pid (/proc/PID/stat;
+// this kernel has no /proc/PID/task/TID/children).
+func childrenOf(pid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []int
+	for _, d := range ents {
+		c, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if pp, err := parentOf(c); err == nil && pp == pid {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// parentOf reads a process's parent pid from /proc/PID/stat.
+func parentOf(pid int) (int, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	return strconv.Atoi(f[1])
 }
 
 func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
@@ -628,7 +867,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	}
 	var ptyMaster *os.File
 	var outDone sync.WaitGroup
-	s := &session{p: p, l: l, cmd: cmd}
+	s := &session{p: p, l: l, cmd: cmd, shimFD: -1}
 	if l.Terminal {
 		master, slave, err := openPTY()
 		if err != nil {
@@ -668,15 +907,43 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	if !l.Terminal {
 		cmd.Stdout.(*os.File).Close()
 	}
+	// A pidfd of the shim, opened before anything can reap it, so that it
+	// names the shim and no later process: kill uses it to tell whether
+	// the shim's pid still means the shim.
+	if fd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
+		s.killMu.Lock()
+		s.shimFD = fd
+		s.killMu.Unlock()
+	} else {
+		p.endErrs = append(p.endErrs, fmt.Errorf("pidfd_open glove-shim: %w", err))
+	}
+	// From the end of supervise on, the cgroup descriptors are closed and
+	// the shim's pid may name another process: a late kill (a limit's
+	// timer firing as the session ends) must touch neither.
+	defer func() {
+		s.killMu.Lock()
+		s.over = true
+		if s.shimFD >= 0 {
+			unix.Close(s.shimFD)
+		}
+		s.killMu.Unlock()
+	}()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	started := time.Now()
 	// v1 hierarchies (memory, pids on hybrid hosts): placement after the
 	// start, before the shim may fork; it waits for the byte below.
-	if err := place(p, cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill()
+	// abort ends a shim that was not released (it waits on the sync
+	// pipe), with the session's kill and its recorded failures.
+	abort := func(err error) (*Result, error) {
+		s.kill()
 		<-waited
-		return nil, err
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return nil, errors.Join(append([]error{err}, s.killErrs...)...)
+	}
+	if err := place(p, cmd.Process.Pid); err != nil {
+		return abort(err)
 	}
 	if p.env.Started != nil {
 		id, err := identify(cmd.Process.Pid, p.cgInode)
@@ -684,18 +951,14 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 			err = p.env.Started(id)
 		}
 		if err != nil {
-			_ = cmd.Process.Kill()
-			<-waited
-			return nil, fmt.Errorf("record the session's identity: %w", err)
+			return abort(fmt.Errorf("record the session's identity: %w", err))
 		}
 	}
 	p.env.fault("placed")
 	// From here on the program may run: its retained images are kept.
 	p.started = true
 	if _, err := syncW.Write([]byte{1}); err != nil {
-		_ = cmd.Process.Kill()
-		<-waited
-		return nil, fmt.Errorf("release the shim: %w", err)
+		return abort(fmt.Errorf("release the shim: %w", err))
 	}
 	syncW.Close()
 	p.env.fault("released")
@@ -714,6 +977,10 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		// sandbox, which passes them to the program.
 		go func() {
 			for sig := range pio.Signals {
+				// Not a kill: a signal the shim cannot get any more
+				// (os.ErrProcessDone) is for a session that is
+				// ending anyway, and stop_session's kill after its
+				// grace does not depend on this one.
 				_ = cmd.Process.Signal(sig)
 			}
 		}()
@@ -738,9 +1005,17 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	// session leaves no process behind, not even a zombie.
 	if !waitEmpty(p.cgroup[1], 10*time.Second) {
 		s.end("")
-		waitEmpty(p.cgroup[1], 10*time.Second)
+		if !waitEmpty(p.cgroup[1], 10*time.Second) {
+			p.endErrs = append(p.endErrs, fmt.Errorf("%w: the session's cgroup still holds processes 20 s after glove-shim exited", ErrKill))
+		}
 	}
-	reapOrphans(l.Name)
+	s.mu.Lock()
+	p.endErrs = append(p.endErrs, s.killErrs...)
+	s.killErrs = nil
+	s.mu.Unlock()
+	if err := reapOrphans(l.Name); err != nil {
+		p.endErrs = append(p.endErrs, err)
+	}
 	if ptyMaster != nil {
 		// The pty's output ends when the last process holding the slave
 		// is gone; the session's processes are (cgroup kill or exit).
@@ -773,12 +1048,9 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		res.Termination, res.ExitCode = Exited, ws.ExitStatus()
 	}
 	res.Usage.WallTimeMs = uint64(ended.Sub(started).Milliseconds())
-	if reply, _, err := p.env.Cgroup.Client.Call(&wire.CgStat{Session: l.Name}, nil); err == nil {
-		if st, ok := reply.(*wire.CgStatReply); ok {
-			res.Usage.CPUTimeMs = st.CPUTimeNS / 1e6
-			res.Usage.MemoryPeakBytes = st.MemoryPeakBytes
-			res.Usage.PidsPeak = st.PidsPeak
-		}
+	var uerr error
+	if res.UsageMissing, uerr = p.usage(&res.Usage); uerr != nil {
+		p.endErrs = append(p.endErrs, uerr)
 	}
 	for i, m := range l.Mounts {
 		if m.Kind == ReadOnlyBind || m.Kind == LibraryBundles {
@@ -790,6 +1062,59 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 		}
 	}
 	return res, nil
+}
+
+// usage fills u's CPU time, memory peak and pids peak from glove-cgroup
+// (a fresh one if the session's is gone). If no glove-cgroup answers, it
+// records what the supervisor's own descriptors of the session's v2
+// cgroup show, returns the names of the fields it could not read, and an
+// error saying why: a dead helper costs figures, never silently.
+func (p *prepared) usage(u *Usage) ([]string, error) {
+	reply, files, err := p.cg.call("stat", &wire.CgStat{Session: p.name}, callOpts{timeout: statCallWait, replace: true})
+	if err == nil {
+		closeAll(files)
+		st, ok := reply.(*wire.CgStatReply)
+		if ok {
+			u.CPUTimeMs, u.MemoryPeakBytes, u.PidsPeak = st.CPUTimeNS/1e6, st.MemoryPeakBytes, st.PidsPeak
+			return nil, nil
+		}
+		err = fmt.Errorf("unexpected reply %T", reply)
+	}
+	var missing []string
+	if us, ok := cpuUsageUsec(p.cgroup[3]); ok {
+		u.CPUTimeMs = us / 1000
+	} else {
+		missing = append(missing, "cpu_time_ms")
+	}
+	// Where v2 holds the limits, its peaks are files of the directory we
+	// hold; on a hybrid host they are v1's, which only the helper opens.
+	for _, f := range []struct {
+		file, field string
+		out         *uint64
+	}{{"memory.peak", "memory_peak_bytes", &u.MemoryPeakBytes}, {"pids.peak", "pids_peak", &u.PidsPeak}} {
+		if v, ok := readNumber(p.cgroup[0], f.file); ok {
+			*f.out = v
+		} else {
+			missing = append(missing, f.field)
+		}
+	}
+	return missing, fmt.Errorf("read the session's usage (missing %s): %w", strings.Join(missing, ", "), err)
+}
+
+// readNumber reads a single-number file of the cgroup directory dir.
+func readNumber(dir *os.File, name string) (uint64, bool) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 64)
+	n, err := unix.Read(fd, buf)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
+	return v, err == nil
 }
 
 // BecomeSubreaper makes the calling process the reaper of its
@@ -808,12 +1133,41 @@ func BecomeSubreaper() error {
 // cgroup (a zombie still shows its cgroup). Only those: a supervisor runs
 // several sessions, and reaping another session's glove-shim, or a
 // helper, would take its exit status from under its own Wait.
-func reapOrphans(name string) {
+//
+// A process leaves its cgroup's population (cgroup.events "populated 0",
+// which waitEmpty saw) before it becomes a zombie, so a child of ours
+// may still be exiting here: the scan is repeated, for at most
+// orphanWait, until no child of ours in the session is left unreaped.
+// Threat: a zombie left behind when this supervisor exits is re-parented
+// to the host's init, which may never reap it (seen with the shim's
+// stage 1 after a kill of a session whose helper was gone).
+func reapOrphans(name string) error {
+	deadline := time.Now().Add(orphanWait)
+	for {
+		left, err := reapOrphansOnce(name)
+		if err != nil || left == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes of the session still exiting %v after its cgroup emptied", left, orphanWait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// orphanWait bounds reapOrphans: a killed process that has left its
+// cgroup is a zombie within microseconds.
+const orphanWait = 5 * time.Second
+
+// reapOrphansOnce reaps this session's zombie children of ours and counts
+// those that are still exiting.
+func reapOrphansOnce(name string) (int, error) {
 	self := strconv.Itoa(os.Getpid())
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return
+		return 0, fmt.Errorf("list processes: %w", err)
 	}
+	left := 0
 	for _, d := range ents {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -821,20 +1175,30 @@ func reapOrphans(name string) {
 		}
 		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
 		if err != nil {
-			continue
+			continue // gone since the listing
 		}
 		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
 		f := strings.Fields(string(stat[i+1:]))
-		if i < 0 || len(f) < 2 || f[0] != "Z" || f[1] != self {
+		if len(f) < 2 || f[1] != self {
 			continue
 		}
 		cg, err := os.ReadFile("/proc/" + d.Name() + "/cgroup")
 		if err != nil || !inSessionCgroup(string(cg), name) {
 			continue
 		}
+		if f[0] != "Z" {
+			left++
+			continue
+		}
 		var ws unix.WaitStatus
-		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
+			return left, fmt.Errorf("reap %d: %w", pid, err)
+		}
 	}
+	return left, nil
 }
 
 // inSessionCgroup reports whether a /proc/PID/cgroup text puts the process
@@ -885,9 +1249,11 @@ func place(p *prepared, pid int) error {
 		return fmt.Errorf("pidfd_open: %w", err)
 	}
 	defer unix.Close(pidfd)
-	if _, err := call(p.env.Cgroup, &wire.CgPlace{Session: p.name}, pidfd); err != nil {
+	files, err := call(p.cg, "place", &wire.CgPlace{Session: p.name}, pidfd)
+	if err != nil {
 		return fmt.Errorf("place glove-shim in the session's cgroups: %w", err)
 	}
+	closeAll(files)
 	return nil
 }
 
