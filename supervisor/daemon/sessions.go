@@ -356,7 +356,11 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	// releaseStream closes the stream if the session does not run.
 	releaseStream := func() {
 		if sp != nil {
-			closeStream(sp)
+			// The session never ran: a failed close only ends a
+			// stream nothing used, but it is logged, not dropped.
+			if err := endStream(sp); err != nil {
+				d.log.WithField("session_id", sess.ID).WithField("event", "stream").WithField("error", oneLine(err.Error())).Warn("closing an unused inherited stream failed")
+			}
 			launch.Stream.Guest.Close()
 		}
 	}
@@ -370,7 +374,12 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	var helpers []*helperproc.Proc
 	closeHelpers := func() {
 		for _, p := range helpers {
-			_ = p.Close()
+			// Helpers of a session that never ran: they hold nothing
+			// of it (the cgroups are not made yet), so a failed exit
+			// is only logged.
+			if err := p.Close(); err != nil {
+				d.log.WithField("session_id", sess.ID).WithField("helper", p.Name).WithField("error", oneLine(err.Error())).Warn("helper exit")
+			}
 		}
 	}
 	for _, h := range []struct {

@@ -216,9 +216,3 @@ func endStream(sp *helperproc.Proc) error {
 	}
 	return errors.Join(errs...)
 }
-
-// closeStream ends a session's stream and its helper.
-func closeStream(sp *helperproc.Proc) {
-	_, _, _ = sp.Client.Call(&wire.StreamClose{}, nil)
-	_ = sp.Close()
-}
