@@ -20,7 +20,9 @@ import (
 // harnessSource stands in for an agent harness (as in the session
 // package's tests); with the argument "sleep" it waits instead, with
 // "line" it prints one line and exits 0, with "spin" it burns CPU, with
-// "stubborn" it ignores SIGTERM and waits.
+// "stubborn" it ignores SIGTERM and waits, with "flood" and "hog" it
+// prints a line, waits a second, then writes output or takes memory
+// without end.
 const harnessSource = `package main
 
 import (
@@ -87,6 +89,26 @@ func main() {
 		fmt.Println("ignoring")
 		time.Sleep(60 * time.Second)
 		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "flood" {
+		fmt.Println("flooding soon")
+		time.Sleep(time.Second)
+		line := []byte("flood flood flood flood flood flood flood flood flood flood flood\n")
+		for {
+			os.Stdout.Write(line)
+		}
+	}
+	if len(os.Args) > 1 && os.Args[1] == "hog" {
+		fmt.Println("hogging soon")
+		time.Sleep(time.Second)
+		var kept [][]byte
+		for {
+			b := make([]byte, 16<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			kept = append(kept, b)
+		}
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sleep" {
 		fmt.Println("sleeping")

@@ -167,11 +167,13 @@ func TestGlovedHelperLoss(t *testing.T) {
 	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
 	const wallMs, cpuMs, graceMs = 2000, 1000, 500
-	wall, cpu := tinyProfile, tinyProfile
+	wall, cpu, out, mem := tinyProfile, tinyProfile, tinyProfile, tinyProfile
 	wall.ProfileID, wall.WallTimeMs = "wall", wallMs
 	cpu.ProfileID, cpu.CPUTimeMs = "cpu", cpuMs
+	out.ProfileID, out.TerminalOutputBytes = "out", 64<<10
+	mem.ProfileID, mem.MemoryBytes = "mem", 96<<20
 	f := newFixture(t, e, map[string][]string{"sleeper": {"sleep"}, "spinner": {"spin"}, "stubborn": {"stubborn"},
-		"harness": {"--flag", "x"}}, cpu, tinyProfile, wall)
+		"flooder": {"flood"}, "hogger": {"hog"}, "harness": {"--flag", "x"}}, cpu, mem, out, tinyProfile, wall)
 	pause := filepath.Join(f.run, "pause") // gloved creates pause.reached: the service user's directory
 	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_PAUSE=cgroup:" + pause}, f.args...)
 	c := dial(t, g.socket)
@@ -224,6 +226,11 @@ func TestGlovedHelperLoss(t *testing.T) {
 		{"wall", "sleeper", "wall", "sleeping", wallMs * time.Millisecond, "limit:wall_time_ms", false, "glove-cgroup"},
 		{"cpu", "spinner", "cpu", "spinning", cpuMs * time.Millisecond, "limit:cpu_time_ms", false, "glove-cgroup"},
 		{"stop", "stubborn", "tiny", "ignoring", graceMs * time.Millisecond, "signaled", true, "glove-cgroup"},
+		// The output limit is gloved's own count; the memory limit the
+		// kernel's (the OOM kill), read back through the held
+		// memory.events. Each program starts a second after its line.
+		{"output", "flooder", "out", "flooding soon", time.Second, "limit:terminal_output_bytes", false, "glove-cgroup"},
+		{"memory", "hogger", "mem", "hogging soon", time.Second, "limit:memory_bytes", false, "glove-cgroup"},
 		// glove-mounter serves only the start: its death after it
 		// changes nothing but the reason.
 		{"mounter", "sleeper", "wall", "sleeping", wallMs * time.Millisecond, "limit:wall_time_ms", false, "glove-mounter"},

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/journal"
 )
 
 // clock is a test clock the store reads; tests move it.
@@ -353,4 +356,81 @@ func BenchmarkSessions(b *testing.B) {
 	b.ReportMetric(float64(st.Journal.Written-before.Written)/float64(b.N), "bytes/session")
 	b.ReportMetric(float64(st.Compactions), "compactions")
 	b.ReportMetric(float64(st.Journal.Bytes), "live-bytes")
+}
+
+// TestOpenBrickedStore: a store written by a gloved before compaction
+// existed, filled to the journal's 10,000-record bound with its last
+// session left starting (what bricked installations after 1,428
+// sessions), opens, compacts, and takes recovery's failure record and new
+// sessions again.
+func TestOpenBrickedStore(t *testing.T) {
+	d := fastDir(t)
+	j, _, _, err := journal.Open(journal.Options{Dir: d, Name: FileName, Kind: Kind, MaxRecordBytes: MaxPlanBytes + 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(1_800_000_000_000)
+	put := func(r record) {
+		t.Helper()
+		at++
+		r.AtMS = at
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Append(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []State{Preparing, Starting, "runtime", Running, Stopping, Exited}
+	for i := 0; i <= 1428; i++ {
+		id := fmt.Sprintf("e%05d", i)
+		r := req(id, "k"+id)
+		put(record{Type: "create", Session: id, Key: r.IdempotencyKey, Controller: r.ControllerPlanDigest, Content: r.PlanContentDigest, Plan: r.Plan})
+		from := Created
+		for k, to := range steps {
+			if i == 1428 && k == 3 {
+				break // the 10,000th record is its runtime
+			}
+			if to == "runtime" {
+				rt := testRT
+				put(record{Type: "runtime", Session: id, Runtime: &rt})
+				continue
+			}
+			put(record{Type: "transition", Session: id, From: from, To: to})
+			from = to
+		}
+	}
+	if n := j.Count(); n != 10000 {
+		t.Fatalf("setup: %d records", n)
+	}
+	if _, err := j.Append([]byte(`{}`)); !errors.Is(err, journal.ErrFull) {
+		t.Fatalf("setup: the journal is not full: %v", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	compacted := 0
+	s, _, err := Open(Options{Dir: d, OnCompact: func(_ CompactInfo, err error) {
+		if err != nil {
+			t.Errorf("compaction at open: %v", err)
+		}
+		compacted++
+	}})
+	if err != nil {
+		t.Fatalf("open the full store: %v", err)
+	}
+	defer s.Close()
+	if compacted != 1 {
+		t.Fatalf("%d compactions at open", compacted)
+	}
+	if sess, err := s.Transition("e01428", Failed, "recovered:gone"); err != nil || sess.State != Failed {
+		t.Fatalf("recovery's failure record: %v", err)
+	}
+	if _, _, err := s.Create(req("new", "knew")); err != nil {
+		t.Fatalf("a new session: %v", err)
+	}
+	lifecycle(t, s, "new", 7)
+	st := s.Stats()
+	t.Logf("opened a store of 10,000 records (1,429 sessions): compacted to %d records, %d bytes", st.Journal.Records, st.Journal.Bytes)
 }
