@@ -12,7 +12,6 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/store"
 	"github.com/glove-sandbox/glove/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // TestGlovedCompactionCrash kills gloved (SIGKILL) at every fault point of
@@ -28,10 +27,7 @@ import (
 func TestGlovedCompactionCrash(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	becomeReaper(t)
 	testenv.CheckLeaks(t, e.UID)
 	f := newFixture(t, e, map[string][]string{"load": {"load"}})
 	faulty := buildFaultyGloved(t, e)
@@ -62,7 +58,7 @@ func TestGlovedCompactionCrash(t *testing.T) {
 				}
 				params := createParams(id, plObj)
 				inflight = id
-				if err = crashSession(c, id, params, want); err == nil {
+				if err = runToEnd(c, id, params, want); err == nil {
 					cleaned[id] = params
 					archive, err = pageAndAck(c, f.key, archive)
 				}
@@ -125,8 +121,8 @@ func TestGlovedCompactionCrash(t *testing.T) {
 	}
 }
 
-// crashSession runs one session to its end and cleans it up.
-func crashSession(c *rawClient, id string, params map[string]any, want string) error {
+// runToEnd runs one session to its end and cleans it up.
+func runToEnd(c *rawClient, id string, params map[string]any, want string) error {
 	var cr struct {
 		Token string `json:"start_token"`
 	}

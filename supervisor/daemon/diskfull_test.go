@@ -29,10 +29,7 @@ func TestGlovedDiskFull(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	becomeReaper(t)
 	f := newFixture(t, e, map[string][]string{"load": {"load"}, "sleeper": {"sleep"}})
 	if err := unix.Mount("tmpfs", f.storeDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
 		fmt.Sprintf("size=4m,mode=0700,uid=%d,gid=%d", e.UID, e.GID)); err != nil {
@@ -60,7 +57,7 @@ func TestGlovedDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		params := createParams(id, plObj)
-		return params, crashSession(c, id, params, want)
+		return params, runToEnd(c, id, params, want)
 	}
 	for range 2 {
 		if _, err := session(); err != nil {

@@ -99,7 +99,12 @@ func enduranceRun(t *testing.T, f *fixture, g *gloved, first, count int, archive
 			}
 			defer c.Close()
 			for i := range jobs {
-				if err := enduranceSession(f, c, fmt.Sprintf("end-%05d", i), want); err != nil {
+				id := fmt.Sprintf("end-%05d", i)
+				plObj, err := planObject(f.plan("load", "tiny"))
+				if err == nil {
+					err = runToEnd(c, id, createParams(id, plObj), want)
+				}
+				if err != nil {
 					errs <- err
 					for range jobs {
 					}
@@ -129,30 +134,6 @@ func enduranceRun(t *testing.T, f *fixture, g *gloved, first, count int, archive
 		t.Fatalf("%v\nlog: %s", err, g.log)
 	}
 	return archive
-}
-
-func enduranceSession(f *fixture, c *rawClient, id, want string) error {
-	plObj, err := planObject(f.plan("load", "tiny"))
-	if err != nil {
-		return err
-	}
-	var cr struct {
-		Token string `json:"start_token"`
-	}
-	if err := c.call("create_session", createParams(id, plObj), &cr); err != nil {
-		return err
-	}
-	if err := c.call("start_session", map[string]any{"session_id": id, "start_token": cr.Token}, nil); err != nil {
-		return err
-	}
-	end, err := c.attach(id, nil)
-	if err != nil {
-		return err
-	}
-	if end.State != "exited" || end.ExitCode != 7 || end.output != want {
-		return fmt.Errorf("%s: ended %+v with %q", id, end.End, end.output)
-	}
-	return c.call("cleanup_session", map[string]any{"session_id": id}, nil)
 }
 
 // controller pages receipts after the archive's head every 20 ms until

@@ -35,6 +35,21 @@ func buildFaultyGloved(t *testing.T, e *testenv.Env) string {
 	return out
 }
 
+// becomeReaper makes this test process the reaper of the orphans of a
+// gloved it kills (its helpers, the shim), as a service manager would be,
+// until the test ends; reapOrphans reaps them.
+func becomeReaper(t *testing.T) {
+	t.Helper()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0); err != nil {
+			t.Errorf("stop being a subreaper: %v", err)
+		}
+	})
+}
+
 // reapOrphans waits for, and reaps, every child of this process that a
 // killed gloved left (helpers exit on their socket's EOF, the shim on its
 // parent-death signal).
@@ -88,10 +103,7 @@ func TestGlovedRecovery(t *testing.T) {
 	// This test process is the init of the gloved it kills: the killed
 	// gloved's children (its helpers, the shim) are re-parented here and
 	// reaped by reapOrphans, as a service manager would reap them.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	becomeReaper(t)
 	testenv.CheckLeaks(t, e.UID)
 	f := newFixture(t, e, map[string][]string{"sleeper": {"sleep"}})
 	faulty := buildFaultyGloved(t, e)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // TestGlovedStoreFull fills the session store through gloved with the
@@ -25,10 +24,7 @@ import (
 func TestGlovedStoreFull(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	becomeReaper(t)
 	testenv.CheckLeaks(t, e.UID)
 	faulty := buildFaultyGloved(t, e)
 	want := "args=[\"load\"] home=/home/agent cwd=/workspace\r\nin=\"granted tree\" err=<nil>\r\n"
@@ -115,7 +111,7 @@ func TestGlovedStoreFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := crashSession(c, "sf-after", createParams("sf-after", plObj), want); err != nil {
+		if err := runToEnd(c, "sf-after", createParams("sf-after", plObj), want); err != nil {
 			t.Fatalf("bound %d: a session after clean-up: %v\nlog: %s", bound, err, g.log)
 		}
 		t.Logf("bound %d records: %d sessions admitted, then %q; all ended after a kill and restart", bound, len(order), refusal[strings.Index(refusal, "session store full"):])
