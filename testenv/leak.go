@@ -97,7 +97,7 @@ func CheckLeaks(t testing.TB, uid int) {
 			return
 		}
 		for _, d := range Diff(before, after) {
-			t.Errorf("leak: %s", d)
+			t.Errorf("leak: %s%s", d, describeProcess(d))
 		}
 	})
 }
@@ -233,4 +233,32 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// describeProcess says, for a "+process PID NAME" leak, what the process
+// is now: its state, its parent and its cgroup, so that a leak seen once
+// under load says where it came from.
+func describeProcess(leak string) string {
+	f := strings.Fields(strings.TrimPrefix(leak, "+process "))
+	if !strings.HasPrefix(leak, "+process ") || len(f) == 0 {
+		return ""
+	}
+	status, err := os.ReadFile("/proc/" + f[0] + "/status")
+	if err != nil {
+		return " (gone by the report)"
+	}
+	var state, ppid string
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "State:"); ok {
+			state = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "PPid:"); ok {
+			ppid = strings.TrimSpace(v)
+		}
+	}
+	parent, _ := os.ReadFile("/proc/" + ppid + "/comm")
+	cg, _ := os.ReadFile("/proc/" + f[0] + "/cgroup")
+	cmd, _ := os.ReadFile("/proc/" + f[0] + "/cmdline")
+	return fmt.Sprintf(" (state %s, parent %s %s, cmdline %q, cgroup %q)", state, ppid, strings.TrimSpace(string(parent)),
+		strings.ReplaceAll(string(cmd), "\x00", " "), strings.TrimSpace(string(cg)))
 }

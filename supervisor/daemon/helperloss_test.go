@@ -165,6 +165,11 @@ func status(t *testing.T, c *client, id string) daemon.Status {
 func TestGlovedHelperLoss(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
+	// gloved's exit (the shutdown case) hands whatever child it has not
+	// reaped to its reaper, as systemd is for the unit: this test, which
+	// reaps them (reapOrphans) and so tells a zombie handed over (reaped
+	// here) from a process left running (a failure).
+	becomeReaper(t)
 	testenv.CheckLeaks(t, e.UID)
 	const wallMs, cpuMs, graceMs = 2000, 1000, 500
 	wall, cpu, out, mem := tinyProfile, tinyProfile, tinyProfile, tinyProfile
@@ -315,6 +320,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 			<-done
 			t.Fatalf("gloved still running %v after SIGTERM with glove-cgroup dead\nlog: %s", shutdownGrace+20*time.Second, g.log)
 		}
+		reapOrphans(t)
 		checkCgroupsGone(t, e, "hl-shutdown")
 	})
 	for _, want := range []string{`"event":"helper_lost"`, `"helper":"glove-cgroup"`} {
