@@ -154,6 +154,8 @@ var attackCases = []attackCase{
 	{name: "perf-event-open", threat: "perf_event_open on itself", stoppedBy: []string{atkSC}, base: perfRestricted()},
 	{name: "userfaultfd", threat: "userfaultfd(UFFD_USER_MODE_ONLY)", stoppedBy: []string{atkSC}},
 	{name: "io-uring-setup", threat: "io_uring_setup", stoppedBy: []string{atkSC}},
+	// Kernel-global budgets: no namespace or cgroup divides them.
+	{name: "aio-global-budget", threat: "io_setup taking native AIO events from the machine-wide fs.aio-max-nr (one io_setup(65536) left the host none)", stoppedBy: []string{atkSC}, setup: aioBudgetWatched},
 	{name: "open-by-handle-at", threat: "open_by_handle_at with a handle of the host's outside directory (\"shocker\")", base: true, setup: shocker},
 	// Terminal and descriptors.
 	{name: "tiocsti", threat: "TIOCSTI (after TIOCSCTTY) to push input into the terminal given as stdin", base: true, setup: terminal},
@@ -163,6 +165,12 @@ var attackCases = []attackCase{
 	// request, which libseccomp cannot compare).
 	{name: "tiocsti-own-terminal", threat: "TIOCSTI on the program's own controlling terminal (process.terminal)", stoppedBy: []string{atkSC}, base: !legacyTIOCSTI(), runcUnsupported: "runc allocates the terminal itself and hands it over --console-socket; glove-shim uses its standard input", setup: ownTerminal},
 	{name: "tiocsti-high-bits", threat: "TIOCSTI with a high bit set in the 64-bit request, past a filter that compares all 64 bits", stoppedBy: []string{atkSC}, base: !legacyTIOCSTI(), runcUnsupported: "runc allocates the terminal itself and hands it over --console-socket; glove-shim uses its standard input", setup: ownTerminal},
+	// The terminal given as standard input is the operator's (glove run):
+	// its state must be the same after the program is gone. The kernel
+	// lets any holder of a terminal descriptor change it; only the
+	// shim's always-on ioctl filter stops these.
+	{name: "tiocsetd-terminal", threat: "TIOCSETD N_NULL on the terminal given as stdin: the operator's terminal drops all input and output afterwards", stoppedBy: []string{atkSC}, setup: terminalState},
+	{name: "tiocexcl-terminal", threat: "TIOCEXCL on the terminal given as stdin: nobody but root may open it again", stoppedBy: []string{atkSC}, setup: terminalState},
 	{name: "undeclared-fd-file", threat: "read and write a host file through an undeclared inherited descriptor 7", base: true, setup: undeclared(false)},
 	{name: "undeclared-fd-dir", threat: "open the host's secret through an undeclared inherited directory descriptor 7", base: true, setup: undeclared(true)},
 	{name: "getsockopt-declared", threat: "positive control: getsockopt(3, SOL_SOCKET, SO_TYPE) on the declared socket", control: true, setup: declaredSocket},
@@ -480,6 +488,54 @@ func usrUnchanged(t *testing.T, r *attackRun) judge {
 	}
 }
 
+// aioBudgetWatched asks the sandbox for 1,024 AIO events held for 600 ms
+// and watches the host's fs.aio-nr (the machine-wide count of events
+// taken) while it runs: the attack succeeded if the count rose by the
+// sandbox's request (the kernel charges at least twice what is asked).
+func aioBudgetWatched(t *testing.T, r *attackRun) judge {
+	const nr = 1024
+	r.args = append(r.args, fmt.Sprintf("nr=%d", nr), "hold=600")
+	read := func() int {
+		b, err := os.ReadFile("/proc/sys/fs/aio-nr")
+		if err != nil {
+			t.Fatalf("read fs.aio-nr: %v", err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("fs.aio-nr %q: %v", b, err)
+		}
+		return n
+	}
+	base := read()
+	stop, done := make(chan struct{}), make(chan int)
+	go func() {
+		peak := base
+		for {
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-time.After(5 * time.Millisecond):
+				peak = max(peak, read())
+			}
+		}
+	}()
+	var peak int
+	var once sync.Once
+	finish := func() int {
+		once.Do(func() { close(stop); peak = <-done })
+		return peak
+	}
+	t.Cleanup(func() { finish() })
+	return func(string) (bool, string) {
+		p := finish()
+		if p-base >= nr {
+			return true, fmt.Sprintf("fs.aio-nr rose from %d to %d while the sandbox ran", base, p)
+		}
+		return false, fmt.Sprintf("fs.aio-nr stayed within %d..%d while the sandbox ran", base, p)
+	}
+}
+
 func rootfsUnchanged(t *testing.T, r *attackRun) judge {
 	return func(string) (bool, string) {
 		if _, err := os.Lstat(filepath.Join(r.rootfs, "pwned")); err == nil {
@@ -658,6 +714,32 @@ func shocker(t *testing.T, r *attackRun) judge {
 // terminal is the controlling terminal of a host session (as a user's
 // terminal is), whose input queue is checked afterwards.
 func terminal(t *testing.T, r *attackRun) judge { return terminalWithHolder(t, r, true) }
+
+// terminalState gives the program a pty (held by a host session) as
+// standard input and judges, from the host, whether its line discipline
+// and exclusive mode are what they were.
+func terminalState(t *testing.T, r *attackRun) judge {
+	terminalWithHolder(t, r, true)
+	slave := int(r.stdin.Fd())
+	ldisc, err := unix.IoctlGetInt(slave, unix.TIOCGETD)
+	if err != nil {
+		t.Fatalf("TIOCGETD: %v", err)
+	}
+	return func(string) (bool, string) {
+		now, err := unix.IoctlGetInt(slave, unix.TIOCGETD)
+		if err != nil {
+			return true, fmt.Sprintf("TIOCGETD after the run: %v", err)
+		}
+		excl, err := unix.IoctlGetInt(slave, unix.TIOCGEXCL)
+		if err != nil {
+			return true, fmt.Sprintf("TIOCGEXCL after the run: %v", err)
+		}
+		if now != ldisc || excl != 0 {
+			return true, fmt.Sprintf("the host's terminal changed: line discipline %d (was %d), exclusive %d", now, ldisc, excl)
+		}
+		return false, fmt.Sprintf("the host's terminal unchanged: line discipline %d, not exclusive", now)
+	}
+}
 
 // terminalWithHolder gives the program a pty as standard input; with
 // holder, a host session owns it as its controlling terminal first.

@@ -15,8 +15,16 @@ import (
 //     a terminal could type commands into the shell that reads it
 //     (CVE-2016-7545, CVE-2017-5226 in other sandboxes);
 //   - TIOCLINUX's selection and paste subcommands do the same on a
-//     virtual console.
-var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+//     virtual console;
+//   - TIOCSETD, TIOCEXCL, TIOCNXCL, TIOCCONS change a terminal's state
+//     for everyone who uses it after the program: its line discipline
+//     (N_NULL drops all input and output), its exclusive mode (nobody
+//     but root may open it again), where console output goes. The
+//     terminal a sandbox is given may be the operator's (glove run's
+//     standard input), which must be as it was when the program is gone;
+//     the kernel lets any holder of a terminal descriptor make these
+//     changes, and a program has no need of them on its own terminal.
+var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCSETD, unix.TIOCEXCL, unix.TIOCNXCL, unix.TIOCCONS}
 
 // loadDeniedIoctls installs the deniedIoctls filter on every thread.
 // no_new_privs must be set.

@@ -41,7 +41,15 @@ const defaultErrno = uint(unix.EPERM)
 //   - name_to_handle_at: half of the open_by_handle_at escape (CVE-2014-3519
 //     "shocker"); the other half is denied by Docker already;
 //   - modify_ldt: long history of kernel bugs (CVE-2015-5157, CVE-2017-17053)
-//     and unused by 64-bit programs.
+//     and unused by 64-bit programs;
+//   - io_setup, io_destroy, io_submit, io_cancel, io_getevents,
+//     io_pgetevents (native AIO): every AIO context is charged to one
+//     machine-wide budget (fs.aio-max-nr) that no namespace or cgroup
+//     divides, so one io_setup(65536) made every other io_setup on the
+//     host, root's included, fail with EAGAIN (threat: a session denying
+//     a kernel-global resource to the host and the other sessions).
+//     Programs that use it fall back to threads (glibc's POSIX AIO does
+//     not use it at all); io_uring is denied as Docker denies it.
 //
 // Everything Docker denies (keyctl, bpf, mount, unshare, setns, io_uring,
 // kexec, module loading, ...) is absent and so meets the default action;
@@ -58,8 +66,8 @@ var allowed = []string{
 	"futimesat", "get_robust_list", "get_thread_area", "getcpu", "getcwd", "getdents", "getdents64", "getegid",
 	"geteuid", "getgid", "getgroups", "getitimer", "getpgid", "getpgrp", "getpid", "getppid",
 	"getpriority", "getrandom", "getresgid", "getresuid", "getrlimit", "getrusage", "getsid", "gettid",
-	"gettimeofday", "getuid", "getxattr", "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch", "io_cancel",
-	"io_destroy", "io_getevents", "io_pgetevents", "io_setup", "io_submit", "ioctl", "ioprio_get", "ioprio_set",
+	"gettimeofday", "getuid", "getxattr", "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch",
+	"ioctl", "ioprio_get", "ioprio_set",
 	"kill", "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self", "lchown", "lgetxattr", "link", "linkat",
 	"listxattr", "llistxattr", "lremovexattr", "lseek", "lsetxattr", "lstat", "madvise", "map_shadow_stack",
 	"membarrier", "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod", "mknodat",

@@ -116,10 +116,13 @@ var cases = map[string]func() (string, error){
 	"perf-event-open":       perfEventOpen,
 	"userfaultfd":           userfaultfd,
 	"io-uring-setup":        ioUringSetup,
+	"aio-global-budget":     aioBudget,
 	"open-by-handle-at":     openByHandleAt,
 	"tiocsti":               tiocsti,
 	"tiocsti-own-terminal":  tiocsti,
 	"tiocsti-high-bits":     tiocstiHighBits,
+	"tiocsetd-terminal":     tiocsetd,
+	"tiocexcl-terminal":     tiocexcl,
 	"undeclared-fd-file":    undeclaredFile,
 	"undeclared-fd-dir":     undeclaredDir,
 	"getsockopt-declared":   func() (string, error) { return getsockopt(3, unix.SO_TYPE) },
@@ -521,6 +524,25 @@ func tiocsti() (string, error) {
 		return "", step("TIOCSCTTY worked; TIOCSTI", err)
 	}
 	return "took the terminal and injected input", nil
+}
+
+// tiocsetd sets the line discipline of the terminal given as standard
+// input to N_NULL (27): the operator's terminal then drops all input and
+// output after the program is gone.
+func tiocsetd() (string, error) {
+	if err := unix.IoctlSetPointerInt(0, unix.TIOCSETD, 27); err != nil {
+		return "", step("ioctl(TIOCSETD, N_NULL)", err)
+	}
+	return "set the terminal's line discipline to N_NULL", nil
+}
+
+// tiocexcl puts the terminal given as standard input in exclusive mode:
+// nobody but root may open it again (the operator's new shells fail).
+func tiocexcl() (string, error) {
+	if err := unix.IoctlSetInt(0, unix.TIOCEXCL, 0); err != nil {
+		return "", step("ioctl(TIOCEXCL)", err)
+	}
+	return "made the terminal exclusive", nil
 }
 
 func undeclaredFile() (string, error) {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -53,4 +54,21 @@ func tiocstiHighBits() (string, error) {
 		return "", step("ioctl(TIOCSTI|1<<32)", e)
 	}
 	return fmt.Sprintf("injected %q with high bits in the request", c), nil
+}
+
+// aioBudget takes native AIO events from the machine-wide budget
+// (fs.aio-max-nr) with io_setup and holds them for hold milliseconds, so
+// that the test, polling /proc/sys/fs/aio-nr on the host, sees them
+// taken.
+func aioBudget() (string, error) {
+	var ctx uint64
+	nr := atoi(args["nr"])
+	if _, _, e := unix.Syscall(unix.SYS_IO_SETUP, uintptr(nr), uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
+		return "", step(fmt.Sprintf("io_setup(%d)", nr), e)
+	}
+	time.Sleep(time.Duration(atoi(args["hold"])) * time.Millisecond)
+	if _, _, e := unix.Syscall(unix.SYS_IO_DESTROY, uintptr(ctx), 0, 0); e != 0 {
+		return "", step("io_destroy", e)
+	}
+	return fmt.Sprintf("took %d AIO events from the machine-wide budget", nr), nil
 }
