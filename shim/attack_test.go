@@ -169,7 +169,7 @@ var attackCases = []attackCase{
 	// its state must be the same after the program is gone. The kernel
 	// lets any holder of a terminal descriptor change it; only the
 	// shim's always-on ioctl filter stops these.
-	{name: "tiocsetd-terminal", threat: "TIOCSETD N_NULL on the terminal given as stdin: the operator's terminal drops all input and output afterwards", stoppedBy: []string{atkSC}, setup: terminalState},
+	{name: "tiocsetd-terminal", threat: "TIOCSETD N_NULL on the terminal given as stdin: the operator's terminal drops all input and output afterwards", stoppedBy: []string{atkSC}, base: !nullLdiscReachable(), setup: terminalState},
 	{name: "tiocexcl-terminal", threat: "TIOCEXCL on the terminal given as stdin: nobody but root may open it again", stoppedBy: []string{atkSC}, setup: terminalState},
 	{name: "undeclared-fd-file", threat: "read and write a host file through an undeclared inherited descriptor 7", base: true, setup: undeclared(false)},
 	{name: "undeclared-fd-dir", threat: "open the host's secret through an undeclared inherited directory descriptor 7", base: true, setup: undeclared(true)},
@@ -809,6 +809,18 @@ func perfRestricted() bool {
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	return err == nil && n >= 3
+}
+
+// nullLdiscReachable says whether an unprivileged program can set the
+// N_NULL line discipline here: it is a module, loaded on demand only
+// when dev.tty.ldisc_autoload is 1 (or already loaded); otherwise the
+// kernel itself refuses TIOCSETD N_NULL with EINVAL.
+func nullLdiscReachable() bool {
+	if _, err := os.Stat("/sys/module/n_null"); err == nil {
+		return true
+	}
+	b, err := os.ReadFile("/proc/sys/dev/tty/ldisc_autoload")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
 func legacyTIOCSTI() bool {
