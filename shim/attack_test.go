@@ -812,15 +812,25 @@ func perfRestricted() bool {
 }
 
 // nullLdiscReachable says whether an unprivileged program can set the
-// N_NULL line discipline here: it is a module, loaded on demand only
-// when dev.tty.ldisc_autoload is 1 (or already loaded); otherwise the
-// kernel itself refuses TIOCSETD N_NULL with EINVAL.
+// N_NULL line discipline here: registered already (built in or loaded),
+// or a module the kernel loads on demand (dev.tty.ldisc_autoload 1);
+// otherwise the kernel itself refuses TIOCSETD N_NULL with EINVAL.
 func nullLdiscReachable() bool {
-	if _, err := os.Stat("/sys/module/n_null"); err == nil {
+	// Registered (built in, or loaded): /proc/tty/ldiscs lists it.
+	if b, err := os.ReadFile("/proc/tty/ldiscs"); err == nil && slices.Contains(strings.Fields(string(b)), "n_null") {
 		return true
 	}
 	b, err := os.ReadFile("/proc/sys/dev/tty/ldisc_autoload")
-	return err == nil && strings.TrimSpace(string(b)) == "1"
+	if err != nil || strings.TrimSpace(string(b)) != "1" {
+		return false
+	}
+	// On demand only if the kernel was built with it as a module.
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	m, _ := filepath.Glob(filepath.Join("/lib/modules", unix.ByteSliceToString(u.Release[:]), "kernel/drivers/tty/n_null.ko*"))
+	return len(m) > 0
 }
 
 func legacyTIOCSTI() bool {
