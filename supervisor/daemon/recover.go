@@ -299,8 +299,16 @@ func (d *Daemon) recoverOne(sess store.Session, reserved bool, reason string) er
 	if reserved {
 		now := time.Now().UnixMilli()
 		started := sess.CreatedAt.UnixMilli()
+		// The revision the session was started under, recorded with its
+		// reservation: the operator may have replaced the policy since
+		// (a reservation older than that record names none, and the
+		// current revision stands in).
+		revision := d.pol.Revision
+		if rev, ok := d.receipts.Reservation(sess.ID); ok && rev != 0 {
+			revision = rev
+		}
 		if _, err := d.receipts.Finalize(receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest,
-			PlanContentDigest: sess.PlanContentDigest, PolicyRevision: d.pol.Revision, Termination: "failed",
+			PlanContentDigest: sess.PlanContentDigest, PolicyRevision: revision, Termination: "failed",
 			LaunchDigest: launchDigestOf(sess),
 			StartedAtMS:  max(started, 1), EndedAtMS: max(now, started, 1)}); err != nil {
 			return fmt.Errorf("seal the terminal receipt: %w", err)

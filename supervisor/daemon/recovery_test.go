@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/daemon"
+	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
@@ -175,5 +176,46 @@ func TestGlovedRecovery(t *testing.T) {
 		if env.Body.SessionID != "r-"+points[i] || env.Body.Termination != "failed" {
 			t.Errorf("receipt %d: %s %s", i, env.Body.SessionID, env.Body.Termination)
 		}
+	}
+}
+
+// TestGlovedRecoveryPolicyRevision: gloved is killed with a session
+// running, the operator replaces the policy (a new revision) and
+// restarts it: the recovered session's receipt names the revision it ran
+// under, not the new one.
+func TestGlovedRecoveryPolicyRevision(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	becomeReaper(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"sleeper": {"sleep"}})
+	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_FAULT=released"}, f.args...)
+	c := dial(t, g.socket)
+	tok := f.create(c, "rev-old", f.plan("sleeper", "tiny"))
+	line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 99, "method": "start_session",
+		"params": map[string]any{"session_id": "rev-old", "start_token": tok}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sendLine(string(line))
+	if err := g.cmd.Wait(); err == nil {
+		t.Fatalf("gloved was not killed at its fault point\nlog: %s", g.log)
+	}
+	reapOrphans(t)
+	next := *f.pol
+	next.Revision = fixtureRevision + 1
+	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(&next), e.UID, e.GID)
+	g2 := startGloved(t, e, f.args...)
+	c2 := dial(t, g2.socket)
+	var page struct {
+		Envelopes []receipt.Envelope `json:"envelopes"`
+	}
+	c2.ok("receipts_page", map[string]any{"after": 0, "limit": 100}, &page)
+	g2.stop(t)
+	if len(page.Envelopes) != 1 || page.Envelopes[0].Body.SessionID != "rev-old" || page.Envelopes[0].Body.Termination != "failed" {
+		t.Fatalf("receipts after recovery: %+v", page.Envelopes)
+	}
+	if got := page.Envelopes[0].Body.PolicyRevision; got != fixtureRevision {
+		t.Fatalf("the recovered receipt names policy revision %d, want %d (the one it ran under; the policy is now %d)", got, fixtureRevision, next.Revision)
 	}
 }

@@ -398,7 +398,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		helpers = append(helpers, p)
 		*h.into = p
 	}
-	if err := d.receipts.Reserve(sess.ID); err != nil {
+	if err := d.receipts.Reserve(sess.ID, d.pol.Revision); err != nil {
 		closeHelpers()
 		releaseStream()
 		switch {

@@ -22,7 +22,7 @@ func TestCompactKeepsChain(t *testing.T) {
 		archive = append(archive, finalize(t, r, fmt.Sprintf("s%d", i)))
 	}
 	for _, id := range []string{"open1", "open2"} {
-		if err := r.Reserve(id); err != nil {
+		if err := r.Reserve(id, 7); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,6 +69,9 @@ func TestCompactKeepsChain(t *testing.T) {
 	if got := strings.Join(sortedOutstanding(r), ","); got != "open1,open2" {
 		t.Fatalf("outstanding after compaction: %s", got)
 	}
+	if rev, ok := r.Reservation("open2"); !ok || rev != 7 {
+		t.Fatalf("open2's reservation after compaction: revision %d, %v", rev, ok)
+	}
 	e, err := r.Finalize(body("open1"))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +117,7 @@ func TestReceiptEndurance(t *testing.T) {
 	var archive []Envelope
 	for i := range 3000 {
 		id := fmt.Sprintf("e%d", i)
-		if err := r.Reserve(id); err != nil {
+		if err := r.Reserve(id, 7); err != nil {
 			t.Fatalf("session %d: %v", i, err)
 		}
 		if _, err := r.Finalize(body(id)); err != nil {
@@ -242,7 +245,7 @@ func FuzzReplay(f *testing.F) {
 		if len(lines) > 64 {
 			return
 		}
-		r := &Journal{key: key, reserved: map[string]bool{}, done: map[string]bool{}}
+		r := &Journal{key: key, reserved: map[string]uint64{}, done: map[string]bool{}}
 		seq := uint64(1)
 		if strings.HasPrefix(lines[0], "+") {
 			lines[0], seq = lines[0][1:], 10

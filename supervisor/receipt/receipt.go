@@ -259,6 +259,9 @@ type record struct {
 	Envelope *Envelope `json:"envelope,omitempty"`
 	Seq      uint64    `json:"seq,omitempty"`
 	MAC      string    `json:"mac,omitempty"`
+	// Revision (reserve): the policy revision the session was started
+	// under, for a receipt recovery seals after the policy changed.
+	Revision uint64 `json:"revision,omitempty"`
 	// checkpoint: the first record of a compacted journal
 	Checkpoint *checkpoint `json:"checkpoint,omitempty"`
 }
@@ -317,8 +320,8 @@ type Journal struct {
 	envs     []Envelope
 	base     uint64
 	baseMAC  string
-	reserved map[string]bool // reserved, no receipt yet
-	done     map[string]bool // has a receipt in envs
+	reserved map[string]uint64 // reserved, no receipt yet: the policy revision it started under
+	done     map[string]bool   // has a receipt in envs
 	acked    uint64
 	// Replay of a compacted journal: records the checkpoint announced.
 	carryDue, reserveDue int
@@ -341,7 +344,7 @@ func Open(o Options) (*Journal, journal.OpenInfo, error) {
 	if err != nil {
 		return nil, info, fmt.Errorf("open receipts: %w", err)
 	}
-	r := &Journal{j: j, o: o, key: append([]byte(nil), o.Key...), reserved: map[string]bool{}, done: map[string]bool{}}
+	r := &Journal{j: j, o: o, key: append([]byte(nil), o.Key...), reserved: map[string]uint64{}, done: map[string]bool{}}
 	for i, rec := range recs {
 		if err := r.replay(rec, o.Anchor, i == 0); err != nil {
 			j.Close()
@@ -434,12 +437,15 @@ func (r *Journal) replay(rec journal.Record, anchor string, first bool) error {
 		if r.reserveDue > 0 {
 			r.reserveDue--
 		}
-		if r.reserved[x.Session] || r.done[x.Session] || !store.ValidSessionID(x.Session) {
+		if _, dup := r.reserved[x.Session]; dup || r.done[x.Session] || !store.ValidSessionID(x.Session) {
 			return fmt.Errorf("reservation of session %q repeated or invalid", x.Session)
 		}
-		r.reserved[x.Session] = true
+		r.reserved[x.Session] = x.Revision
 	case "receipt":
-		if x.Envelope == nil || !r.reserved[x.Envelope.Body.SessionID] {
+		if x.Envelope == nil {
+			return errors.New("receipt without a reservation")
+		}
+		if _, ok := r.reserved[x.Envelope.Body.SessionID]; !ok {
 			return errors.New("receipt without a reservation")
 		}
 		if err := Verify(r.key, r.head(), []Envelope{*x.Envelope}); err != nil {
@@ -495,16 +501,17 @@ func (r *Journal) Close() error {
 	return r.j.Close()
 }
 
-// Reserve durably sets aside capacity for the session's terminal receipt.
-// A second reservation, or one for a session that already has its
+// Reserve durably sets aside capacity for the session's terminal receipt,
+// and records the policy revision it is started under (Reservation). A
+// second reservation, or one for a session that already has its
 // receipt, is a replay.
-func (r *Journal) Reserve(sessionID string) error {
+func (r *Journal) Reserve(sessionID string, revision uint64) error {
 	if !store.ValidSessionID(sessionID) {
 		return fmt.Errorf("reserve: %w: session id %q", ErrInvalid, sessionID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.reserved[sessionID] || r.done[sessionID] {
+	if _, dup := r.reserved[sessionID]; dup || r.done[sessionID] {
 		return fmt.Errorf("reserve %s: %w", sessionID, ErrReplay)
 	}
 	outstanding := len(r.reserved) + 1
@@ -528,11 +535,21 @@ func (r *Journal) Reserve(sessionID string) error {
 	if err := r.j.Preallocate(needBytes); err != nil {
 		return fmt.Errorf("reserve %s: %w", sessionID, err)
 	}
-	if err := r.append(record{Type: "reserve", Session: sessionID}); err != nil {
+	if err := r.append(record{Type: "reserve", Session: sessionID, Revision: revision}); err != nil {
 		return fmt.Errorf("reserve %s: %w", sessionID, err)
 	}
-	r.reserved[sessionID] = true
+	r.reserved[sessionID] = revision
 	return nil
+}
+
+// Reservation is the policy revision an outstanding reservation recorded
+// (0 for one made before revisions were recorded), and whether there is
+// one.
+func (r *Journal) Reservation(sessionID string) (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rev, ok := r.reserved[sessionID]
+	return rev, ok
 }
 
 // Compact writes a new journal generation without the acknowledged
@@ -588,7 +605,7 @@ func (r *Journal) compact() (CompactInfo, error) {
 		}
 	}
 	for _, id := range ids {
-		if err := add(record{Type: "reserve", Session: id}); err != nil {
+		if err := add(record{Type: "reserve", Session: id, Revision: r.reserved[id]}); err != nil {
 			return info, err
 		}
 	}
@@ -618,7 +635,7 @@ func (r *Journal) Finalize(b Body) (Envelope, error) {
 	if r.done[b.SessionID] {
 		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, ErrReplay)
 	}
-	if !r.reserved[b.SessionID] {
+	if _, ok := r.reserved[b.SessionID]; !ok {
 		return Envelope{}, fmt.Errorf("finalize %s: %w", b.SessionID, ErrNotFound)
 	}
 	e, err := Seal(r.key, r.next(), r.head(), b)

@@ -46,7 +46,7 @@ func body(id string) Body {
 
 func finalize(t *testing.T, r *Journal, id string) Envelope {
 	t.Helper()
-	if err := r.Reserve(id); err != nil {
+	if err := r.Reserve(id, 7); err != nil {
 		t.Fatal(err)
 	}
 	e, err := r.Finalize(body(id))
@@ -102,16 +102,16 @@ func TestReplayAndAckRejected(t *testing.T) {
 	defer r.Close()
 	e1 := finalize(t, r, "s1")
 	e2 := finalize(t, r, "s2")
-	if err := r.Reserve("s1"); !errors.Is(err, ErrReplay) {
+	if err := r.Reserve("s1", 7); !errors.Is(err, ErrReplay) {
 		t.Errorf("reserve after receipt: %v", err)
 	}
 	if _, err := r.Finalize(body("s1")); !errors.Is(err, ErrReplay) {
 		t.Errorf("second receipt: %v", err)
 	}
-	if err := r.Reserve("s3"); err != nil {
+	if err := r.Reserve("s3", 7); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Reserve("s3"); !errors.Is(err, ErrReplay) {
+	if err := r.Reserve("s3", 7); !errors.Is(err, ErrReplay) {
 		t.Errorf("second reservation: %v", err)
 	}
 	if _, err := r.Finalize(body("s4")); !errors.Is(err, ErrNotFound) {
@@ -208,7 +208,7 @@ func TestTornTailKeepsAcknowledged(t *testing.T) {
 	if err := r.Ack(4, envs[3].EnvelopeMAC); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Reserve("s5"); err != nil {
+	if err := r.Reserve("s5", 7); err != nil {
 		t.Fatal(err)
 	}
 	r.Close()
@@ -322,7 +322,7 @@ func TestReservationGuaranteesRoom(t *testing.T) {
 	var ids []string
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("s%d", i)
-		err := r.Reserve(id)
+		err := r.Reserve(id, 7)
 		if errors.Is(err, ErrFull) {
 			break
 		}
