@@ -266,6 +266,8 @@ func run(ra runArgs) (int, error) {
 	signal.Notify(sigs)
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
+	// Wait's error is the stage's exit status, which the caller reads
+	// from cmd.ProcessState once done is closed.
 	go func() { _ = cmd.Wait(); close(done) }()
 	for {
 		select {
@@ -527,7 +529,7 @@ func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg st
 		if errors.Is(kerr, unix.ESRCH) {
 			kerr = nil
 		}
-		_ = cmd.Wait()
+		_ = cmd.Wait() // the exit we caused: see above
 		if kerr != nil {
 			kerr = fmt.Errorf("kill %s: %w", arg, kerr)
 		}

@@ -228,6 +228,8 @@ func fsmountOverRO() (string, error) {
 }
 
 func mountProc() (string, error) {
+	// An error here (it exists already, or /tmp is read-only) shows up
+	// as the mount's own failure below, which is the verdict.
 	_ = os.Mkdir("/tmp/p", 0o755)
 	if err := unix.Mount("proc", "/tmp/p", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "", step("mount proc /tmp/p", err)
@@ -263,6 +265,9 @@ func chrootOut() (string, error) {
 		return "", step("chroot", err)
 	}
 	for range 64 {
+		// Climbing stops at whatever top the kernel enforces: a failed
+		// step is not an error of the probe, the chroot below says
+		// where it ended up.
 		_ = unix.Chdir("..")
 	}
 	if err := unix.Chroot("."); err != nil {
