@@ -122,6 +122,14 @@ func l4WaitLoopsGone(t testing.TB, dir string) {
 	for {
 		left := l4Loops(dir)
 		if len(left) == 0 {
+			// The loop device is gone before the image's open file
+			// description it held, and with it the attachment's lock:
+			// the kernel releases that file later, from a work queue
+			// (seen on 6.1 under TCG: the next attach found the image
+			// "attached already"). Wait for the locks too.
+			left = l4LockedImages(dir)
+		}
+		if len(left) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -130,6 +138,30 @@ func l4WaitLoopsGone(t testing.TB, dir string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// l4LockedImages lists the images in dir whose attachment lock (flock,
+// shared or exclusive) some open file description still holds.
+func l4LockedImages(dir string) []string {
+	imgs, _ := filepath.Glob(filepath.Join(dir, "*.img"))
+	var locked []string
+	for _, img := range imgs {
+		// Regular files only (the compromised-supervisor tests plant a
+		// FIFO named like an image), opened without blocking.
+		if st, err := os.Lstat(img); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		fd, err := unix.Open(img, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if err != nil {
+			continue // gone, or not ours to open: not an attachment
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+			locked = append(locked, img+" (locked)")
+		}
+		// Closing releases the probe's own lock with the descriptor.
+		unix.Close(fd)
+	}
+	return locked
 }
 
 // l4CheckLeaks is testenv.CheckLeaks for tests that attach images: it
