@@ -314,6 +314,13 @@ func (e *Env) teardown() error {
 	}
 	if e.User != "" {
 		if _, err := user.Lookup(e.User); err == nil {
+			// A process of the test user still exiting (killed by the
+			// last test, not yet reaped by its parent) makes userdel
+			// refuse; wait for such processes boundedly, and name any
+			// that stays, so a leak says what it is.
+			if left := e.waitUserProcesses(10 * time.Second); len(left) > 0 {
+				errs = append(errs, "processes of "+e.User+" left at teardown: "+strings.Join(left, "; "))
+			}
 			if err := run("userdel", e.User); err != nil {
 				errs = append(errs, err.Error())
 			}
@@ -427,5 +434,29 @@ func (b *SyncBuffer) WaitCount(s string, n int, timeout time.Duration) bool {
 			return false
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitUserProcesses waits up to timeout until no process of the test user
+// is left, and describes those that are (pid, state, parent, command
+// line, cgroup).
+func (e *Env) waitUserProcesses(timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		procs, err := processes(e.UID)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		if len(procs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var out []string
+			for _, p := range procs {
+				out = append(out, p+describeProcess("+process "+p))
+			}
+			return out
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -180,14 +180,26 @@ func dialAs(path string, uid int) (net.Conn, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		// Never unlocked: the thread's credentials are changed, so it
-		// exits with this goroutine instead of returning to the pool.
+		// Locked while its credentials differ. The effective uid goes
+		// back to root before the thread is released: a thread left with
+		// the test user's uid (a cgo binary may keep an exiting locked
+		// thread) makes testenv's userdel refuse at teardown ("user is
+		// currently used by process" this test binary).
 		runtime.LockOSThread()
+		euid := os.Geteuid()
 		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
+			runtime.UnlockOSThread()
 			ch <- result{nil, fmt.Errorf("setresuid: %w", e)}
 			return
 		}
 		c, err := net.Dial("unix", path)
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(euid), ^uintptr(0)); e != 0 {
+			// Still the test user's: never unlocked, so the thread ends
+			// with this goroutine rather than serve others.
+			ch <- result{c, errors.Join(err, fmt.Errorf("restore the effective uid: %w", e))}
+			return
+		}
+		runtime.UnlockOSThread()
 		ch <- result{c, err}
 	}()
 	r := <-ch
