@@ -115,7 +115,7 @@ bench:
 	$(GO) test -run=NONE -bench=StreamproxyExchange -benchtime=200x -count=1 ./helpers/integration/
 	$(GO) test -run=NONE -bench=StartTrue -benchtime=100x -count=3 ./shim/
 	$(GO) test -run=NONE -bench=StartToFirstByte -benchtime=30x -count=1 ./supervisor/daemon/
-	$(GO) test -run=NONE -bench=Sessions -benchtime=100000x -count=1 ./supervisor/store/
+	$(GO) test -run=NONE -bench=Sessions -benchtime=1000000x -count=1 ./supervisor/store/
 
 # The Debian package bin/deb/glove_<version>_<arch>.deb, with dpkg-deb
 # only (docs/packaging.md): built with PREFIX=/usr CONFDIR=/etc/glove into

@@ -22,7 +22,8 @@ import (
 // "line" it prints one line and exits 0, with "spin" it burns CPU, with
 // "stubborn" it ignores SIGTERM and waits, with "flood" and "hog" it
 // prints a line, waits a second, then writes output or takes memory
-// without end.
+// without end; with "retain" it writes /workspace/out and waits, with
+// "streamwait" it makes one exchange on its stream and waits.
 const harnessSource = `package main
 
 import (
@@ -70,6 +71,35 @@ func stream() {
 	}
 }
 
+// exchange sends msg as one frame on descriptor 3 and reads the reply.
+func exchange(f *os.File, msg string) (string, error) {
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
+	if _, err := f.Write(append(frame, msg...)); err != nil {
+		return "", err
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return "", err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	_, err := io.ReadFull(f, body)
+	return string(body), err
+}
+
+// streamWait makes one exchange, then waits on the stream: when it is
+// cut it says so and waits on (its wall limit ends it).
+func streamWait() {
+	f := os.NewFile(3, "stream")
+	reply, err := exchange(f, "ping")
+	fmt.Println("first reply", reply, err)
+	if err == nil {
+		var b [1]byte
+		_, err = f.Read(b[:])
+		fmt.Println("stream cut:", err)
+	}
+	time.Sleep(60 * time.Second)
+}
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "stream" {
 		stream()
@@ -109,6 +139,19 @@ func main() {
 			}
 			kept = append(kept, b)
 		}
+	}
+	if len(os.Args) > 1 && os.Args[1] == "retain" {
+		// A retained_write session's program: its write is kept in
+		// the image, and it outlives SIGTERM.
+		signal.Ignore(syscall.SIGTERM)
+		err := os.WriteFile("/workspace/out", []byte("written"), 0o644)
+		fmt.Println("retain write", err)
+		time.Sleep(60 * time.Second)
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "streamwait" {
+		streamWait()
+		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sleep" {
 		fmt.Println("sleeping")

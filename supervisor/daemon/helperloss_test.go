@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,10 @@ const boundSlack = time.Second
 func helperChild(t *testing.T, g *gloved, name string) int {
 	t.Helper()
 	parent := strconv.Itoa(g.cmd.Process.Pid)
+	comm := name
+	if len(comm) > 15 {
+		comm = comm[:15] // the kernel keeps 15 bytes of a command name
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -45,9 +50,9 @@ func helperChild(t *testing.T, g *gloved, name string) int {
 			continue
 		}
 		s := string(b)
-		comm := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
+		c := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if comm == name && len(f) > 1 && f[0] != "Z" && f[1] == parent {
+		if c == comm && len(f) > 1 && f[0] != "Z" && f[1] == parent {
 			if found != 0 {
 				t.Fatalf("two %s children of gloved: %d and %d", name, found, pid)
 			}
@@ -147,6 +152,24 @@ func checkCgroupsGone(t *testing.T, e *testenv.Env, id string) {
 	}
 }
 
+// replacedCalls are the clean-up calls gloved's log says a fresh helper
+// answered for session id (its helper_replaced event).
+func replacedCalls(t *testing.T, g *gloved, id string) []string {
+	t.Helper()
+	var calls []string
+	for _, line := range strings.Split(g.log.String(), "\n") {
+		var ev struct {
+			Event   string   `json:"event"`
+			Session string   `json:"session_id"`
+			Calls   []string `json:"calls"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Event == "helper_replaced" && ev.Session == id {
+			calls = append(calls, ev.Calls...)
+		}
+	}
+	return calls
+}
+
 // status is session_status's state and reason.
 func status(t *testing.T, c *client, id string) daemon.Status {
 	t.Helper()
@@ -227,18 +250,22 @@ func TestGlovedHelperLoss(t *testing.T) {
 		termination                    string
 		stop                           bool
 		helper                         string // the helper killed
+		during                         bool   // killed in the stop's grace, not before the stop
 	}{
-		{"wall", "sleeper", "wall", "sleeping", wallMs * time.Millisecond, "limit:wall_time_ms", false, "glove-cgroup"},
-		{"cpu", "spinner", "cpu", "spinning", cpuMs * time.Millisecond, "limit:cpu_time_ms", false, "glove-cgroup"},
-		{"stop", "stubborn", "tiny", "ignoring", graceMs * time.Millisecond, "signaled", true, "glove-cgroup"},
+		{"wall", "sleeper", "wall", "sleeping", wallMs * time.Millisecond, "limit:wall_time_ms", false, "glove-cgroup", false},
+		{"cpu", "spinner", "cpu", "spinning", cpuMs * time.Millisecond, "limit:cpu_time_ms", false, "glove-cgroup", false},
+		{"stop", "stubborn", "tiny", "ignoring", graceMs * time.Millisecond, "signaled", true, "glove-cgroup", false},
+		// stopping: the session is stopping (SIGTERM sent, in its
+		// grace) when glove-cgroup dies; the grace's kill still comes.
+		{"stopping", "stubborn", "tiny", "ignoring", graceMs * time.Millisecond, "signaled", true, "glove-cgroup", true},
 		// The output limit is gloved's own count; the memory limit the
 		// kernel's (the OOM kill), read back through the held
 		// memory.events. Each program starts a second after its line.
-		{"output", "flooder", "out", "flooding soon", time.Second, "limit:terminal_output_bytes", false, "glove-cgroup"},
-		{"memory", "hogger", "mem", "hogging soon", time.Second, "limit:memory_bytes", false, "glove-cgroup"},
+		{"output", "flooder", "out", "flooding soon", time.Second, "limit:terminal_output_bytes", false, "glove-cgroup", false},
+		{"memory", "hogger", "mem", "hogging soon", time.Second, "limit:memory_bytes", false, "glove-cgroup", false},
 		// glove-mounter serves only the start: its death after it
 		// changes nothing but the reason.
-		{"mounter", "sleeper", "wall", "sleeping", wallMs * time.Millisecond, "limit:wall_time_ms", false, "glove-mounter"},
+		{"mounter", "sleeper", "wall", "sleeping", wallMs * time.Millisecond, "limit:wall_time_ms", false, "glove-mounter", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			unpause(t)
@@ -248,11 +275,18 @@ func TestGlovedHelperLoss(t *testing.T) {
 			c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
 			c.ok("attach", map[string]any{"session_id": id}, nil)
 			readUntil(t, c, t0.Add(20*time.Second), tc.name+": program running", outputHas(tc.ready))
-			killed := killNamed(t, g, tc.helper)
+			var killed time.Time
+			if !tc.during {
+				killed = killNamed(t, g, tc.helper)
+			}
 			from := t0
 			if tc.stop {
 				from = time.Now()
 				c.sendLine(`{"jsonrpc":"2.0","id":"stop","method":"stop_session","params":{"session_id":"` + id + `","grace_ms":` + strconv.Itoa(graceMs) + `}}`)
+			}
+			if tc.during {
+				time.Sleep(graceMs * time.Millisecond / 5)
+				killed = killNamed(t, g, tc.helper)
 			}
 			m := readUntil(t, c, from.Add(tc.bound+10*time.Second), tc.name+": ended", isEnded)
 			took := time.Since(from)
@@ -270,6 +304,10 @@ func TestGlovedHelperLoss(t *testing.T) {
 				t.Errorf("%s: status %+v, want exited, reason helper_lost:%s, termination %s\nlog: %s", tc.name, st, tc.helper, tc.termination, g.log)
 			}
 			checkCgroupsGone(t, e, id)
+			// The cgroups were removed by a fresh glove-cgroup.
+			if calls := replacedCalls(t, g, id); tc.helper == "glove-cgroup" && !slices.Contains(calls, "glove-cgroup:remove") {
+				t.Errorf("%s: fresh helper calls %q, want glove-cgroup:remove", tc.name, calls)
+			}
 		})
 	}
 
@@ -358,7 +396,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 		}
 	}
 	want := map[string]string{"hl-start": "failed", "hl-wall": "limit:wall_time_ms", "hl-cpu": "limit:cpu_time_ms",
-		"hl-stop": "signaled", "hl-mounter": "limit:wall_time_ms", "hl-next": "exited", "hl-shutdown": "signaled"}
+		"hl-stop": "signaled", "hl-stopping": "signaled", "hl-mounter": "limit:wall_time_ms", "hl-next": "exited", "hl-shutdown": "signaled"}
 	for id, term := range want {
 		if terms[id] != term {
 			t.Errorf("receipt of %s: termination %q, want %q", id, terms[id], term)

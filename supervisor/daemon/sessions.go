@@ -544,6 +544,11 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 		}
 		log.WithFields(logrus.Fields{"event": "helper_lost", "helper": h, "helpers_lost": all, "termination": end.Termination}).Warn("a helper of the session died during it")
 	}
+	if res != nil && len(res.ReplacedCalls) > 0 {
+		// What a fresh helper did in the lost one's place: an operator
+		// reading helper_lost sees that the clean-up still happened.
+		log.WithFields(logrus.Fields{"event": "helper_replaced", "calls": res.ReplacedCalls}).Info("a fresh helper finished the session's clean-up")
+	}
 	if res != nil && len(res.UsageMissing) > 0 {
 		log.WithFields(logrus.Fields{"event": "usage_missing", "fields": res.UsageMissing}).Warn("usage figures of the session could not be read")
 	}

@@ -53,6 +53,31 @@ func main() {
 }
 `
 
+// startUpstream starts the upstream service and returns its socket. It
+// runs as the service user in a directory of its own, mode 0700 (the
+// helper accepts only the service user's upstream).
+func startUpstream(t *testing.T, e *testenv.Env, f *fixture) string {
+	t.Helper()
+	up := testenv.BuildStatic(t, e, "upstream", upstreamSource)
+	sockDir := ownedDir(t, e, filepath.Join(f.dir, "svc"))
+	sock := filepath.Join(sockDir, "upstream.sock")
+	srv := exec.Command(up, sock)
+	srv.SysProcAttr = e.InDelegatedCgroup(t)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			return sock
+		}
+		if i > 200 {
+			t.Fatal("upstream did not listen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestGlovedInheritedStream runs a session whose program talks to a real
 // upstream unix service through descriptor 3, as inherited-stream-v1
 // says: the descriptor map in its environment, getsockname and
@@ -65,26 +90,7 @@ func TestGlovedInheritedStream(t *testing.T) {
 	testenv.CheckLeaks(t, e.UID)
 	f := newFixture(t, e, map[string][]string{"streamer": {"stream"}})
 
-	// The upstream runs as the service user in a directory of its own,
-	// mode 0700 (the helper accepts only the service user's upstream).
-	up := testenv.BuildStatic(t, e, "upstream", upstreamSource)
-	sockDir := ownedDir(t, e, filepath.Join(f.dir, "svc"))
-	sock := filepath.Join(sockDir, "upstream.sock")
-	srv := exec.Command(up, sock)
-	srv.SysProcAttr = e.InDelegatedCgroup(t)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	for i := 0; ; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if i > 200 {
-			t.Fatal("upstream did not listen")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sock := startUpstream(t, e, f)
 
 	g := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
 	c := dial(t, g.socket)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ type helper struct {
 	proc  *helperproc.Proc // the session's, from Env (nil: not used)
 	lost  error            // why proc is considered gone (a *HelperLostError)
 	fresh *helperproc.Proc // started for clean-up after proc was lost
+	// served lists the clean-up requests the fresh helper answered, as
+	// "name:op" (Result.ReplacedCalls).
+	served []string
 }
 
 func newHelper(name string, p *helperproc.Proc, start func(string) (*helperproc.Proc, error)) *helper {
@@ -109,6 +113,7 @@ func (h *helper) call(op string, req wire.Message, o callOpts, fds ...int) (wire
 	if err != nil {
 		return nil, nil, fmt.Errorf("fresh %s: %s: %w", h.name, op, err)
 	}
+	h.served = append(h.served, h.name+":"+op)
 	return reply, files, nil
 }
 
@@ -148,6 +153,13 @@ func (h *helper) checkAlive() error {
 		h.lost = &HelperLostError{Helper: h.name, Op: "the session", Err: errors.New("the helper exited")}
 	}
 	return nil
+}
+
+// replaced lists the requests a fresh helper answered for the session.
+func (h *helper) replaced() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.served)
 }
 
 // lostErr is why the session's helper is considered gone, or nil.

@@ -127,6 +127,10 @@ type Result struct {
 	// program: with glove-cgroup gone, the supervisor kills the session
 	// itself (see session.kill), so a limit still ends it.
 	HelpersLost []string
+	// ReplacedCalls lists the clean-up requests ("glove-cgroup:remove",
+	// "glove-loopext4:freeze", …) that a fresh helper answered because
+	// the session's own was lost: the clean-up was done all the same.
+	ReplacedCalls []string
 	// UsageMissing names the Usage fields that could not be read (their
 	// value is 0): with glove-cgroup lost and no fresh one answering, only
 	// what the supervisor's own descriptors show is known.
@@ -311,6 +315,9 @@ func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
 	}
 	if res != nil {
 		res.HelpersLost = lost
+		for _, h := range []*helper{p.cg, p.lx} {
+			res.ReplacedCalls = append(res.ReplacedCalls, h.replaced()...)
+		}
 		for _, img := range p.images {
 			res.Retained = append(res.Retained, RetainedImage{Target: img.target, Image: img.name})
 		}
