@@ -1,6 +1,9 @@
 package testenv
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,26 +82,65 @@ func (e *Env) InDelegatedCgroup(t testing.TB) *syscall.SysProcAttr {
 // executable's path.
 func BuildStatic(t testing.TB, e *Env, name, source string) string {
 	t.Helper()
-	if os.Getenv(PrebuiltEnv) != "" {
-		t.Fatalf("build %s: a prebuilt run (%s) has no Go toolchain: this test cannot run in the VM lane", name, PrebuiltEnv)
-	}
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(source), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module "+name+"\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(e.Base, "sources", name)
+	out := filepath.Join(dir, name)
+	if pre := os.Getenv(PrebuiltEnv); pre != "" {
+		// No Go toolchain: the program prebuilt from the same source
+		// (testenv/programs), or the test cannot run here.
+		built := filepath.Join(pre, "programs", name)
+		sum, err := os.ReadFile(built + ".sha256")
+		if err != nil || string(sum) != sourceSum(source) {
+			t.Fatalf("build %s: a prebuilt run (%s) has no Go toolchain and no prebuilt %s of this source (%v): add it to testenv/programs.All", name, PrebuiltEnv, name, err)
+		}
+		// Copied once per test process (the prebuilt tree is the same
+		// for every test of it), as Tool does.
+		toolMu.Lock()
+		defer toolMu.Unlock()
+		key := "programs/" + name
+		err, done := toolDone[key]
+		if !done {
+			err = copyExecutable(built, out)
+			toolDone[key] = err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	if err := buildProgram(out, name, source); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sourceSum names a program's source: a prebuilt program is used only
+// for the very source it was built from.
+func sourceSum(source string) string {
+	sum := sha256.Sum256([]byte(source))
+	return hex.EncodeToString(sum[:])
+}
+
+// buildProgram builds source, a Go main package, into out, statically.
+func buildProgram(out, name, source string) error {
+	src, err := os.MkdirTemp("", "glove-program-")
+	if err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	defer os.RemoveAll(src)
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(source), 0o644); err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module "+name+"\n\ngo 1.26\n"), 0o644); err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, b)
+		return fmt.Errorf("build %s: %w\n%s", name, err, b)
 	}
-	return out
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/glove-sandbox/glove/testenv/programs"
 )
 
 // The test-only executables, and the prebuilt mode of the VM lane.
@@ -59,7 +61,10 @@ var (
 	ToolFallbackMounter = Tool{Rel: "fallback-mounter/glove-mounter", Pkg: "./helpers/mounter/cmd/glove-mounter",
 		Tags: "glove_testfallback", ConfDir: true}
 	ToolAttackProbe = Tool{Rel: "attackprobe/attackprobe", Pkg: "./shim/internal/attackprobe"}
-	Tools           = []Tool{ToolLayersShim, ToolFallbackMounter, ToolAttackProbe}
+	// ToolFaultyGloved is gloved with its test fault points
+	// (supervisor/daemon/faults_testing.go): never installed.
+	ToolFaultyGloved = Tool{Rel: "faulty-gloved/gloved", Pkg: "./supervisor/cmd/gloved", Tags: "glove_testfaults"}
+	Tools            = []Tool{ToolLayersShim, ToolFallbackMounter, ToolAttackProbe, ToolFaultyGloved}
 )
 
 // Build builds t into dir/t.Rel from the module at root, with confDir as
@@ -200,6 +205,20 @@ func Prebuild(dir string) error {
 	for _, t := range Tools {
 		if err := t.Build(root, dir, confDir); err != nil {
 			return err
+		}
+	}
+	// The programs tests build with BuildStatic, each beside the digest
+	// of its source.
+	if err := os.Mkdir(filepath.Join(dir, "programs"), 0o755); err != nil {
+		return fmt.Errorf("prebuild: %w", err)
+	}
+	for name, source := range programs.All {
+		out := filepath.Join(dir, "programs", name)
+		if err := buildProgram(out, name, source); err != nil {
+			return err
+		}
+		if err := os.WriteFile(out+".sha256", []byte(sourceSum(source)), 0o644); err != nil {
+			return fmt.Errorf("prebuild: %w", err)
 		}
 	}
 	return nil

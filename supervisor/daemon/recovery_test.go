@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,17 +22,7 @@ import (
 // session's start path. It is never installed.
 func buildFaultyGloved(t *testing.T, e *testenv.Env) string {
 	t.Helper()
-	dir := filepath.Join(e.Base, "faulty-gloved")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "gloved")
-	cmd := exec.Command("go", "build", "-tags", "glove_testfaults", "-o", out, "../cmd/gloved")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build faulty gloved: %v\n%s", err, b)
-	}
-	return out
+	return e.Tool(t, testenv.ToolFaultyGloved)
 }
 
 // becomeReaper makes this test process the reaper of the orphans of a

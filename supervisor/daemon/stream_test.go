@@ -11,54 +11,15 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/testenv"
+	"github.com/glove-sandbox/glove/testenv/programs"
 )
-
-// upstreamSource is the upstream service of the stream tests: it listens
-// on a unix socket and answers each frame with "pong:" and the payload.
-const upstreamSource = `package main
-
-import (
-	"encoding/binary"
-	"io"
-	"net"
-	"os"
-)
-
-func main() {
-	l, err := net.Listen("unix", os.Args[1])
-	if err != nil {
-		panic(err)
-	}
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func(c net.Conn) {
-			defer c.Close()
-			for {
-				var hdr [4]byte
-				if _, err := io.ReadFull(c, hdr[:]); err != nil {
-					return
-				}
-				body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-				if _, err := io.ReadFull(c, body); err != nil {
-					return
-				}
-				out := append([]byte("pong:"), body...)
-				c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...))
-			}
-		}(c)
-	}
-}
-`
 
 // startUpstream starts the upstream service and returns its socket. It
 // runs as the service user in a directory of its own, mode 0700 (the
 // helper accepts only the service user's upstream).
 func startUpstream(t *testing.T, e *testenv.Env, f *fixture) string {
 	t.Helper()
-	up := testenv.BuildStatic(t, e, "upstream", upstreamSource)
+	up := testenv.BuildStatic(t, e, "upstream", programs.Upstream)
 	sockDir := ownedDir(t, e, filepath.Join(f.dir, "svc"))
 	sock := filepath.Join(sockDir, "upstream.sock")
 	srv := exec.Command(up, sock)
