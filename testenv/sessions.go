@@ -125,6 +125,11 @@ func sourceSum(source string) string {
 
 // buildProgram builds source, a Go main package, into out, statically.
 func buildProgram(out, name, source string) error {
+	// go build runs in the source's directory: out must not be relative.
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
 	src, err := os.MkdirTemp("", "glove-program-")
 	if err != nil {
 		return fmt.Errorf("build %s: %w", name, err)
