@@ -58,14 +58,24 @@ func V2Root(t testing.TB) string {
 }
 
 // InDelegatedCgroup is how to start a supervisor (glove run, gloved): as
-// the service user, placed by clone3 in the delegated cgroup v2 parent
-// (CgroupParent), as a service manager would place it, so that
-// glove-cgroup may create the sessions' cgroups beneath its own. The
+// the service user, placed by clone3 in the leaf "supervisor" of the
+// delegated cgroup v2 parent (CgroupParent), as a service manager would
+// place it, so that glove-cgroup may create the sessions' cgroups beside
+// its own. The
 // parent's descriptor stays open until the test ends; callers may add
 // to the attributes (a terminal, a session).
 func (e *Env) InDelegatedCgroup(t testing.TB) *syscall.SysProcAttr {
 	t.Helper()
 	parent := filepath.Join(V2Root(t), CgroupParent(e.Base))
+	// Into its leaf "supervisor", as systemd's DelegateSubgroup= starts a
+	// unit: once a supervisor has enabled controllers in the delegated
+	// cgroup's subtree_control (glove-cgroup does, on a v2 host whose
+	// controllers are v2's), the kernel refuses to place any process in
+	// the delegated cgroup itself (no internal processes: clone3 fails
+	// with EBUSY), so a second supervisor of the same test could not start.
+	if _, err := os.Stat(filepath.Join(parent, "supervisor", "cgroup.procs")); err == nil {
+		parent = filepath.Join(parent, "supervisor")
+	}
 	cg, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

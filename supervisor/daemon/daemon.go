@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
+	"github.com/glove-sandbox/glove/supervisor/internal/ownpaths"
 	"io"
 	"net"
 	"os"
@@ -80,6 +81,10 @@ type Daemon struct {
 	store    *store.Store
 	auth     *store.Authorizer
 	receipts *receipt.Journal
+	// own is Glove's own state, which no session may be given
+	// (ownpaths): checked against the policy at start and against each
+	// launch's host trees by identity.
+	own *ownpaths.Set
 	// lifecycle is set when the local session runtime is operational:
 	// materialization root checked, helpers answering Hello, shim present.
 	lifecycle bool
@@ -228,6 +233,9 @@ func New(cfg Config) (*Daemon, error) {
 		if err := d.checkRuntime(); err != nil {
 			return nil, err
 		}
+		if err := d.openOwnState(); err != nil {
+			return nil, err
+		}
 		if err := d.recoverSessions(); err != nil {
 			return nil, err
 		}
@@ -272,6 +280,40 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	ok = true
 	return d, nil
+}
+
+// openOwnState opens Glove's own state and refuses a policy that would
+// grant any of it: a path alias's host path, a template's executable,
+// search paths or read-only paths that are, lie in, or contain the
+// session store, the receipt key, the policy file, the runtime directory
+// or the materialization root. Each launch checks again by identity.
+func (d *Daemon) openOwnState() error {
+	own, err := ownpaths.Open([]ownpaths.Named{
+		{What: "the session store", Path: d.cfg.StoreDir}, {What: "the receipt key", Path: d.cfg.KeyFile},
+		{What: "the session policy", Path: d.cfg.PolicyFile}, {What: "the runtime directory", Path: d.cfg.RuntimeDir},
+		{What: "the materialization root", Path: d.cfg.MaterializationRoot},
+	})
+	if err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	d.own = own
+	for _, a := range d.pol.PathAliases {
+		if err := own.CheckPath(a.HostPath); err != nil {
+			return fmt.Errorf("--session-policy: path alias %q: host_path %s: %w", a.Alias, a.HostPath, err)
+		}
+	}
+	for _, t := range d.pol.RuntimeTemplates {
+		paths := append([]string{t.Launch.ExecutablePath}, t.Launch.ExecutableSearchPaths...)
+		for _, p := range append(paths, t.Launch.ReadOnlyPaths...) {
+			if p == "" {
+				continue
+			}
+			if err := own.CheckPath(p); err != nil {
+				return fmt.Errorf("--session-policy: runtime template %q: %s: %w", t.RuntimeTemplateID, p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // connTimeout is a configured connection timeout: def when zero,
@@ -397,6 +439,7 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 
 func (d *Daemon) closeComponents() error {
 	var errs []error
+	d.own.Close()
 	if d.stream != nil {
 		unix.Close(d.stream.parent)
 		d.stream = nil

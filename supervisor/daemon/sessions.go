@@ -12,6 +12,7 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/internal/ownpaths"
 	"github.com/glove-sandbox/glove/supervisor/journal"
 	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/materialize"
@@ -438,6 +439,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		return err
 	}
 	env.Fault = faultHook()
+	env.Guard = d.own.Check
 	d.mu.Lock()
 	d.sessions[sess.ID] = l
 	d.wg.Add(1)
@@ -524,6 +526,10 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 			// The pinned executable was not the file found at resolution
 			// when the program was about to be released.
 			reason = "runtime_changed"
+		case res == nil && errors.Is(runErr, ownpaths.ErrOwn):
+			// A host tree of the launch turned out, by identity, to be
+			// or hold Glove's own state (a name swapped since start-up).
+			reason = "own_state"
 		case res == nil && errors.Is(runErr, library.ErrDigest):
 			// A verified bundle's bytes changed before they were copied.
 			reason = "library_bundle_rejected"

@@ -102,6 +102,10 @@ func Open(hostPath string) (*Source, error) {
 }
 
 // Close releases the source descriptor.
+// Fd is the source tree's descriptor (O_PATH), for a check of its
+// identity; it stays the Source's.
+func (s *Source) Fd() int { return s.fd }
+
 func (s *Source) Close() error {
 	if s.fd < 0 {
 		return nil

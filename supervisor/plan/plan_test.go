@@ -146,6 +146,7 @@ func badPlans() []badPlan {
 		{name: "tuple of another access", ptr: "/path_grants/0/create_policy", phrase: "not offered", m: all(rep(`"ephemeral_write"`, `"retained_write"`), rep(`"remove"`, `"retain"`)), pol: polOffersRetained},
 		{name: "ttl over max", ptr: "/path_grants/0/ttl_secs", phrase: `outside 1..120, the max_ttl_secs of alias "workspace"`, m: rep(`"ttl_secs": 120`, `"ttl_secs": 121`)},
 		{name: "ttl zero", ptr: "/path_grants/0/ttl_secs", phrase: "outside 1..120", m: rep(`"ttl_secs": 120`, `"ttl_secs": 0`)},
+		{name: "ttl shorter than the session", ptr: "/path_grants/0/ttl_secs", phrase: "1 s is shorter than the profile's wall_time_ms (2000 ms)", m: rep(`"ttl_secs": 120`, `"ttl_secs": 1`)},
 		{name: "quota mismatch", ptr: "/path_grants/0/max_bytes", phrase: `does not match the quota of alias "workspace" for ephemeral_write (2097152)`, m: rep(`"max_bytes": 2097152`, `"max_bytes": 4194304`)},
 		{name: "quota smaller", ptr: "/path_grants/0/max_bytes", phrase: "does not match the quota", m: rep(`"max_bytes": 2097152`, `"max_bytes": 1`)},
 		// Library projections.

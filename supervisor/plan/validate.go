@@ -73,7 +73,7 @@ func Validate(p *Plan, pol *policy.Policy, now time.Time) error {
 	if err := checkProfile(&p.ResourceProfile, pol); err != nil {
 		return err
 	}
-	if err := checkPathGrants(p.PathGrants, pol, t); err != nil {
+	if err := checkPathGrants(p.PathGrants, pol, t, p.ResourceProfile.WallTimeMs); err != nil {
 		return err
 	}
 	if err := checkProjections(p.LibraryProjections, pol, t); err != nil {
@@ -128,7 +128,7 @@ func checkProfile(r *policy.ResourceProfile, pol *policy.Policy) error {
 	return nil
 }
 
-func checkPathGrants(gs []PathGrant, pol *policy.Policy, t *policy.RuntimeTemplate) error {
+func checkPathGrants(gs []PathGrant, pol *policy.Policy, t *policy.RuntimeTemplate, wallMs uint64) error {
 	for i := range gs {
 		g := &gs[i]
 		at := ptr("path_grants", i)
@@ -158,6 +158,14 @@ func checkPathGrants(gs []PathGrant, pol *policy.Policy, t *policy.RuntimeTempla
 		}
 		if g.TTLSecs == 0 || g.TTLSecs > a.MaxTTLSecs {
 			return faultf(join(at, "ttl_secs"), "%d is outside 1..%d, the max_ttl_secs of alias %q", g.TTLSecs, a.MaxTTLSecs, a.Alias)
+		}
+		// A grant is held for the whole session (its mount cannot be
+		// taken from a running program), and the wall time limit is what
+		// ends a session: so the session may not outlast the grant.
+		// Threat: a grant meant for minutes held for the hours a long
+		// profile allows.
+		if g.TTLSecs*1000 < wallMs {
+			return faultf(join(at, "ttl_secs"), "%d s is shorter than the profile's wall_time_ms (%d ms): the grant is held for the whole session", g.TTLSecs, wallMs)
 		}
 		if g.MaxBytes != tuple.MaxBytes {
 			return faultf(join(at, "max_bytes"), "%d does not match the quota of alias %q for %s (%d)", g.MaxBytes, a.Alias, g.Access, tuple.MaxBytes)

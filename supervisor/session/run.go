@@ -79,6 +79,22 @@ type Env struct {
 	// which Run closes before it returns. Without it, what the dead
 	// helper would have removed is left for gloved's recovery.
 	StartHelper func(name string) (*helperproc.Proc, error)
+	// Guard, if set, is given each host tree a mount binds or copies,
+	// open (O_PATH) as it will be used, and refuses it with an error:
+	// gloved refuses its own state this way (ownpaths), by identity, at
+	// every launch, as policy validation did by name.
+	Guard func(fd int) error
+}
+
+// guard applies Env.Guard to the host tree of mount target open at fd.
+func (e *Env) guard(target string, fd int) error {
+	if e.Guard == nil {
+		return nil
+	}
+	if err := e.Guard(fd); err != nil {
+		return fmt.Errorf("the host tree of %s: %w", target, err)
+	}
+	return nil
 }
 
 func (e *Env) fault(point string) {
@@ -368,7 +384,7 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 		case PrivateHome, LibraryBundles:
 			f, err = sourceMount(p.mnt, m, l)
 		default:
-			f, err = materializeMount(p.mnt, m, pio)
+			f, err = materializeMount(p.env, p.mnt, m, pio)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("mounts[%d] %s: %w", i, m.Target, err)
@@ -393,7 +409,7 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 }
 
 // materializeMount returns a detached mount descriptor for m.
-func materializeMount(mounter *helper, m Mount, pio IO) (*os.File, error) {
+func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, error) {
 	switch m.Kind {
 	case ReadOnlyBind:
 		// Opened once, here, without following any link; from now on the
@@ -407,6 +423,9 @@ func materializeMount(mounter *helper, m Mount, pio IO) (*os.File, error) {
 			return nil, fmt.Errorf("open the host tree: %w", err)
 		}
 		defer unix.Close(src)
+		if err := env.guard(m.Target, src); err != nil {
+			return nil, err
+		}
 		files, err := call(mounter, "bind", &wire.Bind{Flags: wire.BindReadOnly}, src)
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter bind: %w", err)
@@ -422,7 +441,7 @@ func materializeMount(mounter *helper, m Mount, pio IO) (*os.File, error) {
 			return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 		}
 		if m.Kind == EphemeralCopy {
-			if err := fill(files[0], m, pio); err != nil {
+			if err := fill(env, files[0], m, pio); err != nil {
 				files[0].Close()
 				return nil, err
 			}
@@ -484,7 +503,7 @@ func (p *prepared) retain(session string, m Mount, pio IO) (*os.File, error) {
 		mnt.Close()
 		return nil, fmt.Errorf("image %s: remove lost+found: %w", img.name, err)
 	}
-	if err := fill(mnt, m, pio); err != nil {
+	if err := fill(p.env, mnt, m, pio); err != nil {
 		mnt.Close()
 		return nil, err
 	}
@@ -495,7 +514,7 @@ func (p *prepared) retain(session string, m Mount, pio IO) (*os.File, error) {
 // fill copies the host tree into the tmpfs (or image) through its
 // descriptor: its size is the quota, so a copy that does not fit fails
 // here with limit:disk_bytes, before the program exists.
-func fill(dst *os.File, m Mount, pio IO) error {
+func fill(env *Env, dst *os.File, m Mount, pio IO) error {
 	src, err := materialize.Open(m.HostPath)
 	if errors.Is(err, unix.ENOENT) && m.CreateEmpty {
 		return nil
@@ -504,6 +523,9 @@ func fill(dst *os.File, m Mount, pio IO) error {
 		return fmt.Errorf("open the host tree: %w", err)
 	}
 	defer src.Close()
+	if err := env.guard(m.Target, src.Fd()); err != nil {
+		return err
+	}
 	var opts materialize.Options
 	if pio.Progress != nil {
 		if opts.Total, err = src.Scan(); err != nil {

@@ -1,0 +1,99 @@
+package daemon_test
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// TestGlovedRefusesOwnState: a policy that would grant gloved's own state
+// (issue 17, item 8) keeps gloved from starting, with a line naming the
+// alias and what it would expose; and a launch whose workspace has become
+// the session store since gloved started (a bind mount over it, so the
+// name is unchanged) fails by identity before the program exists, with
+// the store reason own_state.
+func TestGlovedRefusesOwnState(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"harness": {"--flag", "x"}})
+	ws := f.pol.PathAliases[0].HostPath
+
+	for _, tc := range []struct{ name, host, want string }{
+		{"store", f.storeDir, `host_path SESSION-STORE: Glove's own state cannot be granted: the tree is the session store`},
+		{"parent", f.dir, `Glove's own state cannot be granted: the tree contains the session store`},
+		{"in-runtime", f.run, `the tree is the runtime directory`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.pol.PathAliases[0].HostPath = tc.host
+			if err := policy.Validate(f.pol); err != nil {
+				t.Fatalf("test policy: %v", err)
+			}
+			writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
+			cmd := exec.Command(e.HelperPath("gloved"), f.args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			cmd.SysProcAttr = e.InDelegatedCgroup(t)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(stderr.String(), tc.want) {
+					t.Errorf("gloved with alias %s: exit %v, stderr %s; want a refusal saying %q", tc.host, err, stderr.String(), tc.want)
+				}
+			case <-time.After(20 * time.Second):
+				if err := cmd.Process.Kill(); err != nil {
+					t.Error(err)
+				}
+				<-done
+				t.Fatalf("gloved started with alias %s (its own state)\nlog: %s", tc.host, stderr.String())
+			}
+		})
+	}
+	f.pol.PathAliases[0].HostPath = ws
+	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
+
+	g := f.start()
+	c := dial(t, g.socket)
+	// The workspace's name now reaches the session store.
+	if err := unix.Mount(f.storeDir, ws, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind the store over the workspace: %v", err)
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			mounted = false
+			if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil {
+				t.Errorf("unmount: %v", err)
+			}
+		}
+	}
+	t.Cleanup(unmount)
+	tok := f.create(c, "own-1", f.plan("harness", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "own-1", "start_token": tok}, nil)
+	end := attach(t, c, "own-1")
+	unmount()
+	if end.State != "failed" || strings.Contains(end.output, "args=") {
+		t.Errorf("a launch granting the session store: ended %+v, output %q; want failed before the program ran", end.End, end.output)
+	}
+	if st := status(t, c, "own-1"); st.State != "failed" || st.Reason != "own_state" {
+		t.Errorf("status %+v, want failed, reason own_state\nlog: %s", st, g.log)
+	}
+	// With the workspace back, the next session runs.
+	tok = f.create(c, "own-2", f.plan("harness", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "own-2", "start_token": tok}, nil)
+	if end := attach(t, c, "own-2"); end.ExitCode != 7 || !strings.Contains(end.output, `in="granted tree"`) {
+		t.Errorf("the next session: ended %+v, output %q", end.End, end.output)
+	}
+	g.stop(t)
+}
