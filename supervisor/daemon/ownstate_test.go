@@ -27,8 +27,8 @@ func TestGlovedRefusesOwnState(t *testing.T) {
 	ws := f.pol.PathAliases[0].HostPath
 
 	for _, tc := range []struct{ name, host, want string }{
-		{"store", f.storeDir, `host_path SESSION-STORE: Glove's own state cannot be granted: the tree is the session store`},
-		{"parent", f.dir, `Glove's own state cannot be granted: the tree contains the session store`},
+		{"store", f.storeDir, `host_path SESSION-STORE: cannot grant Glove's own state: the tree is the session store`},
+		{"parent", f.dir, `cannot grant Glove's own state: the tree contains the session store`},
 		{"in-runtime", f.run, `the tree is the runtime directory`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

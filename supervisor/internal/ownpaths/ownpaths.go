@@ -23,7 +23,7 @@ import (
 )
 
 // ErrOwn is wrapped by every refusal.
-var ErrOwn = errors.New("Glove's own state cannot be granted")
+var ErrOwn = errors.New("cannot grant Glove's own state")
 
 // maxDepth bounds a walk up a directory tree (a loop of ".." cannot
 // happen, but a bound costs nothing and fails closed).
