@@ -65,22 +65,32 @@ func kernelChild() {
 	src, _ := unix.BytePtrFromString("none")
 	tgt, _ := unix.BytePtrFromString("/")
 	fstype, _ := unix.BytePtrFromString("glove-no-such-fs")
+	var sv [2]int32
+	pair := func(family, typ uintptr) int {
+		return sys(unix.SYS_SOCKETPAIR, family, typ, 0, uintptr(unsafe.Pointer(&sv[0])))
+	}
 	res := map[string]int{
-		"getpid":                   sys(unix.SYS_GETPID),
-		"unshare(CLONE_NEWUSER)":   sys(unix.SYS_UNSHARE, unix.CLONE_NEWUSER),
-		"mount(no-such-fs)":        sys(unix.SYS_MOUNT, uintptr(unsafe.Pointer(src)), uintptr(unsafe.Pointer(tgt)), uintptr(unsafe.Pointer(fstype))),
-		"keyctl(GET_KEYRING_ID)":   sys(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(0xfffffffd)), // KEY_SPEC_SESSION_KEYRING
-		"socket(AF_INET)":          sys(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM),
-		"connect(3)":               sys(unix.SYS_CONNECT, 3, 0, 0),
-		"clone3":                   sys(unix.SYS_CLONE3, 0, 0),
-		"clone(NEWUSER|NEWNS|FS)":  sys(unix.SYS_CLONE, unix.CLONE_NEWUSER|unix.CLONE_NEWNS|unix.CLONE_FS),
-		"getsockopt(3,SO_TYPE)":    opt(3, unix.SO_TYPE),
-		"getsockopt(3,SO_RCVBUF)":  opt(3, unix.SO_RCVBUF),
-		"getsockopt(4,SO_TYPE)":    opt(4, unix.SO_TYPE),
-		"getsockopt(3+2^32,TYPE)":  opt(1<<32|3, unix.SO_TYPE),
-		"getsockname(3)":           name(3),
-		"getsockname(4)":           name(4),
-		"personality(ADDR_NO_RND)": sys(unix.SYS_PERSONALITY, 0x0040000), // ADDR_NO_RANDOMIZE,
+		"socketpair(UNIX,STREAM|CLOEXEC)": pair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK),
+		"socketpair(UNIX,DGRAM)":          pair(unix.AF_UNIX, unix.SOCK_DGRAM),
+		"socketpair(UNIX,DGRAM|CLOEXEC)":  pair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC),
+		"socketpair(UNIX,SEQPACKET)":      pair(unix.AF_UNIX, unix.SOCK_SEQPACKET),
+		"socketpair(UNIX,STREAM+2^32)":    pair(unix.AF_UNIX, 1<<32|unix.SOCK_STREAM),
+		"socketpair(UNIX,DGRAM+2^32)":     pair(unix.AF_UNIX, 1<<32|unix.SOCK_DGRAM),
+		"getpid":                          sys(unix.SYS_GETPID),
+		"unshare(CLONE_NEWUSER)":          sys(unix.SYS_UNSHARE, unix.CLONE_NEWUSER),
+		"mount(no-such-fs)":               sys(unix.SYS_MOUNT, uintptr(unsafe.Pointer(src)), uintptr(unsafe.Pointer(tgt)), uintptr(unsafe.Pointer(fstype))),
+		"keyctl(GET_KEYRING_ID)":          sys(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(0xfffffffd)), // KEY_SPEC_SESSION_KEYRING
+		"socket(AF_INET)":                 sys(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM),
+		"connect(3)":                      sys(unix.SYS_CONNECT, 3, 0, 0),
+		"clone3":                          sys(unix.SYS_CLONE3, 0, 0),
+		"clone(NEWUSER|NEWNS|FS)":         sys(unix.SYS_CLONE, unix.CLONE_NEWUSER|unix.CLONE_NEWNS|unix.CLONE_FS),
+		"getsockopt(3,SO_TYPE)":           opt(3, unix.SO_TYPE),
+		"getsockopt(3,SO_RCVBUF)":         opt(3, unix.SO_RCVBUF),
+		"getsockopt(4,SO_TYPE)":           opt(4, unix.SO_TYPE),
+		"getsockopt(3+2^32,TYPE)":         opt(1<<32|3, unix.SO_TYPE),
+		"getsockname(3)":                  name(3),
+		"getsockname(4)":                  name(4),
+		"personality(ADDR_NO_RND)":        sys(unix.SYS_PERSONALITY, 0x0040000), // ADDR_NO_RANDOMIZE,
 	}
 	res["so_type"] = int(typ)
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
@@ -124,22 +134,30 @@ func TestDefaultProfileOnKernel(t *testing.T) {
 		t.Fatalf("child output %q: %v", out, err)
 	}
 	want := map[string]int{
-		"getpid":                   0,
-		"unshare(CLONE_NEWUSER)":   int(unix.EPERM),
-		"mount(no-such-fs)":        int(unix.EPERM), // the kernel alone says ENODEV
-		"keyctl(GET_KEYRING_ID)":   int(unix.EPERM),
-		"socket(AF_INET)":          int(unix.EPERM),
-		"connect(3)":               int(unix.EPERM),
-		"clone3":                   int(unix.ENOSYS),
-		"clone(NEWUSER|NEWNS|FS)":  int(unix.EPERM), // the kernel alone says EINVAL
-		"getsockopt(3,SO_TYPE)":    0,
-		"so_type":                  unix.SOCK_STREAM,
-		"getsockopt(3,SO_RCVBUF)":  int(unix.EPERM),
-		"getsockopt(4,SO_TYPE)":    int(unix.EPERM),
-		"getsockopt(3+2^32,TYPE)":  int(unix.EPERM), // the kernel truncates fd to int: would be fd 3
-		"getsockname(3)":           0,
-		"getsockname(4)":           int(unix.EPERM),
-		"personality(ADDR_NO_RND)": int(unix.EPERM),
+		"socketpair(UNIX,STREAM|CLOEXEC)": 0,
+		"socketpair(UNIX,DGRAM)":          int(unix.EPERM),
+		"socketpair(UNIX,DGRAM|CLOEXEC)":  int(unix.EPERM),
+		"socketpair(UNIX,SEQPACKET)":      int(unix.EPERM),
+		// The kernel reads the type as an int: the upper half changes
+		// nothing, for the filter either.
+		"socketpair(UNIX,STREAM+2^32)": 0,
+		"socketpair(UNIX,DGRAM+2^32)":  int(unix.EPERM),
+		"getpid":                       0,
+		"unshare(CLONE_NEWUSER)":       int(unix.EPERM),
+		"mount(no-such-fs)":            int(unix.EPERM), // the kernel alone says ENODEV
+		"keyctl(GET_KEYRING_ID)":       int(unix.EPERM),
+		"socket(AF_INET)":              int(unix.EPERM),
+		"connect(3)":                   int(unix.EPERM),
+		"clone3":                       int(unix.ENOSYS),
+		"clone(NEWUSER|NEWNS|FS)":      int(unix.EPERM), // the kernel alone says EINVAL
+		"getsockopt(3,SO_TYPE)":        0,
+		"so_type":                      unix.SOCK_STREAM,
+		"getsockopt(3,SO_RCVBUF)":      int(unix.EPERM),
+		"getsockopt(4,SO_TYPE)":        int(unix.EPERM),
+		"getsockopt(3+2^32,TYPE)":      int(unix.EPERM), // the kernel truncates fd to int: would be fd 3
+		"getsockname(3)":               0,
+		"getsockname(4)":               int(unix.EPERM),
+		"personality(ADDR_NO_RND)":     int(unix.EPERM),
 	}
 	for k, w := range want {
 		if g, ok := res[k]; !ok || g != w {

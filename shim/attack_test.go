@@ -146,6 +146,10 @@ var attackCases = []attackCase{
 	{name: "abstract-unix-host", threat: "connect to an abstract unix socket listening in the host's network namespace", base: true, setup: hostAbstract},
 	{name: "tcp4-host", threat: "AF_INET connect to a TCP listener on the host's 127.0.0.1", base: true, setup: hostTCP("tcp4", "127.0.0.1:0")},
 	{name: "tcp6-host", threat: "AF_INET6 connect to a TCP listener on the host's [::1]", base: true, setup: hostTCP("tcp6", "[::1]:0")},
+	// Path sockets: a datagram socket needs no socket() or connect() to
+	// reach a listener whose socket file the sandbox can see.
+	{name: "dgram-path-sendto", threat: "socketpair(AF_UNIX, SOCK_DGRAM), then sendto a host datagram listener's path in a read-only bind (log injection through a granted /dev/log)", stoppedBy: []string{atkSC}, setup: hostDgram},
+	{name: "stream-path-sendto", threat: "socketpair(AF_UNIX, SOCK_STREAM), the pair the profile allows, then sendto a host datagram listener's path", base: true, setup: hostDgram},
 	{name: "socket-packet", threat: "open an AF_PACKET raw socket", stoppedBy: []string{atkML, atkSC, atkCP}},
 	{name: "netlink-route-admin", threat: "AF_NETLINK: change an interface over rtnetlink", stoppedBy: []string{atkML, atkSC, atkCP}},
 	// Kernel attack surface.
@@ -645,6 +649,34 @@ func hostAbstract(t *testing.T, r *attackRun) judge {
 	n := listen(t, l)
 	r.args = append(r.args, "name="+name)
 	return acceptedNothing(n, "host abstract socket @"+name)
+}
+
+// hostDgram binds a host datagram socket in the directory bound read-only
+// at /ro, writable by anyone, so that only the sandbox's layers stand in
+// the way (a read-only mount does not stop a send to a socket). The
+// attack succeeded if it received anything.
+func hostDgram(t *testing.T, r *attackRun) judge {
+	p := filepath.Join(r.rosrc, "dgram.sock")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+		t.Fatalf("bind %s: %v", p, err)
+	}
+	if err := os.Chmod(p, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	r.args = append(r.args, "path=/ro/dgram.sock")
+	return func(string) (bool, string) {
+		var buf [256]byte
+		n, _, err := unix.Recvfrom(fd, buf[:], 0)
+		if err == nil {
+			return true, fmt.Sprintf("the host datagram socket received %q", buf[:n])
+		}
+		return false, "the host datagram socket received nothing (" + err.Error() + ")"
+	}
 }
 
 // hostNetNS passes the host's network namespace at descriptor 7, not

@@ -35,6 +35,12 @@ const defaultErrno = uint(unix.EPERM)
 //     supervisor's stream);
 //   - getsockname, getsockopt: allowed only on the committed inherited
 //     descriptors (see DefaultProfile);
+//   - socketpair: allowed only for AF_UNIX SOCK_STREAM pairs (see
+//     DefaultProfile): a connected stream socket refuses an address
+//     (EISCONN), whereas a datagram pair sends to any path socket the
+//     sandbox can see, socket() and connect() being denied or not
+//     (threat: a datagram injected into a host service whose socket file
+//     lies in a read-only bind, such as /dev/log);
 //   - ptrace, process_vm_readv, process_vm_writev: reading or writing
 //     another process's memory (threat: a sandboxed program tampering with
 //     the shim's PID 1 or a sibling);
@@ -85,7 +91,7 @@ var allowed = []string{
 	"sendmmsg", "sendmsg", "sendto", "set_robust_list", "set_thread_area", "set_tid_address", "setfsgid", "setfsuid",
 	"setgid", "setgroups", "setitimer", "setpgid", "setpriority", "setregid", "setresgid", "setresuid",
 	"setreuid", "setrlimit", "setsid", "setuid", "setxattr", "shmat", "shmctl", "shmdt",
-	"shmget", "sigaltstack", "signalfd", "signalfd4", "socketpair", "splice", "stat", "statfs",
+	"shmget", "sigaltstack", "signalfd", "signalfd4", "splice", "stat", "statfs",
 	"statx", "symlink", "symlinkat", "sync", "sync_file_range", "syncfs", "sysinfo", "tee",
 	"tgkill", "time", "timer_create", "timer_delete", "timer_getoverrun", "timer_gettime", "timer_settime", "timerfd_create",
 	"timerfd_gettime", "timerfd_settime", "times", "tkill", "truncate", "umask", "uname", "unlink",
@@ -102,6 +108,12 @@ var allowed = []string{
 const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
+// socketTypeMask keeps the type of socketpair's second argument and
+// drops the flags SOCK_NONBLOCK and SOCK_CLOEXEC: the type must then be
+// SOCK_STREAM. The kernel reads the argument as a 32-bit int, so its
+// upper half is ignored here too.
+const socketTypeMask = 0xffffffff &^ uint64(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+
 // personalities are the personality(2) values Docker allows: PER_LINUX,
 // UNAME26, PER_LINUX32, PER_LINUX32|UNAME26, and 0xffffffff (query). Others
 // would, for example, set READ_IMPLIES_EXEC or ADDR_NO_RANDOMIZE.
@@ -111,7 +123,8 @@ var personalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
 // native architecture whose default action is ERRNO(EPERM), clone only
 // without namespace flags, clone3 answering ENOSYS (so libc and Go fall
 // back to clone, whose flags a filter can see; clone3 passes them in
-// memory), and getsockname/getsockopt(SOL_SOCKET, SO_TYPE) only on the
+// memory), socketpair only for AF_UNIX SOCK_STREAM, and
+// getsockname/getsockopt(SOL_SOCKET, SO_TYPE) only on the
 // descriptors in o.InheritedFDs, each written as EQ conditions (never as a
 // range: see the package comment).
 func DefaultProfile(o ProfileOptions) *specs.LinuxSeccomp {
@@ -127,6 +140,10 @@ func DefaultProfile(o ProfileOptions) *specs.LinuxSeccomp {
 				{Index: 0, Value: cloneNamespaceFlags, ValueTwo: 0, Op: specs.OpMaskedEqual},
 			}},
 			{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
+			{Names: []string{"socketpair"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+				{Index: 0, Value: unix.AF_UNIX, Op: specs.OpEqualTo},
+				{Index: 1, Value: socketTypeMask, ValueTwo: unix.SOCK_STREAM, Op: specs.OpMaskedEqual},
+			}},
 		},
 	}
 	for _, v := range personalities {

@@ -110,6 +110,8 @@ var cases = map[string]func() (string, error){
 	},
 	"tcp6-host":             tcp6,
 	"socket-packet":         socketPacket,
+	"dgram-path-sendto":     func() (string, error) { return pairSendto(unix.SOCK_DGRAM) },
+	"stream-path-sendto":    func() (string, error) { return pairSendto(unix.SOCK_STREAM) },
 	"netlink-route-admin":   netlinkAdmin,
 	"keyctl":                keyctl,
 	"bpf":                   bpfMapCreate,
@@ -435,6 +437,21 @@ func connect(family int, sa unix.Sockaddr) (string, error) {
 		return "", step("connect", err)
 	}
 	return "connected", nil
+}
+
+// pairSendto makes a unix socket pair of typ (no socket(), no connect())
+// and sends one datagram from it to the path socket args["path"].
+func pairSendto(typ int) (string, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "", step("socketpair", err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if err := unix.Sendto(fds[0], []byte("glove-attack"), 0, &unix.SockaddrUnix{Name: args["path"]}); err != nil {
+		return "", step("sendto", err)
+	}
+	return "sent a datagram to " + args["path"], nil
 }
 
 func tcp6() (string, error) {
