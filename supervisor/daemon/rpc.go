@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +150,49 @@ func decodeParams(raw jsontext.Value, v any) *Error {
 		return errorf(CodeInvalidParams, "params: %s", oneLine(err.Error()))
 	}
 	return nil
+}
+
+// redact replaces in s the host paths gloved knows (its configured
+// directories and files, the policy's alias host paths and template
+// paths) with names: the log never holds a raw host path, yet an error
+// stays readable ("ALIAS:workspace/sub: permission denied").
+func (d *Daemon) redact(s string) string {
+	pairs := []string{}
+	add := func(path, name string) {
+		if path != "" && path != "/" {
+			pairs = append(pairs, path, name)
+		}
+	}
+	if d.pol != nil {
+		for _, a := range d.pol.PathAliases {
+			add(a.HostPath, "ALIAS:"+a.Alias)
+		}
+		for _, t := range d.pol.RuntimeTemplates {
+			add(t.Launch.ExecutablePath, "EXECUTABLE:"+t.RuntimeTemplateID)
+			for _, p := range t.Launch.ReadOnlyPaths {
+				add(p, "READ-ONLY-PATH:"+t.RuntimeTemplateID)
+			}
+		}
+	}
+	for _, p := range [][2]string{
+		{d.cfg.PolicyFile, "SESSION-POLICY"}, {d.cfg.StoreDir, "SESSION-STORE"}, {d.cfg.MaterializationRoot, "MATERIALIZATION-ROOT"},
+		{d.cfg.RuntimeDir, "RUNTIME-DIR"}, {d.cfg.Socket, "SOCKET"}, {d.cfg.KeyFile, "RECEIPT-KEY"}, {d.cfg.Libexec, "LIBEXEC"},
+		{d.cfg.LibraryBundleRoot, "LIBRARY-BUNDLE-ROOT"},
+	} {
+		add(p[0], p[1])
+	}
+	// Longest first, so that a path inside another is named by itself.
+	type pair struct{ from, to string }
+	var ps []pair
+	for i := 0; i < len(pairs); i += 2 {
+		ps = append(ps, pair{pairs[i], pairs[i+1]})
+	}
+	slices.SortStableFunc(ps, func(a, b pair) int { return len(b.from) - len(a.from) })
+	pairs = pairs[:0]
+	for _, p := range ps {
+		pairs = append(pairs, p.from, p.to)
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
 }
 
 func oneLine(s string) string {

@@ -520,7 +520,7 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 		to, reason = store.Exited, res.Termination
 	}
 	if runErr != nil {
-		log.WithField("event", "session_error").Warn("the session engine reported an error")
+		log.WithFields(logrus.Fields{"event": "session_error", "error": oneLine(d.redact(runErr.Error()))}).Warn("the session engine reported an error")
 		switch {
 		case res == nil && errors.Is(runErr, discovery.ErrChanged):
 			// The pinned executable was not the file found at resolution
