@@ -1,7 +1,7 @@
 // Package loopext4 is glove-loopext4: it creates hard-sized ext4 images
 // under the materialization root, attaches them to autoclear loop devices
 // and hands back detached mount descriptors. It holds CAP_SYS_ADMIN (loop
-// configuration, fsmount, mount_setattr) and CAP_DAC_OVERRIDE (to open
+// configuration, fsmount, fspick reconfigure) and CAP_DAC_OVERRIDE (to open
 // the root-only /dev/loop-control and /dev/loopN).
 //
 // It serves three requests besides Hello, each carrying one descriptor:
@@ -12,7 +12,7 @@
 //   - Attach{Name, ReadOnly} with the materialization root: the image on
 //     a free autoclear loop device, mounted ext4 (nosuid, nodev,
 //     errors=remount-ro) and returned as a detached mount descriptor;
-//   - Freeze with such a mount: the mount made read-only, after checking
+//   - Freeze with such a mount: its file system made read-only, after checking
 //     it is the root of a detached ext4 mount on a loop device whose
 //     backing file is an image of the materialization root.
 //
@@ -465,8 +465,8 @@ const maxMountinfo = 16 << 20
 // service user can fill the directory to make every Freeze slow.
 const maxRootEntries = 1 << 16
 
-// freeze handles Freeze: the carried mount made read-only, recursively.
-// Threat: with CAP_SYS_ADMIN, mount_setattr on a descriptor of an
+// freeze handles Freeze: the carried mount's file system made read-only.
+// Threat: with CAP_SYS_ADMIN, a read-only reconfigure through a descriptor of an
 // attached mount ("/" opened O_PATH by a compromised supervisor) would
 // make the host read-only. So the descriptor must be (a) the root of a
 // mount that is not in the helper's mount table, i.e. detached, (b) ext4,

@@ -72,13 +72,15 @@ var Syscalls = []bpf.Rule{
 
 	// Mounts: a detached ext4 mount (fsconfig with only a string, a flag
 	// or the create command: no descriptor or path parameters) and the
-	// read-only switch of Freeze, on a descriptor with AT_EMPTY_PATH.
+	// read-only switch of Freeze: fspick of a descriptor (FSPICK_EMPTY_PATH,
+	// never a path), the "ro" flag and the reconfigure command.
 	{Name: "fsopen", Nr: unix.SYS_FSOPEN, Conds: eq(1, unix.FSOPEN_CLOEXEC)},
 	{Name: "fsconfig", Nr: unix.SYS_FSCONFIG, Conds: eq(1, unix.FSCONFIG_SET_FLAG)},
 	{Name: "fsconfig", Nr: unix.SYS_FSCONFIG, Conds: eq(1, unix.FSCONFIG_SET_STRING)},
 	{Name: "fsconfig", Nr: unix.SYS_FSCONFIG, Conds: eq(1, unix.FSCONFIG_CMD_CREATE)},
 	{Name: "fsmount", Nr: unix.SYS_FSMOUNT, Conds: eq(1, unix.FSMOUNT_CLOEXEC)},
-	{Name: "mount_setattr", Nr: unix.SYS_MOUNT_SETATTR, Conds: eq(2, unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)},
+	{Name: "fsconfig", Nr: unix.SYS_FSCONFIG, Conds: eq(1, unix.FSCONFIG_CMD_RECONFIGURE)},
+	{Name: "fspick", Nr: unix.SYS_FSPICK, Conds: eq(2, unix.FSPICK_CLOEXEC|unix.FSPICK_EMPTY_PATH)},
 	// Freeze's checks of the descriptor it is given.
 	{Name: "statx", Nr: unix.SYS_STATX},
 	{Name: "fstatfs", Nr: unix.SYS_FSTATFS},

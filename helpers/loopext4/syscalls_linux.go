@@ -206,14 +206,27 @@ func fsMagic(fd int) (int64, error) {
 	return sfs.Type, nil
 }
 
-// setReadOnly makes a mount tree read-only (mount_setattr with
-// MOUNT_ATTR_RDONLY, recursively). The caller has checked the descriptor
-// is the root of a detached image mount: with CAP_SYS_ADMIN this call
-// could otherwise freeze any mount of the host the descriptor names.
+// setReadOnly makes an image's file system read-only: its superblock,
+// reconfigured through fspick on the mount's root, so every mount of it
+// refuses writes from then on. Not mount_setattr on the mount: the
+// sandbox moved this very mount into its own mount namespace, and when
+// that namespace ended the mount was unmounted, which kernels before
+// 6.15 refuse to change (EINVAL; seen on 6.1 in the VM lane), while a
+// superblock can always be reconfigured. It fails with EBUSY while a file
+// of the image is open for writing. The caller has checked the descriptor
+// is the root of a detached image mount: with CAP_SYS_ADMIN this could
+// otherwise make any file system of the host read-only.
 func setReadOnly(fd int) error {
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-		return fmt.Errorf("mount_setattr read-only: %w", err)
+	fc, err := unix.Fspick(fd, "", unix.FSPICK_CLOEXEC|unix.FSPICK_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("fspick: %w", err)
+	}
+	defer unix.Close(fc)
+	if err := unix.FsconfigSetFlag(fc, "ro"); err != nil {
+		return fmt.Errorf("fsconfig ro: %w", err)
+	}
+	if err := unix.FsconfigReconfigure(fc); err != nil {
+		return fmt.Errorf("reconfigure read-only: %w", err)
 	}
 	return nil
 }
