@@ -65,7 +65,7 @@ var Table = []Entry{
 	{
 		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true,
 		Caps: []Cap{SysAdmin, DACOverride},
-		Why:  "CAP_SYS_ADMIN for LOOP_CONFIGURE, fsopen/fsconfig/fsmount of ext4 and mount_setattr (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600) and /dev/loopN (0660 root:disk)",
+		Why:  "CAP_SYS_ADMIN for LOOP_CONFIGURE, fsopen/fsconfig/fsmount of ext4 and fspick/fsconfig reconfigure read-only (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600) and /dev/loopN (0660 root:disk)",
 	},
 	{
 		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true,
