@@ -95,6 +95,15 @@ func run(args []string) int {
 	log.SetFormatter(&logrus.JSONFormatter{})
 	cfg.Log, cfg.HelperLog = log, os.Stderr
 
+	// Before anything that takes time, and before the socket exists: a
+	// SIGTERM from the service manager (or a test) as soon as the socket
+	// accepts must stop gloved cleanly, not kill it with the default
+	// action (seen on an emulated VM-lane guest, where the socket accepted
+	// before the handler was installed).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	signal.Ignore(unix.SIGPIPE, unix.SIGHUP)
+
 	if err := session.BecomeSubreaper(); err != nil {
 		log.WithField("event", "start").Error(err.Error())
 		return 1
@@ -110,9 +119,6 @@ func run(args []string) int {
 		_ = d.Shutdown(0)
 		return 1
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
-	signal.Ignore(unix.SIGPIPE, unix.SIGHUP)
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(ln) }()
 	log.WithFields(logrus.Fields{"event": "start", "methods": d.Methods(), "pid": os.Getpid()}).Info("serving")
