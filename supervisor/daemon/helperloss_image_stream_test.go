@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
@@ -52,60 +50,6 @@ func retainedPlan(f *fixture, template, profile string) *plan.Plan {
 	return pl
 }
 
-// loopsBackedIn lists the loop devices whose backing file lies in dir.
-func loopsBackedIn(dir string) []string {
-	paths, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	var out []string
-	for _, p := range paths {
-		if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), dir+"/") {
-			out = append(out, strings.TrimSpace(string(b)))
-		}
-	}
-	return out
-}
-
-// waitImagesDetached waits until no loop device is backed by an image in
-// dir (an autoclear device unbinds after its last mount reference goes).
-func waitImagesDetached(t *testing.T, dir string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		left := loopsBackedIn(dir)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("loop devices still attached 10 s after the session: %v", left)
-			return
-		}
-	}
-}
-
-// imageFile reads file from the retained image name in dir, attached
-// read-only by a glove-loopext4 of the test's own, as an inspector would.
-func imageFile(t *testing.T, e *testenv.Env, dir, name, file string) (string, error) {
-	t.Helper()
-	lx, log := e.StartServing(t, "glove-loopext4")
-	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(root)
-	_, fds, err := lx.Client.Call(&wire.Attach{Name: name, ReadOnly: true}, []int{root})
-	if err != nil || len(fds) != 1 {
-		t.Fatalf("attach %s read-only: %v (%d descriptors)\nhelper log: %s", name, err, len(fds), log)
-	}
-	defer fds[0].Close()
-	fd, err := unix.Openat(int(fds[0].Fd()), file, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", err
-	}
-	f := os.NewFile(uintptr(fd), file)
-	defer f.Close()
-	var b bytes.Buffer
-	_, err = b.ReadFrom(f)
-	return b.String(), err
-}
-
 // sessionLog is gloved's log lines about session id.
 func sessionLog(g *gloved, id string) string {
 	var out []string
@@ -142,7 +86,7 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 	var ids []string
 	// Runs before the leak check (cleanups run last first).
 	t.Cleanup(func() {
-		waitImagesDetached(t, images)
+		testenv.WaitImagesDetached(t, images)
 		for _, id := range ids {
 			if err := os.Remove(filepath.Join(images, id+"_workspace.img")); err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Error(err)
@@ -183,51 +127,38 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 	}
 	imageOf := func(id string) string { return id + "_workspace.img" }
 
-	// start, glove-loopext4: it dies before it makes the image. The
-	// launch fails naming it, and no image is left.
-	t.Run("image-start", func(t *testing.T) {
+	// startLoss starts session id with pl, kills helper at the start's
+	// cgroup point (after the cgroups, before any mount or image) and
+	// checks that the launch failed naming it.
+	startLoss := func(t *testing.T, id string, pl *plan.Plan, helper string) {
 		arm(t)
-		id := "il-start"
-		ids = append(ids, id)
-		tok := f.create(c, id, retainedPlan(f, "retainer", "tiny"))
+		tok := f.create(c, id, pl)
 		c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
 		reached(t)
-		killed := killNamed(t, g, "glove-loopext4")
+		killed := killNamed(t, g, helper)
 		unpause(t)
 		c.ok("attach", map[string]any{"session_id": id}, nil)
-		end := endOf(t, readUntil(t, c, killed.Add(20*time.Second), "image-start: ended", isEnded))
-		t.Logf("image-start: glove-loopext4 killed before the image was made; the launch failed %v after the kill", time.Since(killed).Round(time.Millisecond))
+		end := endOf(t, readUntil(t, c, killed.Add(20*time.Second), id+": ended", isEnded))
+		t.Logf("%s: %s killed at the start; the launch failed %v after the kill", id, helper, time.Since(killed).Round(time.Millisecond))
 		if end.State != "failed" || end.Termination != "failed" {
 			t.Errorf("ended %+v, want failed", end)
 		}
-		if st := status(t, c, id); st.State != "failed" || st.Reason != "helper_lost:glove-loopext4" {
-			t.Errorf("status %s %s, want failed helper_lost:glove-loopext4\nlog: %s", st.State, st.Reason, g.log)
+		if st := status(t, c, id); st.State != "failed" || st.Reason != "helper_lost:"+helper {
+			t.Errorf("status %s %s, want failed helper_lost:%s\nlog: %s", st.State, st.Reason, helper, sessionLog(g, id))
 		}
-		if _, err := os.Lstat(filepath.Join(images, imageOf(id))); !errors.Is(err, os.ErrNotExist) {
+		checkCgroupsGone(t, e, id)
+	}
+	// glove-loopext4 dies before it makes the image: no image is left.
+	t.Run("image-start", func(t *testing.T) {
+		ids = append(ids, "il-start")
+		startLoss(t, "il-start", retainedPlan(f, "retainer", "tiny"), "glove-loopext4")
+		if _, err := os.Lstat(filepath.Join(images, imageOf("il-start"))); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("image of a launch that failed: %v, want none", err)
 		}
-		checkCgroupsGone(t, e, id)
 	})
-
-	// start, glove-mounter: it dies before it makes the session's
-	// mounts. The launch fails naming it.
+	// glove-mounter dies before it makes the session's mounts.
 	t.Run("mounter-start", func(t *testing.T) {
-		arm(t)
-		id := "ml-start"
-		tok := f.create(c, id, f.plan("waiter", "tiny"))
-		c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
-		reached(t)
-		killed := killNamed(t, g, "glove-mounter")
-		unpause(t)
-		c.ok("attach", map[string]any{"session_id": id}, nil)
-		end := endOf(t, readUntil(t, c, killed.Add(20*time.Second), "mounter-start: ended", isEnded))
-		if end.State != "failed" || end.Termination != "failed" {
-			t.Errorf("ended %+v, want failed", end)
-		}
-		if st := status(t, c, id); st.State != "failed" || st.Reason != "helper_lost:glove-mounter" {
-			t.Errorf("status %s %s, want failed helper_lost:glove-mounter\nlog: %s", st.State, st.Reason, g.log)
-		}
-		checkCgroupsGone(t, e, id)
+		startLoss(t, "ml-start", f.plan("waiter", "tiny"), "glove-mounter")
 	})
 
 	// start, glove-streamproxy: it dies before the program exists. The
@@ -324,11 +255,11 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 				if calls := replacedCalls(t, g, id); !slices.Contains(calls, "glove-loopext4:freeze") {
 					t.Errorf("fresh helper calls %q, want glove-loopext4:freeze\nlog: %s", calls, sessionLog(g, id))
 				}
-				waitImagesDetached(t, images)
-				if got, err := imageFile(t, e, images, imageOf(id), "out"); err != nil || got != "written" {
-					t.Errorf("out in the image: %q, %v; want %q", got, err, "written")
+				testenv.WaitImagesDetached(t, images)
+				if r := e.ReadImage(t, images, imageOf(id), "out")[0]; r.Err != nil || r.Data != "written" {
+					t.Errorf("out in the image: %q, %v; want %q", r.Data, r.Err, "written")
 				}
-				waitImagesDetached(t, images)
+				testenv.WaitImagesDetached(t, images)
 				return
 			}
 			// The audit holds whole records: the exchange pending,

@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,46 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/session"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )
-
-// attachedImages lists the loop devices whose backing file lies in dir.
-func attachedImages(dir string) []string {
-	paths, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	var out []string
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err == nil && strings.HasPrefix(string(data), dir+"/") {
-			out = append(out, strings.TrimSpace(string(data)))
-		}
-	}
-	return out
-}
-
-// waitDetached waits until no loop device is backed by a file in dir: an
-// autoclear device unbinds asynchronously after its last mount reference
-// goes.
-func waitDetached(t *testing.T, dir string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := attachedImages(dir)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("loop devices still attached 10 s after the session: %v", left)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func listImages(t *testing.T, dir string) []string {
 	t.Helper()
@@ -72,7 +37,7 @@ func TestGloveRunRetainedWrite(t *testing.T) {
 	testenv.CheckLeaks(t, e.UID)
 	images := filepath.Join(e.Base, "images") // testenv.DefaultConfigs' materialization_root
 	// Runs before the leak check (cleanups run last first).
-	t.Cleanup(func() { waitDetached(t, images) })
+	t.Cleanup(func() { testenv.WaitImagesDetached(t, images) })
 	exe := buildHarness(t, e)
 	ws := workspace(t, e, map[string]string{"in": "granted tree"})
 	const quota = 16 << 20
@@ -124,7 +89,7 @@ func TestGloveRunRetainedWrite(t *testing.T) {
 		t.Errorf("image: size %d, uid %d, mode %04o; want %d, %d, 0600", st.Size, st.Uid, st.Mode&0o7777, quota, e.UID)
 	}
 	// Detached once the session is over: its loop device is gone.
-	waitDetached(t, images)
+	testenv.WaitImagesDetached(t, images)
 
 	// The host tree is unchanged.
 	if got, err := os.ReadFile(filepath.Join(ws, "in")); err != nil || string(got) != "granted tree" {
@@ -138,41 +103,19 @@ func TestGloveRunRetainedWrite(t *testing.T) {
 
 	// The image holds the copy and the harness's write: attached
 	// read-only by glove-loopext4, as an inspector would.
-	lx, log := e.StartServing(t, "glove-loopext4")
-	rootFD, err := unix.Open(images, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
+	r := e.ReadImage(t, images, name, "out", "in", "big", "lost+found")
+	if r[0].Err != nil || r[0].Data != "written" {
+		t.Errorf("out in the image: %q, %v; want %q", r[0].Data, r[0].Err, "written")
 	}
-	defer unix.Close(rootFD)
-	_, fds, err := lx.Client.Call(&wire.Attach{Name: name, ReadOnly: true}, []int{rootFD})
-	if err != nil || len(fds) != 1 {
-		t.Fatalf("attach %s read-only: %v (%d descriptors)\nhelper log: %s", name, err, len(fds), log)
+	if r[1].Err != nil || r[1].Data != "granted tree" {
+		t.Errorf("in in the image: %q, %v; want the copy", r[1].Data, r[1].Err)
 	}
-	mnt := fds[0]
-	read := func(file string) (string, error) {
-		fd, err := unix.Openat(int(mnt.Fd()), file, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			return "", err
-		}
-		f := os.NewFile(uintptr(fd), file)
-		defer f.Close()
-		var b bytes.Buffer
-		_, err = b.ReadFrom(f)
-		return b.String(), err
-	}
-	if got, err := read("out"); err != nil || got != "written" {
-		t.Errorf("out in the image: %q, %v; want %q", got, err, "written")
-	}
-	if got, err := read("in"); err != nil || got != "granted tree" {
-		t.Errorf("in in the image: %q, %v; want the copy", got, err)
-	}
-	for _, n := range []string{"big", "lost+found"} {
-		if _, err := read(n); !errors.Is(err, unix.ENOENT) {
-			t.Errorf("%s in the image: %v, want ENOENT", n, err)
+	for i, n := range []string{"big", "lost+found"} {
+		if !errors.Is(r[2+i].Err, unix.ENOENT) {
+			t.Errorf("%s in the image: %v, want ENOENT", n, r[2+i].Err)
 		}
 	}
-	mnt.Close()
-	waitDetached(t, images)
+	testenv.WaitImagesDetached(t, images)
 
 	// A host tree larger than the image fails the launch with
 	// limit:disk_bytes, and the image it was copied into is removed.
