@@ -84,6 +84,7 @@ type attackRun struct {
 	preserve int
 	stdin    *os.File // nil: /dev/null
 	rosrc    string   // host directory bound read-only at /ro
+	probe    string   // the probe's host path (for a watcher run on the host)
 	rootfs   string
 }
 
@@ -160,6 +161,11 @@ var attackCases = []attackCase{
 	{name: "io-uring-setup", threat: "io_uring_setup", stoppedBy: []string{atkSC}},
 	// Kernel-global budgets: no namespace or cgroup divides them.
 	{name: "aio-global-budget", threat: "io_setup taking native AIO events from the machine-wide fs.aio-max-nr (one io_setup(65536) left the host none)", stoppedBy: []string{atkSC}, setup: aioBudgetWatched},
+	// Per-user budgets: every sandbox runs as the service user, and what
+	// it is charged is charged to that user on the host too. glove-shim
+	// sets RLIMIT_MSGQUEUE to 0 unless the bundle sets it (base).
+	{name: "mq-user-budget", threat: "POSIX message queues taking the service user's RLIMIT_MSGQUEUE budget from gloved and the other sessions (a host mq_open of the service user refused while the sandbox holds them)", base: true, setup: hostMqWatched,
+		runcDiffers: "runc applies only the rlimits a bundle lists, and the bundle lists none: the sandbox keeps the service user's RLIMIT_MSGQUEUE and takes the host's budget"},
 	{name: "open-by-handle-at", threat: "open_by_handle_at with a handle of the host's outside directory (\"shocker\")", base: true, setup: shocker},
 	// Terminal and descriptors.
 	{name: "tiocsti", threat: "TIOCSTI (after TIOCSCTTY) to push input into the terminal given as stdin", base: true, setup: terminal},
@@ -431,7 +437,8 @@ func shimRun(t *testing.T, e *testenv.Env, shimPath string, args, env []string, 
 func newAttackRun(t *testing.T, e *testenv.Env, probeDir string) *attackRun {
 	t.Helper()
 	b := e.NewBundle(t)
-	r := &attackRun{e: e, b: b, rosrc: filepath.Join(b.Dir, "rosrc"), rootfs: filepath.Join(b.Dir, "rootfs")}
+	r := &attackRun{e: e, b: b, rosrc: filepath.Join(b.Dir, "rosrc"), rootfs: filepath.Join(b.Dir, "rootfs"),
+		probe: filepath.Join(probeDir, "attackprobe")}
 	mustMkdir(t, e, r.rosrc)
 	mustWrite(t, e, filepath.Join(r.rosrc, "victim"), victimText)
 	mustMkdir(t, e, filepath.Join(r.rootfs, "ro"))
@@ -649,6 +656,45 @@ func hostAbstract(t *testing.T, r *attackRun) judge {
 	n := listen(t, l)
 	r.args = append(r.args, "name="+name)
 	return acceptedNothing(n, "host abstract socket @"+name)
+}
+
+// hostMqWatched runs the probe on the host as the service user, creating
+// and removing one message queue every 2 ms while the sandbox runs; the
+// attack succeeded if the kernel refused any of those (the user's budget
+// was taken). The sandbox holds its queues 600 ms.
+func hostMqWatched(t *testing.T, r *attackRun) judge {
+	r.args = append(r.args, "hold=600")
+	cmd := exec.Command(r.probe, "host-mq-watch")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.e.Credential()}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var werr error
+	finish := func() {
+		once.Do(func() {
+			in.Close()
+			werr = cmd.Wait()
+		})
+	}
+	t.Cleanup(finish)
+	return func(string) (bool, string) {
+		finish()
+		res := strings.TrimSpace(out.String())
+		if werr != nil || !strings.HasPrefix(res, "WATCH tries=") {
+			t.Fatalf("host watcher: %v: %q", werr, res)
+		}
+		if !strings.Contains(res, " refused=0 ") {
+			return true, "the service user's mq_open on the host was refused while the sandbox ran: " + res
+		}
+		return false, "the service user's mq_open on the host always succeeded: " + res
+	}
 }
 
 // hostDgram binds a host datagram socket in the directory bound read-only

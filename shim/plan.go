@@ -424,6 +424,17 @@ func validateProcess(sp *specs.Process, pp *ProcessPlan) error {
 		}
 		pp.Rlimits = append(pp.Rlimits, Rlimit{Resource: res, Soft: r.Soft, Hard: r.Hard})
 	}
+	if !seen["RLIMIT_MSGQUEUE"] {
+		// No POSIX message queue unless the bundle asks for a budget:
+		// what a sandbox's queues hold is charged to the service user on
+		// the host as well (per-user ucounts, through every user
+		// namespace), so one session's queues made gloved's and every
+		// other session's mq_open fail (attack case mq-user-budget). A
+		// queue created read-only is charged although Landlock refuses
+		// its write-open. 0 as the hard limit too: the program cannot
+		// raise it.
+		pp.Rlimits = append(pp.Rlimits, Rlimit{Resource: unix.RLIMIT_MSGQUEUE, Soft: 0, Hard: 0})
+	}
 	pp.Args, pp.Env, pp.Cwd, pp.Terminal, pp.Umask = sp.Args, sp.Env, sp.Cwd, sp.Terminal, sp.User.Umask
 	return nil
 }

@@ -39,6 +39,10 @@ func main() {
 	if name == "noop" {
 		os.Exit(0)
 	}
+	if name == "host-mq-watch" {
+		hostMqWatch()
+		return
+	}
 	for _, a := range os.Args[2:] {
 		k, v, _ := strings.Cut(a, "=")
 		args[k] = v
@@ -119,6 +123,7 @@ var cases = map[string]func() (string, error){
 	"userfaultfd":           userfaultfd,
 	"io-uring-setup":        ioUringSetup,
 	"aio-global-budget":     aioBudget,
+	"mq-user-budget":        mqBudget,
 	"open-by-handle-at":     openByHandleAt,
 	"tiocsti":               tiocsti,
 	"tiocsti-own-terminal":  tiocsti,

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 	"unsafe"
 
@@ -71,4 +72,103 @@ func aioBudget() (string, error) {
 		return "", step("io_destroy", e)
 	}
 	return fmt.Sprintf("took %d AIO events from the machine-wide budget", nr), nil
+}
+
+// mqAttr is the kernel's struct mq_attr.
+type mqAttr struct {
+	flags, maxmsg, msgsize, curmsgs int64
+	_                               [4]int64
+}
+
+// mqCreate creates (read-only: Landlock checks only a queue opened for
+// writing, but the creation is charged all the same) the POSIX message
+// queue name (without the leading
+// slash, as the system call takes it) of 10 messages of 8 KiB: about
+// 80 KiB charged to the user's RLIMIT_MSGQUEUE budget.
+func mqCreate(name string) (int, error) {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return -1, err
+	}
+	attr := mqAttr{maxmsg: 10, msgsize: 8192}
+	fd, _, e := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(p)), unix.O_RDONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC,
+		0o600, uintptr(unsafe.Pointer(&attr)), 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
+}
+
+func mqUnlink(name string) error {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	if _, _, e := unix.Syscall(unix.SYS_MQ_UNLINK, uintptr(unsafe.Pointer(p)), 0, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// mqBudget creates message queues until the kernel refuses one, holds
+// them, then removes them: every byte of them is charged to the service
+// user's budget on the host as well (ucounts), which gloved and every
+// other session share.
+func mqBudget() (string, error) {
+	var names []string
+	for i := range 64 {
+		name := fmt.Sprintf("glove-attack-%d", i)
+		fd, err := mqCreate(name)
+		if err != nil {
+			if i == 0 {
+				return "", step("mq_open(O_CREAT)", err)
+			}
+			break
+		}
+		unix.Close(fd)
+		names = append(names, name)
+	}
+	time.Sleep(time.Duration(atoi(args["hold"])) * time.Millisecond)
+	for _, n := range names {
+		if err := mqUnlink(n); err != nil {
+			return "", step("mq_unlink", err)
+		}
+	}
+	return fmt.Sprintf("held %d message queues (about %d KiB of the user's budget)", len(names), len(names)*80), nil
+}
+
+// hostMqWatch runs on the host as the service user, not in a sandbox: it
+// creates and removes one queue again and again until its standard input
+// closes, then prints how many attempts the kernel refused.
+func hostMqWatch() {
+	stop := make(chan struct{})
+	go func() {
+		var b [1]byte
+		_, _ = os.Stdin.Read(b[:])
+		close(stop)
+	}()
+	name := fmt.Sprintf("glove-watch-%d", os.Getpid())
+	tries, refused := 0, 0
+	var last error
+	for {
+		select {
+		case <-stop:
+			fmt.Printf("WATCH tries=%d refused=%d last=%v\n", tries, refused, last)
+			return
+		default:
+		}
+		tries++
+		fd, err := mqCreate(name)
+		if err != nil {
+			refused++
+			last = err
+		} else {
+			unix.Close(fd)
+			if err := mqUnlink(name); err != nil {
+				fmt.Printf("WATCH mq_unlink: %v\n", err)
+				return
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
