@@ -164,8 +164,12 @@ var attackCases = []attackCase{
 	// Per-user budgets: every sandbox runs as the service user, and what
 	// it is charged is charged to that user on the host too. glove-shim
 	// sets RLIMIT_MSGQUEUE to 0 unless the bundle sets it (base).
-	{name: "mq-user-budget", threat: "POSIX message queues taking the service user's RLIMIT_MSGQUEUE budget from gloved and the other sessions (a host mq_open of the service user refused while the sandbox holds them)", base: true, setup: hostMqWatched,
+	{name: "mq-user-budget", threat: "POSIX message queues taking the service user's RLIMIT_MSGQUEUE budget from gloved and the other sessions (a host mq_open of the service user refused while the sandbox holds them)", base: true, setup: hostWatched("mq"),
 		runcDiffers: "runc applies only the rlimits a bundle lists, and the bundle lists none: the sandbox keeps the service user's RLIMIT_MSGQUEUE and takes the host's budget"},
+	// glove-shim's stage 1 gives user namespace 1 a share of the host
+	// user's inotify instances and watches (base).
+	{name: "inotify-user-budget", threat: "inotify instances taking the service user's fs.inotify.max_user_instances from gloved and the other sessions (a host inotify_init1 of the service user refused while the sandbox holds them)", base: true, setup: hostWatched("inotify"),
+		runcDiffers: "runc sets no per-namespace budget: the sandbox's instances count against the service user's whole host limit"},
 	{name: "open-by-handle-at", threat: "open_by_handle_at with a handle of the host's outside directory (\"shocker\")", base: true, setup: shocker},
 	// Terminal and descriptors.
 	{name: "tiocsti", threat: "TIOCSTI (after TIOCSCTTY) to push input into the terminal given as stdin", base: true, setup: terminal},
@@ -658,13 +662,18 @@ func hostAbstract(t *testing.T, r *attackRun) judge {
 	return acceptedNothing(n, "host abstract socket @"+name)
 }
 
-// hostMqWatched runs the probe on the host as the service user, creating
-// and removing one message queue every 2 ms while the sandbox runs; the
-// attack succeeded if the kernel refused any of those (the user's budget
-// was taken). The sandbox holds its queues 600 ms.
-func hostMqWatched(t *testing.T, r *attackRun) judge {
+// hostWatched runs the probe on the host as the service user, taking and
+// giving back one unit of the budget kind ("mq", "inotify") every 2 ms
+// while the sandbox runs; the attack succeeded if the kernel refused any
+// of those (the user's budget was taken). The sandbox holds what it took
+// for 600 ms.
+func hostWatched(kind string) func(t *testing.T, r *attackRun) judge {
+	return func(t *testing.T, r *attackRun) judge { return hostWatch(t, r, kind) }
+}
+
+func hostWatch(t *testing.T, r *attackRun, kind string) judge {
 	r.args = append(r.args, "hold=600")
-	cmd := exec.Command(r.probe, "host-mq-watch")
+	cmd := exec.Command(r.probe, "host-watch", kind)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.e.Credential()}
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -691,9 +700,9 @@ func hostMqWatched(t *testing.T, r *attackRun) judge {
 			t.Fatalf("host watcher: %v: %q", werr, res)
 		}
 		if !strings.Contains(res, " refused=0 ") {
-			return true, "the service user's mq_open on the host was refused while the sandbox ran: " + res
+			return true, "the service user's " + kind + " on the host was refused while the sandbox ran: " + res
 		}
-		return false, "the service user's mq_open on the host always succeeded: " + res
+		return false, "the service user's " + kind + " on the host always succeeded: " + res
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -91,6 +92,9 @@ func stage1() int {
 		return fail(ctl, "stage 1", fmt.Errorf("move executable descriptor: %w", err))
 	}
 	unix.Close(exe)
+	if err := shareBudgets(); err != nil {
+		return fail(ctl, "stage 1", err)
+	}
 	if err := buildSandbox(p); err != nil {
 		return fail(ctl, "stage 1", err)
 	}
@@ -113,6 +117,50 @@ func stage1() int {
 	next.Close()
 	ctl.Close() // tells stage 0 that the program is executing
 	return reap(cmd.Process.Pid, sigs)
+}
+
+// budgetShares is how many sandboxes one service user's per-user kernel
+// budget is divided among: gloved runs at most 32 sessions at once
+// (supervisor/daemon's MaxSessions), and one share is left for gloved.
+const budgetShares = 33
+
+// perUserBudgets pairs each per-user kernel budget the sandbox can reach
+// (the host's limit, counted per uid in the initial user namespace) with
+// the limit of the same count in a user namespace of its own.
+var perUserBudgets = []struct{ host, ns string }{
+	{"/proc/sys/fs/inotify/max_user_instances", "/proc/sys/user/max_inotify_instances"},
+	{"/proc/sys/fs/inotify/max_user_watches", "/proc/sys/user/max_inotify_watches"},
+}
+
+// shareBudgets gives user namespace 1, this stage's, a share of each of
+// the service user's per-user budgets: everything the program takes is
+// counted in this namespace and every ancestor, so with the namespace's
+// own limit below the host's, one sandbox cannot use up what gloved and
+// the other sessions of the same user need (threat: 128 inotify_init1
+// in a sandbox made the host user's fail with EMFILE; attack case
+// inotify-user-budget). A new user namespace starts unlimited (bounded by
+// its ancestors only); stage 1 holds CAP_SYS_RESOURCE in it, and the
+// files under /proc/sys/user are those of the opener's user namespace.
+func shareBudgets() error {
+	for _, b := range perUserBudgets {
+		data, err := os.ReadFile(b.host)
+		if err != nil {
+			return fmt.Errorf("per-user budget: %w", err)
+		}
+		host, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || host < 1 {
+			return fmt.Errorf("per-user budget: %s: %q is not a positive number", b.host, data)
+		}
+		share := strconv.Itoa(max(host/budgetShares, 1))
+		if err := os.WriteFile(b.ns, []byte(share), 0); err != nil {
+			return fmt.Errorf("per-user budget: %w", err)
+		}
+		got, err := os.ReadFile(b.ns)
+		if err != nil || strings.TrimSpace(string(got)) != share {
+			return fmt.Errorf("per-user budget: %s reads %q after writing %s (%v)", b.ns, got, share, err)
+		}
+	}
+	return nil
 }
 
 // stage2Attr enters user namespace 2 and mount namespace 2, where every

@@ -39,8 +39,8 @@ func main() {
 	if name == "noop" {
 		os.Exit(0)
 	}
-	if name == "host-mq-watch" {
-		hostMqWatch()
+	if name == "host-watch" && len(os.Args) == 3 {
+		hostWatch(os.Args[2])
 		return
 	}
 	for _, a := range os.Args[2:] {
@@ -124,6 +124,7 @@ var cases = map[string]func() (string, error){
 	"io-uring-setup":        ioUringSetup,
 	"aio-global-budget":     aioBudget,
 	"mq-user-budget":        mqBudget,
+	"inotify-user-budget":   inotifyBudget,
 	"open-by-handle-at":     openByHandleAt,
 	"tiocsti":               tiocsti,
 	"tiocsti-own-terminal":  tiocsti,

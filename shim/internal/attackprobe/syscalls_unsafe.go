@@ -137,10 +137,12 @@ func mqBudget() (string, error) {
 	return fmt.Sprintf("held %d message queues (about %d KiB of the user's budget)", len(names), len(names)*80), nil
 }
 
-// hostMqWatch runs on the host as the service user, not in a sandbox: it
-// creates and removes one queue again and again until its standard input
-// closes, then prints how many attempts the kernel refused.
-func hostMqWatch() {
+// hostWatch runs on the host as the service user, not in a sandbox: it
+// takes and gives back one unit of a per-user budget (kind "mq": a
+// message queue; "inotify": an inotify instance) again and again until
+// its standard input closes, then prints how many attempts the kernel
+// refused.
+func hostWatch(kind string) {
 	stop := make(chan struct{})
 	go func() {
 		var b [1]byte
@@ -148,6 +150,27 @@ func hostMqWatch() {
 		close(stop)
 	}()
 	name := fmt.Sprintf("glove-watch-%d", os.Getpid())
+	take := map[string]func() error{
+		"mq": func() error {
+			fd, err := mqCreate(name)
+			if err != nil {
+				return err
+			}
+			unix.Close(fd)
+			return mqUnlink(name)
+		},
+		"inotify": func() error {
+			fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+			if err != nil {
+				return err
+			}
+			return unix.Close(fd)
+		},
+	}[kind]
+	if take == nil {
+		fmt.Printf("WATCH unknown kind %q\n", kind)
+		return
+	}
 	tries, refused := 0, 0
 	var last error
 	for {
@@ -158,17 +181,31 @@ func hostMqWatch() {
 		default:
 		}
 		tries++
-		fd, err := mqCreate(name)
-		if err != nil {
+		if err := take(); err != nil {
 			refused++
 			last = err
-		} else {
-			unix.Close(fd)
-			if err := mqUnlink(name); err != nil {
-				fmt.Printf("WATCH mq_unlink: %v\n", err)
-				return
-			}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// inotifyBudget takes inotify instances until the kernel refuses one and
+// holds them: each is charged to the service user on the host as well.
+func inotifyBudget() (string, error) {
+	var fds []int
+	for range 512 {
+		fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+		if err != nil {
+			if len(fds) == 0 {
+				return "", step("inotify_init1", err)
+			}
+			break
+		}
+		fds = append(fds, fd)
+	}
+	time.Sleep(time.Duration(atoi(args["hold"])) * time.Millisecond)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	return fmt.Sprintf("held %d inotify instances", len(fds)), nil
 }
