@@ -234,6 +234,14 @@ func run(ra runArgs) (int, error) {
 		}
 	}
 	if s.Linux.Seccomp != nil {
+		// A profile that denies a call natively while a foreign
+		// architecture it lists reaches the same call through a
+		// multiplexer is refused, unless the bundle says it means it.
+		if s.Annotations[seccomp.RoutesAnnotation] != "intended" {
+			if err := seccomp.CheckRoutes(s.Linux.Seccomp); err != nil {
+				return 0, fmt.Errorf("config.json: linux.seccomp: %w", err)
+			}
+		}
 		if p.Process.Seccomp, p.Process.SeccompFlags, err = compileSeccomp(s.Linux.Seccomp); err != nil {
 			return 0, err
 		}

@@ -510,3 +510,29 @@ func TestShimRootWithoutLibraries(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q: the static program did not run", r.Code, r.Stdout, r.Stderr)
 	}
 }
+
+// TestShimSeccompForeignRoutes: a bundle whose profile denies socket yet
+// lists i386, whose socketcall reaches socket, is refused with one line
+// naming the route; the same bundle saying it means it runs.
+func TestShimSeccompForeignRoutes(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/true"}
+	b.Spec.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow,
+		Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86},
+		Syscalls:      []specs.LinuxSyscall{{Names: []string{"socket"}, Action: specs.ActErrno}}}
+	b.Write(t)
+	run := func() testenv.ShimResult {
+		return e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
+	}
+	if r := run(); r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 ||
+		!strings.Contains(r.Stderr, "socketcall on SCMP_ARCH_X86 reaches socket") {
+		t.Errorf("foreign route: exit %d stderr %q, want 125 and one line naming socketcall and socket", r.Code, r.Stderr)
+	}
+	b.Spec.Annotations = map[string]string{"org.glove.seccomp.foreign-routes": "intended"}
+	b.Write(t)
+	if r := run(); r.Code != 0 {
+		t.Errorf("the route declared intended: exit %d stderr %q, want 0", r.Code, r.Stderr)
+	}
+}
