@@ -17,7 +17,10 @@ import (
 // TestGloveRunTerminal runs glove run on a terminal: the program gets its
 // own pseudo-terminal (a controlling terminal, the caller's window size),
 // the workspace copy shows its progress on the terminal, and the caller's
-// terminal settings are restored afterwards.
+// terminal settings are restored afterwards. A program that changes its
+// terminal (echo off, raw: what a broken or hostile harness leaves behind)
+// changes its own pseudo-terminal only: the caller's keeps its termios and
+// its line discipline (issue 17, item 4).
 func TestGloveRunTerminal(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
@@ -51,7 +54,7 @@ func TestGloveRunTerminal(t *testing.T) {
 	attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.HelperPath("glove"), "run", "--", "sh", "-c", "test -t 0 && echo IS-A-TTY; stty size; exit 4")
+	cmd := exec.CommandContext(ctx, e.HelperPath("glove"), "run", "--", "sh", "-c", "test -t 0 && echo IS-A-TTY; stty size; stat -L -c 'FD0 %d %t:%T' /proc/self/fd/0; stty -echo -icanon raw; exit 4")
 	cmd.Dir = ws
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TERM=vt100"}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
@@ -63,6 +66,7 @@ func TestGloveRunTerminal(t *testing.T) {
 	go func() { b, _ := io.ReadAll(master); out <- string(b) }()
 	err = cmd.Wait()
 	after, terr := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	ldisc, lerr := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCGETD)
 	slave.Close()
 	got := <-out
 	if cmd.ProcessState.ExitCode() != 4 {
@@ -74,7 +78,23 @@ func TestGloveRunTerminal(t *testing.T) {
 	if !strings.Contains(got, "IS-A-TTY") || !strings.Contains(got, "31 101") {
 		t.Errorf("terminal output %q: want a tty of 31 rows and 101 columns", got)
 	}
-	if terr != nil || after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
-		t.Errorf("the caller's terminal settings were not restored (%v)", terr)
+	if terr != nil || after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag || after.Lflag&unix.ECHO == 0 {
+		t.Errorf("the caller's terminal settings were not restored (%v): lflag %#x, was %#x", terr, after.Lflag, before.Lflag)
+	}
+	// The program's descriptor 0 is not the caller's terminal: another
+	// terminal device (file system and device number) altogether.
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/dev/pts/%d", n), &st); err != nil {
+		t.Fatal(err)
+	}
+	outer := fmt.Sprintf("FD0 %d %x:%x", st.Dev, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	if i := strings.Index(got, "FD0 "); i >= 0 {
+		t.Logf("the program's descriptor 0: %q; the caller's terminal: %s", strings.TrimSpace(got[i:min(len(got), i+20)]), outer)
+	}
+	if !strings.Contains(got, "FD0 ") || strings.Contains(got, outer) {
+		t.Errorf("the program's descriptor 0 (%q) is the caller's terminal (%s)", got, outer)
+	}
+	if lerr != nil || ldisc != 0 {
+		t.Errorf("the caller's terminal's line discipline is %d (%v), want N_TTY (0)", ldisc, lerr)
 	}
 }
