@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/daemon"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
@@ -97,6 +98,7 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 	pause := filepath.Join(f.run, "pause")
 	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_PAUSE=cgroup:" + pause},
 		append(f.args, "--inherited-stream", "sage="+sock)...)
+	logOnFailure(t, g)
 	c := dial(t, g.socket)
 	// arm makes the next start wait at its cgroup point; unpause lets it
 	// (and every later start) go on.
@@ -172,17 +174,19 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 		killed := killNamed(t, g, "glove-streamproxy")
 		unpause(t)
 		c.ok("attach", map[string]any{"session_id": id}, nil)
-		out := readUntil(t, c, killed.Add(20*time.Second), "stream-start: first exchange", outputHas("first reply"))
-		var o struct {
-			Data []byte `json:"data"`
+		// Everything the program printed, up to its end (the wall limit).
+		var out strings.Builder
+		m := readUntil(t, c, killed.Add(wallMs*time.Millisecond+30*time.Second), "stream-start: ended", func(m msg) bool {
+			var o daemon.Output
+			if m.Method == "output" && json.Unmarshal(m.Params, &o) == nil {
+				out.Write(o.Data)
+			}
+			return isEnded(m)
+		})
+		end := endOf(t, m)
+		if !strings.Contains(out.String(), "first reply") || strings.Contains(out.String(), "pong") || strings.Contains(out.String(), "<nil>") {
+			t.Errorf("the program's exchange through a dead glove-streamproxy: output %q, want a failed first reply", out.String())
 		}
-		if err := json.Unmarshal(out.Params, &o); err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(o.Data), "pong") || strings.Contains(string(o.Data), "<nil>") {
-			t.Errorf("the program exchanged through a dead glove-streamproxy: %q", o.Data)
-		}
-		end := endOf(t, readUntil(t, c, time.Now().Add(wallMs*time.Millisecond+10*time.Second), "stream-start: ended", isEnded))
 		if end.State != "exited" || end.Termination != "limit:wall_time_ms" {
 			t.Errorf("ended %+v, want exited by limit:wall_time_ms", end)
 		}

@@ -24,7 +24,27 @@ const lostReason = "helper_lost:glove-cgroup"
 // boundSlack is how much later than its bound a session may end: the
 // kill, the shim's exit, the clean-up and the notification (issue 16
 // asks for 1 s).
-const boundSlack = time.Second
+//
+// On the VM lane's guests (a prebuilt run), emulated by TCG some five to
+// ten times slower than a host, the kill, the shim's exit and the
+// clean-up take longer: the slack there is 3 s (the figures are logged;
+// the 1 s bound is checked on every host CI runs on).
+var boundSlack = func() time.Duration {
+	if os.Getenv(testenv.PrebuiltEnv) != "" {
+		return 3 * time.Second
+	}
+	return time.Second
+}()
+
+// logOnFailure prints gloved's whole log when the test fails: a failure
+// in the VM lane leaves nothing else to read.
+func logOnFailure(t *testing.T, g *gloved) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gloved's log:\n%s", g.log)
+		}
+	})
+}
 
 // helperChild returns the pid of the running child of gloved named name
 // (one per session: the test runs one session at a time).
@@ -204,6 +224,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 		"flooder": {"flood"}, "hogger": {"hog"}, "harness": {"--flag", "x"}}, cpu, mem, out, tinyProfile, wall)
 	pause := filepath.Join(f.run, "pause") // gloved creates pause.reached: the service user's directory
 	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_PAUSE=cgroup:" + pause}, f.args...)
+	logOnFailure(t, g)
 	c := dial(t, g.socket)
 	// Only the first session pauses at its cgroup point; the others (and
 	// each subtest run on its own) pass once the file exists.
