@@ -263,6 +263,9 @@ func run(ra runArgs) (int, error) {
 			return 0, err
 		}
 	}
+	// Placed in the session's cgroup by now (or created in it): stage 0
+	// stays there, waiting, for the whole session.
+	warmThreads(warmedThreads)
 	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1)
 	if err != nil {
 		return 0, err

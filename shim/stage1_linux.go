@@ -92,6 +92,7 @@ func stage1() int {
 		return fail(ctl, "stage 1", fmt.Errorf("move executable descriptor: %w", err))
 	}
 	unix.Close(exe)
+	warmThreads(warmedThreads)
 	if err := shareBudgets(); err != nil {
 		return fail(ctl, "stage 1", err)
 	}

@@ -45,8 +45,9 @@ const (
 )
 
 // ShimTasks is added to a session's pids limit for glove-shim's own tasks
-// (its three stages are Go processes with a few threads each; 14 were
-// counted in a session running `sleep`): the profile's pids is what the
+// (its three stages are Go processes; stages 0 and 1, which stay, start
+// 8 threads each up front so that a program using up the limit cannot
+// starve them of one: about 12 each): the profile's pids is what the
 // program may use.
 const ShimTasks = 32
 

@@ -1,0 +1,56 @@
+package shim
+
+import (
+	"os"
+	"runtime"
+	"sync"
+)
+
+// warmedThreads is how many OS threads a stage that stays in the session
+// starts at once. With the runtime's own (sysmon, the signal thread) a
+// stage has about 12, and stages 0 and 1 together stay within the 32
+// tasks the supervisor adds to the session's pids limit for them
+// (supervisor/session ShimTasks).
+const warmedThreads = 8
+
+// warmThreads makes the Go runtime start n OS threads now, while the
+// session's pids limit has room, and keep them idle for later: a stage
+// that stays in the session (0, which waits, and 1, PID 1) shares the
+// limit with the program, which may use it all (a fork bomb), and a Go
+// runtime that then needs a thread it cannot create dies ("failed to
+// create new OS thread"): PID 1 died that way in the VM lane, and the
+// session ended "exited 2" instead of by its limit. Each of n goroutines
+// locks itself to its thread and waits: a thread whose locked goroutine
+// waits runs nothing else, so the runtime starts another for the next
+// one. Unlocked again, the threads stay idle in the runtime for reuse (a
+// thread exits only with a goroutine that ends while locked to it).
+func warmThreads(n int) {
+	ready := make(chan struct{}, n)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			ready <- struct{}{}
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	for range n {
+		<-ready
+	}
+	close(release)
+	wg.Wait()
+}
+
+// threads is the process's thread count (its task directory's entries),
+// or 0 if it cannot be read.
+func threads() int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
+}
