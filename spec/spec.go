@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -105,6 +106,10 @@ var (
 		"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
 	}
 )
+
+// DefaultMaskedPaths is a copy of the masked paths a Launch gets when its
+// MaskedPaths is nil, for a caller that adds its own.
+func DefaultMaskedPaths() []string { return slices.Clone(defaultMaskedPaths) }
 
 // deviceSources are the only host paths a bind may name directly. Anything
 // else must arrive as a descriptor opened by a helper, so that a path in the

@@ -376,7 +376,10 @@ func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stde
 	if err := session.BecomeSubreaper(); err != nil {
 		return nil, err
 	}
-	env := &session.Env{ShimPath: filepath.Join(LibexecDir, "glove-shim"), RuntimeDir: rt, MaterializationRoot: matRoot}
+	env := &session.Env{ShimPath: filepath.Join(LibexecDir, "glove-shim"), RuntimeDir: rt, MaterializationRoot: matRoot,
+		// The helpers are the service group's alone; the sandbox has the
+		// caller's groups (session.Env.Hidden).
+		Hidden: []string{LibexecDir}}
 	// The helpers' JSON logs are kept, and shown only when the session
 	// could not run: they say which request a helper refused and why.
 	helperLog := &tailBuffer{max: 4096}

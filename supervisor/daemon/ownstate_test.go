@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -96,4 +97,61 @@ func TestGlovedRefusesOwnState(t *testing.T) {
 		t.Errorf("the next session: ended %+v, output %q", end.End, end.output)
 	}
 	g.stop(t)
+}
+
+// TestGlovedHidesHelpers: a template that shows the sandbox the directory
+// of gloved's helpers (their executables are the service group's alone,
+// mode 0750, and a sandbox keeps the service user's groups) shows it
+// empty: gloved masks its --libexec wherever a bind shows it (issue 17,
+// item 7). The helpers are hard links of the installed ones (same inode,
+// owner, mode and file capabilities) in a directory the mounter may bind.
+func TestGlovedHidesHelpers(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	lx := filepath.Join(e.Base, "sources", "libexec-glove")
+	if err := os.Mkdir(lx, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(lx); err != nil {
+			t.Error(err)
+		}
+	})
+	installed := filepath.Dir(e.HelperPath("glove-shim"))
+	ents, err := os.ReadDir(installed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range ents {
+		if err := os.Link(filepath.Join(installed, d.Name()), filepath.Join(lx, d.Name())); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, d.Name())
+	}
+	f := newFixture(t, e, map[string][]string{"lister": {"ls", lx}})
+	tm := f.pol.RuntimeTemplates[0]
+	tm.Launch.ReadOnlyPaths = []string{lx}
+	tm.AdapterCommandDigest = policy.AdapterDigest(&tm)
+	f.pol.RuntimeTemplates[0], f.templates["lister"] = tm, tm
+	if err := policy.Validate(f.pol); err != nil {
+		t.Fatalf("test policy: %v", err)
+	}
+	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
+	for i, a := range f.args {
+		if a == "--libexec" {
+			f.args[i+1] = lx
+		}
+	}
+	g := f.start()
+	c := dial(t, g.socket)
+	tok := f.create(c, "hide-1", f.plan("lister", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "hide-1", "start_token": tok}, nil)
+	end := attach(t, c, "hide-1")
+	g.stop(t)
+	t.Logf("the helper directory %v, in the sandbox: %q", names, strings.TrimSpace(end.output))
+	if len(names) == 0 || !strings.Contains(end.output, "entries [] <nil>") {
+		t.Errorf("the sandbox sees the helper directory as %q, want it empty (the host's holds %v)", end.output, names)
+	}
 }

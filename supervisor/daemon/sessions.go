@@ -440,6 +440,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	}
 	env.Fault = faultHook()
 	env.Guard = d.own.Check
+	env.Hidden = []string{d.cfg.Libexec}
 	d.mu.Lock()
 	d.sessions[sess.ID] = l
 	d.wg.Add(1)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -80,6 +81,16 @@ type Env struct {
 	// which Run closes before it returns. Without it, what the dead
 	// helper would have removed is left for gloved's recovery.
 	StartHelper func(name string) (*helperproc.Proc, error)
+	// Hidden are host paths no sandbox may see even when a mount shows
+	// the tree that holds them: each becomes a masked path (an empty
+	// read-only directory, or /dev/null for a file) wherever a bind
+	// shows it. gloved and glove run hide their helper directory: its
+	// executables are the service group's alone (mode 0750), and a
+	// sandbox runs with the service user's groups, which an unprivileged
+	// supervisor cannot drop (setgroups is refused in a user namespace
+	// whose group map it wrote itself), so the group must reach nothing
+	// there (issue 17, item 7).
+	Hidden []string
 	// Guard, if set, is given each host tree a mount binds or copies,
 	// open (O_PATH) as it will be used, and refuses it with an error:
 	// gloved refuses its own state this way (ownpaths), by identity, at
@@ -402,7 +413,7 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 			return nil, err
 		}
 	}
-	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, len(p.mounts)); err != nil {
+	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, len(p.mounts), p.env.Hidden); err != nil {
 		return nil, err
 	}
 	p.env.fault("bundle")
@@ -555,7 +566,7 @@ func inodesFor(n uint64) uint64 { return max(n/4096, 1024) }
 // writeBundle writes the bundle: an empty root with the usual links into
 // /usr, and config.json whose mounts name the descriptors the shim gets
 // at 3, 4, ... in l.Mounts order.
-func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
+func writeBundle(runtimeDir string, l *Launch, n int, hidden []string) (string, error) {
 	dir, err := os.MkdirTemp(runtimeDir, "bundle-"+l.Name+"-")
 	if err != nil {
 		return "", fmt.Errorf("create the bundle: %w", err)
@@ -610,6 +621,7 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 		UID: SandboxUID, GID: SandboxGID, HostUID: uint32(os.Getuid()), HostGID: uint32(os.Getgid()),
 		Hostname:        l.Hostname,
 		Mounts:          mounts,
+		MaskedPaths:     append(spec.DefaultMaskedPaths(), maskedFor(hidden, l.Mounts)...),
 		NoNewPrivileges: true,
 		Terminal:        l.Terminal,
 		PreserveFDs:     n,
@@ -630,6 +642,39 @@ func writeBundle(runtimeDir string, l *Launch, n int) (string, error) {
 }
 
 func depth(p string) int { return strings.Count(p, "/") }
+
+// maskedFor is where each hidden host path appears in the sandbox: below
+// the target of every bind whose host tree holds it (or is it), by path.
+// Copies are not masked: a copy holds what the supervisor read, as the
+// service user, and Glove's own state is refused as a copy source anyway
+// (Env.Guard).
+func maskedFor(hidden []string, ms []Mount) []string {
+	var out []string
+	for _, h := range hidden {
+		h = path.Clean(h)
+		for _, m := range ms {
+			if m.Kind != ReadOnlyBind || m.HostPath == "" {
+				continue
+			}
+			src := path.Clean(m.HostPath)
+			var in string
+			switch {
+			case h == src:
+				in = m.Target
+			case src == "/":
+				in = path.Join(m.Target, h)
+			case strings.HasPrefix(h, src+"/"):
+				in = path.Join(m.Target, strings.TrimPrefix(h, src))
+			default:
+				continue
+			}
+			if !slices.Contains(out, in) {
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}
 
 // firstMountFD is the shim's descriptor of the first mount: 3, or 4 when
 // descriptor 3 is the inherited stream (preserved and passed to the

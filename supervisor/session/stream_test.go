@@ -47,7 +47,7 @@ func TestStreamBundle(t *testing.T) {
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := writeBundle(t.TempDir(), l, len(l.Mounts))
+	dir, err := writeBundle(t.TempDir(), l, len(l.Mounts), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ package programs
 // "stubborn" it ignores SIGTERM and waits, with "flood" and "hog" it
 // prints a line, waits a second, then writes output or takes memory
 // without end; with "retain" it writes /workspace/out and waits, with
-// "streamwait" it makes one exchange on its stream and waits.
+// "streamwait" it makes one exchange on its stream and waits, with "ls
+// DIR" it lists DIR.
 const Harness = `package main
 
 import (
@@ -135,6 +136,15 @@ func main() {
 		err := os.WriteFile("/workspace/out", []byte("written"), 0o644)
 		fmt.Println("retain write", err)
 		time.Sleep(60 * time.Second)
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "ls" {
+		ents, err := os.ReadDir(os.Args[2])
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		fmt.Println("entries", names, err)
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "streamwait" {
