@@ -314,6 +314,10 @@ func (h *helper) removeImage(img *os.File, name string) {
 		return
 	}
 	if now.Dev == mine.Dev && now.Ino == mine.Ino {
+		// Best effort on a path that is already failing (the request's
+		// own error is what the supervisor gets): a half-made image left
+		// here is the service user's file, which it may remove, and a
+		// later Create of the name is refused as existing, never reused.
 		_ = unix.Unlinkat(int(h.root.Fd()), name, 0)
 	}
 }

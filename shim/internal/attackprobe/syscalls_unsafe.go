@@ -146,6 +146,8 @@ func hostWatch(kind string) {
 	stop := make(chan struct{})
 	go func() {
 		var b [1]byte
+		// Any return is the test's signal to stop: EOF when it closes
+		// the pipe, an error if the pipe broke; either way it is over.
 		_, _ = os.Stdin.Read(b[:])
 		close(stop)
 	}()
