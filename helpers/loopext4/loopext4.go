@@ -197,7 +197,7 @@ func (h *helper) checkRequest(op, name string, fds []*os.File) error {
 // create handles Create: a new image of exactly the requested size,
 // allocated, owned by the service user, mode 0600, formatted ext4. On any
 // failure after the file was made, the file is removed again.
-func (h *helper) create(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
+func (h *helper) create(_ uint32, m wire.Message, fds []*os.File) (_ wire.Message, _ []int, err error) {
 	req := m.(*wire.Create)
 	const op = "create"
 	if err := h.checkRequest(op, req.Name, fds); err != nil {
@@ -220,7 +220,11 @@ func (h *helper) create(_ uint32, m wire.Message, fds []*os.File) (wire.Message,
 	done := false
 	defer func() {
 		if !done {
-			h.removeImage(img, req.Name)
+			// A half-made image that stays is said in the reply: the
+			// supervisor must not take the name for free.
+			if rerr := h.removeImage(img, req.Name); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
 		}
 	}()
 	if err := h.allocate(img, req.SizeBytes); err != nil {
@@ -304,22 +308,26 @@ func (h *helper) checkImageStat(st *unix.Stat_t, name string) error {
 
 // removeImage unlinks a half-made image, but only if the name still
 // refers to the file the helper created: the service user owns the
-// directory and may have renamed something else into place meanwhile.
-func (h *helper) removeImage(img *os.File, name string) {
+// directory and may have renamed something else into place meanwhile
+// (then nothing is removed, and that is no error).
+func (h *helper) removeImage(img *os.File, name string) error {
 	var mine, now unix.Stat_t
-	if unix.Fstat(int(img.Fd()), &mine) != nil {
-		return
+	if err := unix.Fstat(int(img.Fd()), &mine); err != nil {
+		return fmt.Errorf("remove the half-made image %s: fstat: %w", name, err)
 	}
-	if unix.Fstatat(int(h.root.Fd()), name, &now, unix.AT_SYMLINK_NOFOLLOW) != nil {
-		return
+	err := unix.Fstatat(int(h.root.Fd()), name, &now, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("remove the half-made image %s: stat: %w", name, err)
+	case now.Dev != mine.Dev || now.Ino != mine.Ino:
+		return nil
 	}
-	if now.Dev == mine.Dev && now.Ino == mine.Ino {
-		// Best effort on a path that is already failing (the request's
-		// own error is what the supervisor gets): a half-made image left
-		// here is the service user's file, which it may remove, and a
-		// later Create of the name is refused as existing, never reused.
-		_ = unix.Unlinkat(int(h.root.Fd()), name, 0)
+	if err := unix.Unlinkat(int(h.root.Fd()), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove the half-made image %s: %w", name, err)
 	}
+	return nil
 }
 
 // syncRoot makes a new image's directory entry durable: a retained image

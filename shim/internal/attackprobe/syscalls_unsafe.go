@@ -3,7 +3,9 @@ package main
 // The attacks that pass a structure to the kernel by pointer.
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 	"unsafe"
@@ -146,9 +148,11 @@ func hostWatch(kind string) {
 	stop := make(chan struct{})
 	go func() {
 		var b [1]byte
-		// Any return is the test's signal to stop: EOF when it closes
-		// the pipe, an error if the pipe broke; either way it is over.
-		_, _ = os.Stdin.Read(b[:])
+		// The test closes the pipe to stop the watch: EOF. Anything else
+		// is said, and makes the watch's line one the test refuses.
+		if _, err := os.Stdin.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
+			fmt.Printf("WATCH-ERROR stdin: %v\n", err)
+		}
 		close(stop)
 	}()
 	name := fmt.Sprintf("glove-watch-%d", os.Getpid())
