@@ -21,6 +21,7 @@ import (
 
 	"github.com/glove-sandbox/glove/seccomp"
 	"github.com/glove-sandbox/glove/shim"
+	"github.com/glove-sandbox/glove/spec"
 	"github.com/glove-sandbox/glove/testenv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -121,6 +122,11 @@ var attackCases = []attackCase{
 	{name: "mount-proc", threat: "mount a second, unmasked proc", stoppedBy: []string{atkML, atkSC, atkLL, atkCP}},
 	{name: "pivot-root-out", threat: "pivot_root into a new root and look for the host in the old one", base: true, setup: secretNotPrinted},
 	{name: "chroot-out", threat: "chroot into a subdirectory and climb out with ..", base: true, setup: secretNotPrinted},
+	// The sandbox's view: with the root built from a tmpfs of its own
+	// (spec.RootAnnotation, as gloved and glove run write it), mountinfo
+	// shows "/" as the root's source, not the bundle's host directory.
+	{name: "mountinfo-host-path", threat: "read the bundle root's host path (the service user's run directory) from /proc/self/mountinfo or /proc/1/mountinfo", base: true, setup: tmpfsRootPathHidden,
+		runcDiffers: "runc roots the sandbox at a bind of root.path, whose host path mountinfo shows"},
 	// Namespaces.
 	{name: "unshare-userns", threat: "unshare(CLONE_NEWUSER)", stoppedBy: []string{atkSC}},
 	{name: "clone-newuser", threat: "clone(CLONE_NEWUSER)", stoppedBy: []string{atkSC}},
@@ -557,6 +563,25 @@ func rootfsUnchanged(t *testing.T, r *attackRun) judge {
 			return true, "rootfs/pwned exists on the host"
 		}
 		return false, "rootfs/pwned absent on the host"
+	}
+}
+
+// tmpfsRootPathHidden asks for a tmpfs root (the planted file below /ro
+// goes: such a root may hold only links and empty directories) and judges
+// whether the root's host path came out.
+func tmpfsRootPathHidden(t *testing.T, r *attackRun) judge {
+	if err := os.Remove(filepath.Join(r.rootfs, "ro", "hidden")); err != nil {
+		t.Fatal(err)
+	}
+	r.b.Spec.Annotations = map[string]string{spec.RootAnnotation: spec.RootTmpfs}
+	return func(out string) (bool, string) {
+		if !strings.Contains(out, "/proc/self/mountinfo: \"") {
+			return true, "no mount table was read: the case did not run as written"
+		}
+		if strings.Contains(out, r.rootfs) {
+			return true, "the root's host path " + r.rootfs + " was printed"
+		}
+		return false, "mountinfo names no host path of the root"
 	}
 }
 

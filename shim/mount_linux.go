@@ -29,16 +29,29 @@ func buildRoot(p *Plan) (int, error) {
 		return -1, fmt.Errorf("make / private: %w", err)
 	}
 	// The root is a clone of root.path ("bind", not "rbind": no host
-	// submount under it comes along), attached on top of itself so that it
-	// is a mount pivot_root accepts.
+	// submount under it comes along), or a tmpfs (RootTmpfs), attached on
+	// top of root.path so that it is a mount pivot_root accepts.
 	rootDir, err := openHost(p.RootPath, p.RootIdent, true)
 	if err != nil {
 		return -1, fmt.Errorf("root %s: %w", p.RootPath, err)
 	}
 	defer unix.Close(rootDir)
-	root, err := unix.OpenTree(rootDir, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	var root int
+	if p.RootTmpfs {
+		// A tmpfs of its own, so that mountinfo names "/" as the root's
+		// source rather than root.path on the host. It holds only mount
+		// points (empty directories and files) and is made read-only
+		// below (plan validation requires it), hence the small bounds.
+		root, err = fsmount("tmpfs", [][2]string{{"mode", "0755"}, {"size", "1m"}, {"nr_inodes", "16384"}},
+			unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	} else {
+		root, err = unix.OpenTree(rootDir, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+		if err != nil {
+			err = fmt.Errorf("open_tree: %w", err)
+		}
+	}
 	if err != nil {
-		return -1, fmt.Errorf("root: open_tree: %w", err)
+		return -1, fmt.Errorf("root: %w", err)
 	}
 	ok := false
 	defer func() {
@@ -48,6 +61,16 @@ func buildRoot(p *Plan) (int, error) {
 	}()
 	if err := unix.MoveMount(root, "", rootDir, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return -1, fmt.Errorf("root: move_mount: %w", err)
+	}
+	for _, e := range p.RootEntries {
+		if e.Dir {
+			err = unix.Mkdirat(root, e.Name, 0o755)
+		} else {
+			err = unix.Symlinkat(e.Link, root, e.Name)
+		}
+		if err != nil {
+			return -1, fmt.Errorf("root: make %s: %w", e.Name, err)
+		}
 	}
 	devNull, err := unix.Open("/dev/null", unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/glove-sandbox/glove/spec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -51,11 +52,14 @@ type Plan struct {
 	HostUID      uint32 // the service user that namespace 1's root maps to
 	HostGID      uint32
 	RootReadonly bool
-	Mounts       []MountPlan
-	Masked       []string
-	Readonly     []string
-	Process      ProcessPlan
-	Off          []string // layers switched off (test builds only; see layers.go)
+	// RootTmpfs builds the root from a detached tmpfs rather than a
+	// clone of root.path (spec.RootAnnotation).
+	RootTmpfs bool
+	Mounts    []MountPlan
+	Masked    []string
+	Readonly  []string
+	Process   ProcessPlan
+	Off       []string // layers switched off (test builds only; see layers.go)
 
 	// Filled by stage 0: the root's absolute path and identity. Stage 1
 	// opens it again in its own copy of the mount tree (a descriptor from
@@ -63,6 +67,17 @@ type Plan struct {
 	// found the same directory.
 	RootPath  string
 	RootIdent Ident
+	// RootEntries is what a tmpfs root holds before the mounts: root.path's
+	// symbolic links and empty directories, read by stage 0.
+	RootEntries []RootEntry
+}
+
+// RootEntry is one entry of a tmpfs root: a symbolic link to Link, or an
+// empty directory.
+type RootEntry struct {
+	Name string
+	Link string
+	Dir  bool
 }
 
 // Ident is a file's identity: stage 1 refuses a path whose identity is not
@@ -236,6 +251,16 @@ func Validate(s *specs.Spec, preserveFDs int, hostUID, hostGID uint32) (*Plan, e
 		return nil, bad("linux", "missing")
 	}
 	p := &Plan{PreserveFDs: preserveFDs, HostUID: hostUID, HostGID: hostGID, RootReadonly: s.Root.Readonly}
+	switch v, ok := s.Annotations[spec.RootAnnotation]; {
+	case !ok:
+	case v != spec.RootTmpfs:
+		return nil, unsupported("annotations."+spec.RootAnnotation, "%q (only %q)", v, spec.RootTmpfs)
+	case !s.Root.Readonly:
+		// A writable tmpfs root would be scratch outside every quota.
+		return nil, bad("annotations."+spec.RootAnnotation, "a tmpfs root must be read-only (root.readonly)")
+	default:
+		p.RootTmpfs = true
+	}
 	if err := checkHostname(s.Hostname); err != nil {
 		return nil, err
 	}

@@ -125,6 +125,9 @@ func TestValidateAcceptsSpecBuild(t *testing.T) {
 	if len(p.Process.PassFDs) != 1 || p.Process.PassFDs[0] != 5 {
 		t.Errorf("PassFDs = %v, want [5]", p.Process.PassFDs)
 	}
+	if !p.RootTmpfs || !p.RootReadonly {
+		t.Errorf("RootTmpfs %v RootReadonly %v: spec.Build's root must be a read-only tmpfs", p.RootTmpfs, p.RootReadonly)
+	}
 }
 
 // TestValidateRefuses is the table of bundles glove-shim refuses, each
@@ -255,6 +258,13 @@ func TestValidateRefuses(t *testing.T) {
 		{"masked relative", 2, func(s *specs.Spec) { s.Linux.MaskedPaths = []string{"proc/kcore"} }, "linux.maskedPaths[0]", false},
 		{"masked root", 2, func(s *specs.Spec) { s.Linux.MaskedPaths = []string{"/"} }, "linux.maskedPaths[0]", false},
 		{"readonly duplicate", 2, func(s *specs.Spec) { s.Linux.ReadonlyPaths = []string{"/a", "/a"} }, "linux.readonlyPaths[1]", false},
+		{"root annotation value", 2, func(s *specs.Spec) {
+			s.Annotations = map[string]string{spec.RootAnnotation: "overlay"}
+		}, "annotations." + spec.RootAnnotation, true},
+		{"tmpfs root writable", 2, func(s *specs.Spec) {
+			s.Root.Readonly = false
+			s.Annotations = map[string]string{spec.RootAnnotation: spec.RootTmpfs}
+		}, "annotations." + spec.RootAnnotation, false},
 		{"preserve negative", -1, func(s *specs.Spec) {}, "--preserve-fds", false},
 		{"preserve huge", 5000, func(s *specs.Spec) {}, "--preserve-fds", false},
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -395,6 +396,11 @@ func checkSources(p *Plan, bundleFD int, root string) error {
 	if p.RootPath, err = os.Readlink("/proc/self/fd/" + strconv.Itoa(rfd)); err != nil || !filepath.IsAbs(p.RootPath) {
 		return fmt.Errorf("config.json: root.path %q: cannot name it: %v", root, err)
 	}
+	if p.RootTmpfs {
+		if p.RootEntries, err = readRootEntries(rfd); err != nil {
+			return fmt.Errorf("config.json: root.path %q with annotations.%s=%s: %w", root, spec.RootAnnotation, spec.RootTmpfs, err)
+		}
+	}
 	for i := range p.Mounts {
 		m := &p.Mounts[i]
 		if m.Kind != kindBind {
@@ -585,4 +591,65 @@ func exitStatus(ws syscall.WaitStatus) int {
 		return 128 + int(ws.Signal())
 	}
 	return ExitFailed
+}
+
+// readRootEntries lists what a tmpfs root is to hold again: root.path may
+// hold symbolic links (such as a merged /usr's /bin -> usr/bin) and empty
+// directories, nothing else, so that the tmpfs shows exactly what the
+// directory would have; a file or a populated directory is refused rather
+// than silently left out.
+func readRootEntries(rfd int) ([]RootEntry, error) {
+	fd, err := unix.Openat(rfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open to list: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "root")
+	defer f.Close()
+	names, err := f.Readdirnames(maxMounts + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	if len(names) > maxMounts {
+		return nil, fmt.Errorf("more than %d entries", maxMounts)
+	}
+	slices.Sort(names)
+	var out []RootEntry
+	for _, name := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			buf := make([]byte, unix.PathMax+1)
+			n, err := unix.Readlinkat(fd, name, buf)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			if n > unix.PathMax {
+				return nil, fmt.Errorf("%s: link target longer than %d bytes", name, unix.PathMax)
+			}
+			out = append(out, RootEntry{Name: name, Link: string(buf[:n])})
+		case unix.S_IFDIR:
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			sf := os.NewFile(uintptr(sub), name)
+			inner, err := sf.Readdirnames(1)
+			if cerr := sf.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+			if len(inner) > 0 {
+				return nil, fmt.Errorf("%s: a directory that is not empty", name)
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("%s: list: %w", name, err)
+			}
+			out = append(out, RootEntry{Name: name, Dir: true})
+		default:
+			return nil, fmt.Errorf("%s: neither a symbolic link nor an empty directory", name)
+		}
+	}
+	return out, nil
 }

@@ -536,3 +536,28 @@ func TestShimSeccompForeignRoutes(t *testing.T) {
 		t.Errorf("the route declared intended: exit %d stderr %q, want 0", r.Code, r.Stderr)
 	}
 }
+
+// TestShimTmpfsRoot: with spec.RootAnnotation the root is a tmpfs holding
+// root.path's links and empty directories again (bin -> usr/bin works, the
+// empty /probe is there), and a root.path holding a file is refused with
+// one line naming it, not silently left out.
+func TestShimTmpfsRoot(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Annotations = map[string]string{spec.RootAnnotation: spec.RootTmpfs}
+	if err := os.Mkdir(filepath.Join(b.Dir, "rootfs", "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, e, b, "/bin/sh", "-c", `readlink /bin; test -d /empty && echo EMPTY-DIR; awk '$5 == "/" {for (i = 7; i <= NF; i++) if ($i == "-") {print $4, $(i+1); break}}' /proc/self/mountinfo`)
+	if r.Code != 0 || r.Stdout != "usr/bin\nEMPTY-DIR\n/ tmpfs\n" {
+		t.Errorf("exit %d stdout %q stderr %q; want the link, the directory and a tmpfs root whose source is /", r.Code, r.Stdout, r.Stderr)
+	}
+	if err := os.WriteFile(filepath.Join(b.Dir, "rootfs", "planted"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, e, b, "/bin/true")
+	if r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, `planted: neither a symbolic link nor an empty directory`) {
+		t.Errorf("a file in a tmpfs root's root.path: exit %d stderr %q, want 125 and one line naming it", r.Code, r.Stderr)
+	}
+}

@@ -27,6 +27,17 @@ var ErrInvalid = errors.New("invalid launch")
 // NoFD is the SourceFD of a mount that has no descriptor source.
 const NoFD = -1
 
+// RootAnnotation, set to RootTmpfs in a bundle's annotations, asks
+// glove-shim to build the root from a detached tmpfs of its own instead of
+// a clone of root.path (which must then be an empty directory, and the
+// root read-only): the sandbox's mountinfo then shows "/" as the root's
+// source, not the bundle's host path (threat: raw host paths, such as a
+// run directory naming the service user's session, in the sandbox's view).
+const (
+	RootAnnotation = "org.glove.root"
+	RootTmpfs      = "tmpfs"
+)
+
 // Mount kinds.
 const (
 	KindBind   = "bind"
@@ -273,9 +284,10 @@ func Build(l Launch) (*specs.Spec, error) {
 		},
 		// The root is read-only so that only the declared writable mounts
 		// can be written.
-		Root:     &specs.Root{Path: "rootfs", Readonly: true},
-		Hostname: l.Hostname,
-		Mounts:   mounts,
+		Root:        &specs.Root{Path: "rootfs", Readonly: true},
+		Annotations: map[string]string{RootAnnotation: RootTmpfs},
+		Hostname:    l.Hostname,
+		Mounts:      mounts,
 		Linux: &specs.Linux{
 			// Size 1: the sandbox user maps to the service user alone, so no
 			// other host identity (root above all) is reachable from inside.

@@ -155,3 +155,31 @@ func TestGlovedHidesHelpers(t *testing.T) {
 		t.Errorf("the sandbox sees the helper directory as %q, want it empty (the host's holds %v)", end.output, names)
 	}
 }
+
+// TestGlovedSandboxViewNoHostPath: in a real session the mount table names
+// no path of gloved's own state: the root is a tmpfs whose source is "/"
+// (glove-shim's tmpfs root), not the bundle under the runtime directory,
+// and the workspace copy shows no materialization path (issue 17, item 6;
+// the shim's attack case mountinfo-host-path is the layer check).
+func TestGlovedSandboxViewNoHostPath(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"mounts": {"mountinfo"}})
+	g := f.start()
+	c := dial(t, g.socket)
+	tok := f.create(c, "view-1", f.plan("mounts", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "view-1", "start_token": tok}, nil)
+	end := attach(t, c, "view-1")
+	g.stop(t)
+	out := end.output
+	t.Logf("the sandbox's mount table:\n%s", out)
+	if !strings.Contains(out, "mountinfo read <nil>") || !strings.Contains(out, "mount / / tmpfs") {
+		t.Fatalf("the sandbox's mount table: %q, want it read and a tmpfs root whose source is /", out)
+	}
+	for _, p := range []string{f.run, f.matRoot, f.storeDir, f.ws} {
+		if strings.Contains(out, p) {
+			t.Errorf("the sandbox's mount table names the host path %s:\n%s", p, out)
+		}
+	}
+}

@@ -12,7 +12,7 @@ package programs
 // prints a line, waits a second, then writes output or takes memory
 // without end; with "retain" it writes /workspace/out and waits, with
 // "streamwait" it makes one exchange on its stream and waits, with "ls
-// DIR" it lists DIR.
+// DIR" it lists DIR, with "mountinfo" it prints its mount table.
 const Harness = `package main
 
 import (
@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -145,6 +147,19 @@ func main() {
 			names = append(names, e.Name())
 		}
 		fmt.Println("entries", names, err)
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "mountinfo" {
+		// Each mount's source within its filesystem, its mount point and
+		// its type: what a test looks through for host paths.
+		data, err := os.ReadFile("/proc/self/mountinfo")
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			f := strings.Fields(l)
+			if i := slices.Index(f, "-"); i > 4 && i+1 < len(f) {
+				fmt.Println("mount", f[3], f[4], f[i+1])
+			}
+		}
+		fmt.Println("mountinfo read", err)
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "streamwait" {

@@ -105,6 +105,7 @@ var cases = map[string]func() (string, error){
 	"ptrace-pid1":          ptraceSeizePID1,
 	"write-pid1-mem":       writePID1Mem,
 	"proc1-root-secret":    func() (string, error) { return readFile("/proc/1/root" + args["outside"] + "/secret") },
+	"mountinfo-host-path":  mountTables,
 	"proc1-cwd-secret":     proc1Cwd,
 	"proc1-fd-secret":      func() (string, error) { return procFDs("/proc/1/fd") },
 	"proc-self-fd-secret":  func() (string, error) { return procFDs("/proc/self/fd") },
@@ -174,6 +175,21 @@ func writeString(path, s string) (string, error) {
 		return "", step("write "+path, err)
 	}
 	return "wrote " + path, nil
+}
+
+// mountTables prints the mount tables of the program and of PID 1; the
+// judge outside looks in them for the bundle root's host path.
+func mountTables() (string, error) {
+	var b strings.Builder
+	for _, p := range []string{"/proc/self/mountinfo", "/proc/1/mountinfo"} {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", p, err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %q; ", p, data)
+	}
+	return b.String(), nil
 }
 
 func readFile(path string) (string, error) {
