@@ -172,6 +172,11 @@ var attackCases = []attackCase{
 	// sets RLIMIT_MSGQUEUE to 0 unless the bundle sets it (base).
 	{name: "mq-user-budget", threat: "POSIX message queues taking the service user's RLIMIT_MSGQUEUE budget from gloved and the other sessions (a host mq_open of the service user refused while the sandbox holds them)", base: true, setup: hostWatched("mq"),
 		runcDiffers: "runc applies only the rlimits a bundle lists, and the bundle lists none: the sandbox keeps the service user's RLIMIT_MSGQUEUE and takes the host's budget"},
+	// Queued signals are counted per user (ucounts) against
+	// RLIMIT_SIGPENDING; glove-shim gives the program a share of the
+	// service user's limit unless the bundle sets it (base).
+	{name: "sigpending-user-budget", threat: "queued real-time signals taking the service user's RLIMIT_SIGPENDING budget from gloved and the other sessions (a host sigqueue of the service user refused while the sandbox holds them)", base: true, setup: hostWatched("sigpending"),
+		runcDiffers: "runc applies only the rlimits a bundle lists: the sandbox keeps the service user's RLIMIT_SIGPENDING and takes the host's budget"},
 	// glove-shim's stage 1 gives user namespace 1 a share of the host
 	// user's inotify instances and watches (base).
 	{name: "inotify-user-budget", threat: "inotify instances taking the service user's fs.inotify.max_user_instances from gloved and the other sessions (a host inotify_init1 of the service user refused while the sandbox holds them)", base: true, setup: hostWatched("inotify"),

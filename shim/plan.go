@@ -67,6 +67,9 @@ type Plan struct {
 	// found the same directory.
 	RootPath  string
 	RootIdent Ident
+	// UserBudgets is the share of each per-user count of /proc/sys/user
+	// that stage 1 gives user namespace 1, read by stage 0.
+	UserBudgets map[string]int
 	// RootEntries is what a tmpfs root holds before the mounts: root.path's
 	// symbolic links and empty directories, read by stage 0.
 	RootEntries []RootEntry

@@ -227,6 +227,12 @@ func run(ra runArgs) (int, error) {
 	if p.Off, err = layersFromEnvironment(); err != nil {
 		return 0, err
 	}
+	if p.UserBudgets, err = readBudgetShares(); err != nil {
+		return 0, err
+	}
+	if err := shareRlimits(&p.Process); err != nil {
+		return 0, err
+	}
 	// Stage 2 applies Landlock last but one; a kernel that cannot is
 	// refused here, before anything of the sandbox is built.
 	if !p.off(LayerLandlock) {
@@ -652,4 +658,35 @@ func readRootEntries(rfd int) ([]RootEntry, error) {
 		}
 	}
 	return out, nil
+}
+
+// sharedRlimits are the rlimits whose count the kernel keeps per user, in
+// every user namespace up to the initial one (ucounts), rather than per
+// process: pending signals (queued siginfo) and memory locked by shmctl
+// SHM_LOCK. What the program takes of them is taken from the service
+// user's budget on the host too.
+var sharedRlimits = []int{unix.RLIMIT_SIGPENDING, unix.RLIMIT_MEMLOCK}
+
+// shareRlimits gives the program, for each shared rlimit the bundle does
+// not list, soft and hard limits of a share of stage 0's own soft limit,
+// as stage 1 does for the counts of /proc/sys/user (threat: one sandbox
+// queuing signals or locking memory until gloved's and the other
+// sessions' calls fail). An unlimited host value has no budget to share
+// and is left as it is.
+func shareRlimits(pp *ProcessPlan) error {
+	for _, res := range sharedRlimits {
+		if slices.ContainsFunc(pp.Rlimits, func(r Rlimit) bool { return r.Resource == res }) {
+			continue
+		}
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(res, &cur); err != nil {
+			return fmt.Errorf("getrlimit %d: %w", res, err)
+		}
+		if cur.Cur == unix.RLIM_INFINITY {
+			continue
+		}
+		share := max(cur.Cur/budgetShares, 1)
+		pp.Rlimits = append(pp.Rlimits, Rlimit{Resource: res, Soft: share, Hard: share})
+	}
+	return nil
 }

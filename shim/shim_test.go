@@ -1,7 +1,9 @@
 package shim_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -559,5 +562,131 @@ func TestShimTmpfsRoot(t *testing.T) {
 	r = run(t, e, b, "/bin/true")
 	if r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, `planted: neither a symbolic link nor an empty directory`) {
 		t.Errorf("a file in a tmpfs root's root.path: exit %d stderr %q, want 125 and one line naming it", r.Code, r.Stderr)
+	}
+}
+
+// TestShimSharesBudgets reads, from outside, the limits a sandbox runs
+// under: each per-user count of /proc/sys/user in user namespace 1 (as
+// nsenter into it sees them) is the host's divided by the shares, and the
+// program's pending-signal and locked-memory rlimits are a share of the
+// service user's (issue 17, item 2). The inotify and message-queue attack
+// cases show the effect from outside; this shows every count is set.
+func TestShimSharesBudgets(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Fatalf("nsenter (util-linux) is needed to read user namespace 1's limits: %v", err)
+	}
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", `grep -E '^Max (pending signals|locked memory)' /proc/self/limits; echo ready; read x; exit 0`}
+	b.Write(t)
+	cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t")
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	t.Cleanup(func() {
+		if !done {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Errorf("kill the shim: %v", err)
+			}
+			t.Logf("the shim, killed: %v", cmd.Wait())
+		}
+	})
+	var limits []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && sc.Text() != "ready" {
+		limits = append(limits, sc.Text())
+	}
+	// Stage 1 is stage 0's only child, forked by any of its threads.
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for _, task := range tasks {
+		data, err := os.ReadFile(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, strings.Fields(string(data))...)
+	}
+	stage1, err := strconv.Atoi(strings.Join(children, " "))
+	if err != nil {
+		t.Fatalf("stage 1 not found as the only child of stage 0 (%q, %v); stderr %s", children, err, stderr.String())
+	}
+	checked := 0
+	for _, name := range []string{"max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces", "max_net_namespaces",
+		"max_ipc_namespaces", "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
+		"max_inotify_instances", "max_inotify_watches", "max_fanotify_groups", "max_fanotify_marks"} {
+		host, err := os.ReadFile("/proc/sys/user/" + name)
+		if errors.Is(err, os.ErrNotExist) {
+			t.Logf("%s: not in this kernel", name)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(host)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("nsenter", "--preserve-credentials", "--user=/proc/"+strconv.Itoa(stage1)+"/ns/user",
+			"cat", "/proc/sys/user/"+name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("read %s in user namespace 1: %v: %s", name, err, out)
+		}
+		want := strconv.Itoa(max(n/33, 1))
+		if got := strings.TrimSpace(string(out)); got != want {
+			t.Errorf("%s in user namespace 1 is %s, want %s (host %d / 33)", name, got, want, n)
+		}
+		checked++
+	}
+	if checked < 10 {
+		t.Errorf("only %d counts checked", checked)
+	}
+	for _, c := range []struct {
+		res  int
+		name string
+	}{{unix.RLIMIT_SIGPENDING, "Max pending signals"}, {unix.RLIMIT_MEMLOCK, "Max locked memory"}} {
+		var own unix.Rlimit
+		if err := unix.Getrlimit(c.res, &own); err != nil {
+			t.Fatal(err)
+		}
+		want := strconv.FormatUint(max(own.Cur/33, 1), 10)
+		if own.Cur == unix.RLIM_INFINITY {
+			want = "unlimited"
+		}
+		found := false
+		for _, l := range limits {
+			if f := strings.Fields(strings.TrimPrefix(l, c.name)); strings.HasPrefix(l, c.name) && len(f) >= 2 {
+				found = true
+				if f[0] != want || f[1] != want {
+					t.Errorf("%s inside: soft %s hard %s, want %s for both (the test's own soft limit %d / 33)", c.name, f[0], f[1], want, own.Cur)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s not in the program's limits %q", c.name, limits)
+		}
+	}
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done = true
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
 	}
 }

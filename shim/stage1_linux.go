@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,7 +94,7 @@ func stage1() int {
 	}
 	unix.Close(exe)
 	warmThreads(warmedThreads)
-	if err := shareBudgets(); err != nil {
+	if err := shareBudgets(p.UserBudgets); err != nil {
 		return fail(ctl, "stage 1", err)
 	}
 	if err := buildSandbox(p); err != nil {
@@ -125,12 +126,43 @@ func stage1() int {
 // (supervisor/daemon's MaxSessions), and one share is left for gloved.
 const budgetShares = 33
 
-// perUserBudgets pairs each per-user kernel budget the sandbox can reach
-// (the host's limit, counted per uid in the initial user namespace) with
-// the limit of the same count in a user namespace of its own.
-var perUserBudgets = []struct{ host, ns string }{
-	{"/proc/sys/fs/inotify/max_user_instances", "/proc/sys/user/max_inotify_instances"},
-	{"/proc/sys/fs/inotify/max_user_watches", "/proc/sys/user/max_inotify_watches"},
+// userBudgets are the per-user counts of /proc/sys/user: each is counted
+// per uid in every user namespace from the creator's up to the initial
+// one, so everything a sandbox makes is charged to the service user on
+// the host as well. Those a kernel does not have are skipped.
+var userBudgets = []string{
+	"max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces",
+	"max_net_namespaces", "max_ipc_namespaces", "max_uts_namespaces",
+	"max_cgroup_namespaces", "max_time_namespaces",
+	"max_inotify_instances", "max_inotify_watches",
+	"max_fanotify_groups", "max_fanotify_marks",
+}
+
+// readBudgetShares is stage 0's half of shareBudgets: the share of each of
+// the service user's per-user budgets, read in stage 0's own user
+// namespace (the host's, or the one gloved runs in), since stage 1 would
+// read its new namespace's own, still unlimited, values.
+func readBudgetShares() (map[string]int, error) {
+	shares := map[string]int{}
+	for _, name := range userBudgets {
+		path := "/proc/sys/user/" + name
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("per-user budget: %w", err)
+		}
+		host, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || host < 0 {
+			return nil, fmt.Errorf("per-user budget: %s: %q is not a count", path, data)
+		}
+		shares[name] = max(host/budgetShares, 1)
+	}
+	if len(shares) == 0 {
+		return nil, errors.New("per-user budget: /proc/sys/user lists none of the counts")
+	}
+	return shares, nil
 }
 
 // shareBudgets gives user namespace 1, this stage's, a share of each of
@@ -138,27 +170,28 @@ var perUserBudgets = []struct{ host, ns string }{
 // counted in this namespace and every ancestor, so with the namespace's
 // own limit below the host's, one sandbox cannot use up what gloved and
 // the other sessions of the same user need (threat: 128 inotify_init1
-// in a sandbox made the host user's fail with EMFILE; attack case
-// inotify-user-budget). A new user namespace starts unlimited (bounded by
-// its ancestors only); stage 1 holds CAP_SYS_RESOURCE in it, and the
-// files under /proc/sys/user are those of the opener's user namespace.
-func shareBudgets() error {
-	for _, b := range perUserBudgets {
-		data, err := os.ReadFile(b.host)
-		if err != nil {
+// in a sandbox made the host user's fail with EMFILE, attack case
+// inotify-user-budget; the namespaces, watches and fanotify marks are
+// the same kind of count). A new user namespace starts unlimited
+// (bounded by its ancestors only); stage 1 holds CAP_SYS_RESOURCE in it,
+// and the files under /proc/sys/user are those of the opener's user
+// namespace. Stage 2's own user and mount namespaces are the first
+// charged against these shares.
+func shareBudgets(shares map[string]int) error {
+	names := make([]string, 0, len(shares))
+	for name := range shares {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		path := "/proc/sys/user/" + name
+		share := strconv.Itoa(shares[name])
+		if err := os.WriteFile(path, []byte(share), 0); err != nil {
 			return fmt.Errorf("per-user budget: %w", err)
 		}
-		host, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err != nil || host < 1 {
-			return fmt.Errorf("per-user budget: %s: %q is not a positive number", b.host, data)
-		}
-		share := strconv.Itoa(max(host/budgetShares, 1))
-		if err := os.WriteFile(b.ns, []byte(share), 0); err != nil {
-			return fmt.Errorf("per-user budget: %w", err)
-		}
-		got, err := os.ReadFile(b.ns)
+		got, err := os.ReadFile(path)
 		if err != nil || strings.TrimSpace(string(got)) != share {
-			return fmt.Errorf("per-user budget: %s reads %q after writing %s (%v)", b.ns, got, share, err)
+			return fmt.Errorf("per-user budget: %s reads %q after writing %s (%v)", path, got, share, err)
 		}
 	}
 	return nil

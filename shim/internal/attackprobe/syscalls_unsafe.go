@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 	"unsafe"
 
@@ -165,6 +166,12 @@ func hostWatch(kind string) {
 			unix.Close(fd)
 			return mqUnlink(name)
 		},
+		"sigpending": func() error {
+			if err := queueOwn(); err != nil {
+				return err
+			}
+			return takeQueued()
+		},
 		"inotify": func() error {
 			fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
 			if err != nil {
@@ -176,6 +183,14 @@ func hostWatch(kind string) {
 	if take == nil {
 		fmt.Printf("WATCH unknown kind %q\n", kind)
 		return
+	}
+	if kind == "sigpending" {
+		// The signal is queued to, and taken back by, this thread alone.
+		runtime.LockOSThread()
+		if err := blockQueued(); err != nil {
+			fmt.Printf("WATCH-ERROR block: %v\n", err)
+			return
+		}
 	}
 	tries, refused := 0, 0
 	var last error
@@ -214,4 +229,71 @@ func inotifyBudget() (string, error) {
 		unix.Close(fd)
 	}
 	return fmt.Sprintf("held %d inotify instances", len(fds)), nil
+}
+
+// queuedSignal is a real-time signal the Go runtime does not use; it is
+// kept blocked on the thread it is queued to, so each one stays pending
+// and is charged to the user's RLIMIT_SIGPENDING budget (ucounts, counted
+// in every user namespace up to the host's).
+const queuedSignal = 40
+
+func queuedSet() unix.Sigset_t {
+	var set unix.Sigset_t
+	set.Val[(queuedSignal-1)/64] |= 1 << ((queuedSignal - 1) % 64)
+	return set
+}
+
+func blockQueued() error {
+	set := queuedSet()
+	return step("pthread_sigmask", unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil))
+}
+
+// queueOwn queues queuedSignal to the calling (locked) thread with a
+// sigqueue-style siginfo (SI_QUEUE), which the kernel counts against the
+// budget; EAGAIN once the budget is used up.
+func queueOwn() error {
+	var info struct {
+		signo, errno, code int32
+		_                  [29]int32
+	}
+	info.signo, info.code = queuedSignal, -1 // SI_QUEUE
+	_, _, e := unix.RawSyscall6(unix.SYS_RT_TGSIGQUEUEINFO, uintptr(unix.Getpid()), uintptr(unix.Gettid()), queuedSignal, uintptr(unsafe.Pointer(&info)), 0, 0)
+	if e != 0 {
+		return step("rt_tgsigqueueinfo", e)
+	}
+	return nil
+}
+
+// takeQueued takes one pending queuedSignal back without waiting.
+func takeQueued() error {
+	set := queuedSet()
+	var ts unix.Timespec
+	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGTIMEDWAIT, uintptr(unsafe.Pointer(&set)), 0, uintptr(unsafe.Pointer(&ts)), 8 /* the kernel's sigset_t */, 0, 0)
+	if e != 0 {
+		return step("rt_sigtimedwait", e)
+	}
+	return nil
+}
+
+// sigpendingBudget queues signals to its own thread until the kernel
+// refuses one, and holds them pending: each is charged to the service
+// user on the host as well.
+func sigpendingBudget() (string, error) {
+	runtime.LockOSThread()
+	if err := blockQueued(); err != nil {
+		return "", err
+	}
+	n := 0
+	var last error
+	for n < 1<<20 {
+		if last = queueOwn(); last != nil {
+			break
+		}
+		n++
+	}
+	if n == 0 {
+		return "", last
+	}
+	time.Sleep(time.Duration(atoi(args["hold"])) * time.Millisecond)
+	return fmt.Sprintf("held %d pending signals (then %v)", n, last), nil
 }
