@@ -39,7 +39,10 @@
 // same executable, re-executed by the previous stage with clone flags.
 //
 // Descriptors: the bundle may name a preserved descriptor as a bind
-// source (/proc/self/fd/N, 3 <= N < 3+preserve-fds). Such a descriptor is
+// source (/proc/self/fd/N, 3 <= N < 3+preserve-fds), or a directory
+// beneath it (/proc/self/fd/N/SUB: N is then a detached mount several
+// mounts may share, staged by stage 1 in the root being built and
+// detached again once each directory is cloned). Such a descriptor is
 // consumed by stage 1 and never reaches the program (threat: a directory
 // descriptor of the host would let the program walk out of its root with
 // openat(N, "..")). The other preserved descriptors are passed at their

@@ -81,11 +81,15 @@ func buildRoot(p *Plan) (int, error) {
 	if err := unix.Fstat(devNull, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(1, 3) {
 		return -1, fmt.Errorf("/dev/null is not the null device (%v)", err)
 	}
+	staged, err := stageShared(root, p.Mounts)
+	if err != nil {
+		return -1, err
+	}
 	for i, m := range p.Mounts {
 		if err := attach(root, m); err != nil {
 			return -1, fmt.Errorf("mounts[%d] %s: %w", i, m.Destination, err)
 		}
-		if m.SourceFD >= 0 {
+		if m.SourceFD >= 0 && m.SourceSub == "" {
 			// A consumed source descriptor is closed at once: it must not
 			// reach stage 2, let alone the program.
 			unix.Close(m.SourceFD)
@@ -95,6 +99,9 @@ func buildRoot(p *Plan) (int, error) {
 				return -1, err
 			}
 		}
+	}
+	if err := unstage(root, staged); err != nil {
+		return -1, err
 	}
 	if !p.off(LayerProcMask) {
 		for _, path := range p.Masked {
@@ -117,11 +124,80 @@ func buildRoot(p *Plan) (int, error) {
 	return root, nil
 }
 
+// stageShared attaches each descriptor that mounts name directories
+// beneath (SourceSub) at a directory of its own in the root being built:
+// a detached mount cannot be cloned from, an attached one can (before
+// 6.15). It returns the staging directories' names by descriptor.
+func stageShared(root int, mounts []MountPlan) (map[int]string, error) {
+	staged := map[int]string{}
+	for _, m := range mounts {
+		if m.SourceSub == "" || staged[m.SourceFD] != "" {
+			continue
+		}
+		name := fmt.Sprintf(".glove-stage-%d", m.SourceFD)
+		if err := unix.Mkdirat(root, name, 0o700); err != nil {
+			return nil, fmt.Errorf("stage descriptor %d: mkdir: %w", m.SourceFD, err)
+		}
+		staged[m.SourceFD] = name
+		dir, err := unix.Openat2(root, name, &resolveHow)
+		if err != nil {
+			return nil, fmt.Errorf("stage descriptor %d: %w", m.SourceFD, err)
+		}
+		err = unix.MoveMount(m.SourceFD, "", dir, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(dir)
+		if err != nil {
+			return nil, fmt.Errorf("stage descriptor %d (a path beneath it needs a detached mount): move_mount: %w", m.SourceFD, err)
+		}
+	}
+	return staged, nil
+}
+
+// unstage detaches each staged mount once every clone is attached,
+// closes its descriptor and removes its directory, so that neither the
+// whole shared mount nor its descriptor reaches the sandbox.
+func unstage(root int, staged map[int]string) error {
+	for fd, name := range staged {
+		if err := unix.Unmount(fmt.Sprintf("/proc/self/fd/%d", fd), unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unstage descriptor %d: umount: %w", fd, err)
+		}
+		unix.Close(fd)
+		if err := unix.Unlinkat(root, name, unix.AT_REMOVEDIR); err != nil {
+			return fmt.Errorf("unstage descriptor %d: rmdir: %w", fd, err)
+		}
+	}
+	return nil
+}
+
 // attach makes one mount as a detached mount and moves it onto its
 // destination.
 func attach(root int, m MountPlan) error {
 	var mfd int
 	var err error
+	if m.Kind == kindBind && m.SourceSub != "" {
+		// Beneath a staged mount (stageShared): its descriptor names the
+		// attached mount's root now, and the directory is cloned alone.
+		sub, err := unix.Openat2(m.SourceFD, m.SourceSub, &subHow)
+		if err != nil {
+			return fmt.Errorf("source %s: openat2: %w", m.SourceSub, err)
+		}
+		defer unix.Close(sub)
+		if mfd, err = unix.OpenTree(sub, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("source %s: open_tree: %w", m.SourceSub, err)
+		}
+		defer unix.Close(mfd)
+		if err := setattr(mfd, unix.AT_EMPTY_PATH, m.Attr); err != nil {
+			return err
+		}
+		target, err := mountPoint(root, m.Destination, false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(target)
+		if err := unix.MoveMount(mfd, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+			return fmt.Errorf("move_mount: %w", err)
+		}
+		return nil
+	}
 	if m.Kind == kindBind {
 		flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_EMPTY_PATH)
 		setFlags := uint(unix.AT_EMPTY_PATH)

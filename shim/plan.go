@@ -96,11 +96,16 @@ type MountPlan struct {
 	SourcePath  string // bind from a host path, absolute
 	SourceIdent Ident  // its identity, as stage 0 found it
 	SourceFD    int    // bind from a preserved descriptor; -1 otherwise
-	Recursive   bool
-	Attr        uint64      // MOUNT_ATTR_* set on the mount
-	Config      [][2]string // fsconfig string parameters (filesystems)
-	Writable    bool
-	FileTarget  bool // the source is not a directory: the mount point is a file
+	// SourceSub binds the directory at this path beneath SourceFD's
+	// mount (source /proc/self/fd/N/SUB); SourceFD must be a detached
+	// mount, which stage 1 attaches once, out of the sandbox's sight,
+	// to clone each such directory from.
+	SourceSub  string
+	Recursive  bool
+	Attr       uint64      // MOUNT_ATTR_* set on the mount
+	Config     [][2]string // fsconfig string parameters (filesystems)
+	Writable   bool
+	FileTarget bool // the source is not a directory: the mount point is a file
 }
 
 // ProcessPlan is stage 2's part of the plan.
@@ -317,7 +322,9 @@ func Validate(s *specs.Spec, preserveFDs int, hostUID, hostGID uint32) (*Plan, e
 		}
 		if mp.Kind == kindBind && mp.SourceFD >= 0 {
 			for _, q := range p.Mounts {
-				if q.SourceFD == mp.SourceFD {
+				// A descriptor is one mount, moved where it goes, unless
+				// every use names a directory beneath it.
+				if q.SourceFD == mp.SourceFD && (q.SourceSub == "" || mp.SourceSub == "") {
 					return nil, bad(f+".source", "descriptor %d is already the source of %s", mp.SourceFD, q.Destination)
 				}
 			}
@@ -631,6 +638,13 @@ func validateMount(f string, m specs.Mount, preserveFDs int) (MountPlan, error) 
 		return mp, nil
 	}
 	if rest, ok := strings.CutPrefix(m.Source, "/proc/self/fd/"); ok {
+		rest, sub, hasSub := strings.Cut(rest, "/")
+		if hasSub {
+			if !spec.CleanSub(sub) {
+				return mp, bad(f+".source", "%q: %q is not a clean relative path beneath the descriptor", m.Source, sub)
+			}
+			mp.SourceSub = sub
+		}
 		n, err := strconv.Atoi(rest)
 		if err != nil || strconv.Itoa(n) != rest {
 			return mp, bad(f+".source", "%q is not a descriptor", m.Source)

@@ -253,6 +253,14 @@ func TestValidateRefuses(t *testing.T) {
 		{"fd twice", 2, func(s *specs.Spec) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/w2", Source: "/proc/self/fd/3", Options: []string{"bind"}})
 		}, "mounts[7].source", false},
+		{"fd whole and beneath", 2, func(s *specs.Spec) {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: "/w2", Source: "/proc/self/fd/3/a", Options: []string{"bind"}})
+		}, "mounts[7].source", false},
+		{"fd beneath with ..", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/3/../x" }, "mounts[6].source", false},
+		{"fd beneath with .", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/3/a/./b" }, "mounts[6].source", false},
+		{"fd beneath empty", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/3/" }, "mounts[6].source", false},
+		{"fd beneath doubled slash", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/3//a" }, "mounts[6].source", false},
+		{"fd beneath trailing slash", 2, func(s *specs.Spec) { s.Mounts[6].Source = "/proc/self/fd/3/a/" }, "mounts[6].source", false},
 		{"fs label with slash", 2, func(s *specs.Spec) { s.Mounts[0].Source = "/proc" }, "mounts[0].source", false},
 		{"no proc", 2, func(s *specs.Spec) { s.Mounts = s.Mounts[1:] }, "mounts", true},
 		{"masked relative", 2, func(s *specs.Spec) { s.Linux.MaskedPaths = []string{"proc/kcore"} }, "linux.maskedPaths[0]", false},
@@ -344,6 +352,13 @@ func FuzzValidate(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b, 2)
+	shared := goodSpec()
+	shared.Mounts[6].Source = "/proc/self/fd/3/a"
+	shared.Mounts = append(shared.Mounts, specs.Mount{Destination: "/w2", Source: "/proc/self/fd/3/b/c", Options: []string{"bind"}})
+	if b, err = json.Marshal(shared); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b, 2)
 	f.Add([]byte(`{"ociVersion":"1.0.0"}`), 0)
 	f.Add([]byte(`{"ociVersion":"1.0.0","process":{"user":{"uid":0,"gid":0},"cwd":"/","args":["a"],"noNewPrivileges":true},"root":{"path":"r"},"linux":{}}`), 0)
 	f.Fuzz(func(t *testing.T, data []byte, preserve int) {
@@ -368,4 +383,23 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("plan changed across the stages:\n%s\n%s", enc, enc2)
 		}
 	})
+}
+
+// TestValidateSharedDescriptor: one descriptor may be the source of
+// several mounts when each names a directory beneath it.
+func TestValidateSharedDescriptor(t *testing.T) {
+	s := goodSpec()
+	s.Mounts[6].Source = "/proc/self/fd/3/a"
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: "/w2", Source: "/proc/self/fd/3/b/c", Options: []string{"bind"}})
+	p, err := Validate(s, 2, hostUID, hostGID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []MountPlan{p.Mounts[6], p.Mounts[7]}
+	if got[0].SourceFD != 3 || got[0].SourceSub != "a" || got[1].SourceFD != 3 || got[1].SourceSub != "b/c" {
+		t.Errorf("mounts %+v", got)
+	}
+	if len(p.Process.PassFDs) != 1 || p.Process.PassFDs[0] != 4 {
+		t.Errorf("PassFDs %v, want [4]: 3 is a mount source", p.Process.PassFDs)
+	}
 }

@@ -415,6 +415,13 @@ func checkSources(p *Plan, bundleFD int, root string) error {
 		f := fmt.Sprintf("mounts[%d].source", i)
 		if m.SourceFD >= 0 {
 			isDir, err := checkSourceFD(m.SourceFD)
+			if err == nil && m.SourceSub != "" {
+				if !isDir {
+					err = errors.New("a path beneath a descriptor that is not a directory")
+				} else {
+					err = checkSourceSub(m.SourceFD, m.SourceSub)
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("config.json: %s: descriptor %d: %w", f, m.SourceFD, err)
 			}
@@ -437,6 +444,26 @@ func checkSources(p *Plan, bundleFD int, root string) error {
 			return fmt.Errorf("config.json: %s %q: %w", f, m.SourcePath, err)
 		}
 		m.FileTarget = !isDir
+	}
+	return nil
+}
+
+// subHow resolves a mount's sub-path beneath its descriptor: no link, no
+// magic link, no other mount on the way, never above the descriptor.
+var subHow = unix.OpenHow{
+	Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+}
+
+// checkSourceSub checks that sub is a directory beneath fd's mount.
+func checkSourceSub(fd int, sub string) error {
+	d, err := unix.Openat2(fd, sub, &subHow)
+	if err != nil {
+		return fmt.Errorf("%s: openat2: %w", sub, err)
+	}
+	defer unix.Close(d)
+	if _, err := identify(d, true); err != nil {
+		return fmt.Errorf("%s: %w", sub, err)
 	}
 	return nil
 }

@@ -690,3 +690,100 @@ func TestShimSharesBudgets(t *testing.T) {
 		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
 	}
 }
+
+// TestShimSharedDescriptor: one detached tmpfs from glove-mounter is the
+// source of two mounts, each a directory beneath it (a session's scratch:
+// /tmp, the home and the copies share one quota). The program reads and
+// writes each, sees neither the rest of the tmpfs nor the staging
+// directory, and the mount table names only the sub-paths; a sub-path
+// through a symbolic link is refused with one line.
+func TestShimSharedDescriptor(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	p, log := e.StartServing(t, "glove-mounter")
+	call := func(req wire.Message, fds []int) *os.File {
+		t.Helper()
+		_, files, err := p.Client.Call(req, fds)
+		if err != nil || len(files) != 1 {
+			t.Fatalf("mounter %T: %v (%d descriptors)\nlog: %s", req, err, len(files), log)
+		}
+		t.Cleanup(func() { files[0].Close() })
+		return files[0]
+	}
+	usrFD, err := unix.Open("/usr", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usr := call(&wire.Bind{Flags: wire.BindReadOnly}, []int{usrFD})
+	unix.Close(usrFD)
+	scratch := call(&wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}, nil)
+	sfd := int(scratch.Fd())
+	for _, d := range []string{"a", "b", "hidden"} {
+		if err := unix.Mkdirat(sfd, d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := unix.Openat(sfd, d+"/f", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Write(f, []byte("in "+d+"\n")); err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(f)
+		if err := unix.Fchownat(sfd, d, e.UID, e.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Symlinkat("a", sfd, "link"); err != nil {
+		t.Fatal(err)
+	}
+	runWith := func(sub2 string) testenv.ShimResult {
+		s, err := spec.Build(spec.Launch{
+			Executable: "/bin/sh",
+			Args: []string{"-c", `cat /x/f /y/f; echo w > /y/new && echo WROTE; (echo w > /x/new) 2>/dev/null || echo X-READ-ONLY;` +
+				`cat /y/../hidden/f /x/../hidden/f 2>/dev/null || echo NO-SIBLING; ls -a / | tr '\n' ' '; echo;` +
+				`grep -E '^[^ ]+ [^ ]+ [^ ]+ [^ ]+ /(x|y) ' /proc/self/mountinfo | cut -d' ' -f4,5`},
+			Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/",
+			UID: testenv.SandboxUID, GID: testenv.SandboxGID, HostUID: uint32(e.UID), HostGID: uint32(e.GID),
+			Hostname: "glove",
+			Mounts: []spec.Mount{
+				{Target: "/proc", Kind: spec.KindProc, SourceFD: spec.NoFD},
+				{Target: "/usr", Kind: spec.KindBind, SourceFD: 3, ReadOnly: true},
+				{Target: "/x", Kind: spec.KindBind, SourceFD: 4, SourceSub: "a", ReadOnly: true},
+				{Target: "/y", Kind: spec.KindBind, SourceFD: 4, SourceSub: sub2},
+			},
+			NoNewPrivileges: true,
+			PreserveFDs:     2,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := spec.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(b.Dir, "config.json"), cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return e.RunAs(t, testenv.ShimRun{
+			Shim:       e.HelperPath("glove-shim"),
+			Args:       []string{"run", "--bundle", b.Dir, "--preserve-fds", "2", "t"},
+			ExtraFiles: []*os.File{usr, scratch},
+		})
+	}
+	r := runWith("b")
+	want := "in a\nin b\nWROTE\nX-READ-ONLY\nNO-SIBLING\n. .. bin lib lib64 proc sbin usr x y \n/a /x\n/b /y\n"
+	if r.Code != 0 || r.Stdout != want {
+		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %s", r.Code, r.Stdout, want, r.Stderr)
+	}
+	// Judged from outside, through the descriptor: the write is in b.
+	if fd, err := unix.Openat(sfd, "b/new", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		t.Errorf("the program's write is not in the shared tmpfs: %v", err)
+	} else {
+		unix.Close(fd)
+	}
+	if r := runWith("link"); r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, "descriptor 4: link: ") {
+		t.Errorf("a sub-path through a link: exit %d stderr %q, want 125 and one line naming it", r.Code, r.Stderr)
+	}
+}

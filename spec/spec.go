@@ -69,6 +69,11 @@ type Mount struct {
 	// range; the spec names it as /proc/self/fd/N. NoFD (any negative value)
 	// means no descriptor.
 	SourceFD int
+	// SourceSub, with SourceFD, binds the directory at this relative path
+	// beneath the descriptor's mount (/proc/self/fd/N/SUB) rather than its
+	// root: several mounts may then share one detached mount, such as a
+	// session's scratch tmpfs holding /tmp, the home and the copies.
+	SourceSub string
 	// Source is only for binds of device nodes such as /dev/null.
 	Source     string
 	ReadOnly   bool
@@ -433,6 +438,9 @@ func buildMount(f string, m Mount, preserveFDs int) (specs.Mount, error) {
 			return specs.Mount{}, invalid(f+".mode", "only for tmpfs and dev mounts")
 		}
 	}
+	if m.SourceSub != "" && m.SourceFD < 0 {
+		return specs.Mount{}, invalid(f+".sourceSub", "only with a descriptor")
+	}
 	if m.Kind != KindBind {
 		if m.SourceFD >= 0 {
 			return specs.Mount{}, invalid(f+".sourceFD", "only for bind mounts (use NoFD)")
@@ -461,6 +469,12 @@ func buildMount(f string, m Mount, preserveFDs int) (specs.Mount, error) {
 				return specs.Mount{}, invalid(f+".sourceFD", "%d outside the preserved range 3..%d", m.SourceFD, 2+preserveFDs)
 			}
 			sm.Source = fmt.Sprintf("/proc/self/fd/%d", m.SourceFD)
+			if m.SourceSub != "" {
+				if !CleanSub(m.SourceSub) {
+					return specs.Mount{}, invalid(f+".sourceSub", "%q is not a clean relative path", m.SourceSub)
+				}
+				sm.Source += "/" + m.SourceSub
+			}
 			opts = []string{"bind", "nosuid", "nodev"}
 		case m.Source != "":
 			if err := checkPath(f+".source", m.Source); err != nil {
@@ -563,4 +577,18 @@ func DecodeStrict(data []byte) (*specs.Spec, error) {
 		return nil, fmt.Errorf("spec: decode: %w", err)
 	}
 	return &s, nil
+}
+
+// CleanSub reports whether sub is a path a descriptor source may name
+// beneath its mount: relative, clean, no "." or ".." component, bounded.
+func CleanSub(sub string) bool {
+	if sub == "" || len(sub) > maxPath || path.IsAbs(sub) || path.Clean(sub) != sub || strings.IndexByte(sub, 0) >= 0 {
+		return false
+	}
+	for _, c := range strings.Split(sub, "/") {
+		if c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
 }

@@ -98,6 +98,21 @@ func TestBuildRefuses(t *testing.T) {
 		}},
 		{"source fd with no preserved fds", "mounts[0].sourceFD", func(l *Launch) { l.Mounts = []Mount{{Target: "/w", Kind: KindBind, SourceFD: 3}} }},
 		{"bind without source", "mounts[0].sourceFD", func(l *Launch) { l.Mounts = []Mount{{Target: "/w", Kind: KindBind, SourceFD: NoFD}} }},
+		{"sub without a descriptor", "mounts[0].sourceSub", func(l *Launch) {
+			l.Mounts = []Mount{{Target: "/w", Kind: KindBind, SourceFD: NoFD, Source: "/dev/null", SourceSub: "a"}}
+		}},
+		{"sub climbing", "mounts[0].sourceSub", func(l *Launch) {
+			l.PreserveFDs = 1
+			l.Mounts = []Mount{{Target: "/w", Kind: KindBind, SourceFD: 3, SourceSub: "a/../../b"}}
+		}},
+		{"sub absolute", "mounts[0].sourceSub", func(l *Launch) {
+			l.PreserveFDs = 1
+			l.Mounts = []Mount{{Target: "/w", Kind: KindBind, SourceFD: 3, SourceSub: "/a"}}
+		}},
+		{"sub dot", "mounts[0].sourceSub", func(l *Launch) {
+			l.PreserveFDs = 1
+			l.Mounts = []Mount{{Target: "/w", Kind: KindBind, SourceFD: 3, SourceSub: "."}}
+		}},
 		{"bind with fd and source", "mounts[0].source", func(l *Launch) {
 			l.PreserveFDs = 1
 			l.Mounts = []Mount{{Target: "/dev/null", Kind: KindBind, SourceFD: 3, Source: "/dev/null"}}

@@ -326,7 +326,9 @@ func runLaunch(workspace string, prof policy.ResourceProfile, cmdArgs []string) 
 		Mounts: []session.Mount{
 			{Target: "/usr", Kind: session.ReadOnlyBind, HostPath: "/usr"},
 			{Target: "/etc", Kind: session.ReadOnlyBind, HostPath: "/etc"},
-			{Target: "/tmp", Kind: session.Tmpfs, MaxBytes: prof.DiskBytes / 4, Mode: 0o1777},
+			// Both in the session's scratch: disk_bytes is what they
+			// hold together.
+			{Target: "/tmp", Kind: session.Tmpfs, Mode: 0o1777},
 			{Target: "/workspace", Kind: session.EphemeralCopy, HostPath: ws, MaxBytes: prof.DiskBytes},
 		},
 		Limits:   prof,

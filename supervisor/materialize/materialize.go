@@ -68,6 +68,11 @@ type Options struct {
 	// MaxDepth bounds directory nesting; the root's children are at depth
 	// 1 (0: DefaultMaxDepth).
 	MaxDepth int
+	// MaxBytes, if not 0, bounds the bytes of regular files copied: the
+	// copy stops with ErrQuota once it would pass it. It is a copy's own
+	// quota where the destination's space is shared with other trees (a
+	// session's scratch tmpfs), so that the space cannot bound it.
+	MaxBytes int64
 }
 
 // Source is a host tree opened once; Scan and CopyTo work from its
@@ -345,6 +350,11 @@ func (w *walker) file(psrc, pdst int, name, rel string, st *unix.Statx_t) error 
 	}
 	defer unix.Close(dst)
 	w.done.Files++
+	// Checked before copying too, so that a file that cannot fit is not
+	// copied only to be refused.
+	if err := w.charge(rel, int64(min(fst.Size, 1<<62))); err != nil {
+		return err
+	}
 	if err := w.copyData(src, dst, rel); err != nil {
 		return err
 	}
@@ -379,6 +389,9 @@ func (w *walker) copyData(src, dst int, rel string) error {
 			return nil
 		default:
 			w.done.Bytes += int64(n)
+			if err := w.charge(rel, 0); err != nil {
+				return err
+			}
 			w.progress(false)
 		}
 	}
@@ -408,8 +421,21 @@ func (w *walker) copyData(src, dst int, rel string) error {
 			b = b[m:]
 		}
 		w.done.Bytes += int64(n)
+		if err := w.charge(rel, 0); err != nil {
+			return err
+		}
 		w.progress(false)
 	}
+}
+
+// charge refuses, with ErrQuota, a copy whose bytes so far plus more
+// pass Options.MaxBytes (a file grown since its lstat is caught as it is
+// copied, chunk by chunk).
+func (w *walker) charge(rel string, more int64) error {
+	if w.o.MaxBytes > 0 && w.done.Bytes+more > w.o.MaxBytes {
+		return fmt.Errorf("materialize: %s: %w (more than %d bytes of files)", rel, ErrQuota, w.o.MaxBytes)
+	}
+	return nil
 }
 
 func (w *walker) symlink(psrc, pdst int, name, rel string, st *unix.Statx_t) error {

@@ -522,6 +522,52 @@ func TestQuota(t *testing.T) {
 	}
 }
 
+// TestMaxBytes: Options.MaxBytes bounds the bytes copied where the
+// destination's space would not (a shared scratch tmpfs): exactly the
+// bound fits, one byte more is refused with ErrQuota, whether the bytes
+// are in one file or spread over many.
+func TestMaxBytes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files map[string]int
+		max   int64
+		fits  bool
+	}{
+		{"one file at the bound", map[string]int{"d/a": 10_000}, 10_000, true},
+		{"one file past the bound", map[string]int{"d/a": 10_001}, 10_000, false},
+		{"many files at the bound", map[string]int{"d/a": 4000, "d/b": 4000, "e/c": 2000}, 10_000, true},
+		{"many files past the bound", map[string]int{"d/a": 4000, "d/b": 4000, "e/c": 2001}, 10_000, false},
+		{"unbounded", map[string]int{"d/a": 100_000}, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := t.TempDir()
+			for name, n := range c.files {
+				mustWrite(t, filepath.Join(src, name), pattern(n), 0o644)
+			}
+			mfd := detachedTmpfs(t, "4m")
+			defer unix.Close(mfd)
+			s, err := Open(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tot, err := s.CopyTo(mfd, Options{MaxBytes: c.max})
+			if c.fits {
+				if err != nil {
+					t.Fatalf("%+v, %v; want it copied", tot, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrQuota) || strings.Contains(err.Error(), src) {
+				t.Fatalf("err %v, want ErrQuota naming the relative path only", err)
+			}
+			if tot.Bytes > c.max {
+				t.Errorf("%d bytes copied past the bound of %d", tot.Bytes, c.max)
+			}
+		})
+	}
+}
+
 // TestQuotaFits copies into a detached tmpfs large enough: the O_PATH
 // mount descriptor works as the destination.
 func TestQuotaFits(t *testing.T) {

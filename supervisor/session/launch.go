@@ -38,9 +38,12 @@ var ErrInvalid = errors.New("invalid launch")
 
 // Mount kinds.
 const (
-	ReadOnlyBind  = "read_only_bind" // the host tree itself, read-only, by descriptor
-	EphemeralCopy = "ephemeral_copy" // a tmpfs of MaxBytes filled with a copy of the host tree
-	Tmpfs         = "tmpfs"          // an empty tmpfs of MaxBytes
+	ReadOnlyBind = "read_only_bind" // the host tree itself, read-only, by descriptor
+	// EphemeralCopy is a copy of the host tree of at most MaxBytes of
+	// files: writable, a directory of the session's scratch; read-only
+	// (ReadOnly), a tmpfs of MaxBytes of its own.
+	EphemeralCopy = "ephemeral_copy"
+	Tmpfs         = "tmpfs" // an empty directory of the session's scratch
 	// RetainedCopy is an ext4 image of MaxBytes (glove-loopext4), filled
 	// with a copy of the host tree and bound writable; after the session
 	// it is frozen read-only and the image file is kept in the
@@ -53,10 +56,12 @@ type Mount struct {
 	Target   string
 	Kind     string
 	HostPath string // ReadOnlyBind, EphemeralCopy and RetainedCopy
-	// MaxBytes is the quota: a tmpfs's size (EphemeralCopy, Tmpfs), or
-	// the image file's size (RetainedCopy, rounded up to 4 KiB), which
-	// is what the host spends; ext4's own metadata (journal, inode
-	// tables) comes out of it, so less is usable inside.
+	// MaxBytes is the quota: the bytes of files an EphemeralCopy may copy
+	// (and a read-only one's tmpfs size), a LibraryBundles tmpfs's size,
+	// or the image file's size (RetainedCopy, rounded up to 4 KiB),
+	// which is what the host spends; ext4's own metadata (journal, inode
+	// tables) comes out of it, so less is usable inside. Tmpfs and
+	// PrivateHome have none of their own: they live in the scratch.
 	MaxBytes uint64
 	// Alias names a RetainedCopy's image, with the session's name (see
 	// ImageName).
@@ -175,13 +180,17 @@ func (l *Launch) Check() error {
 			if m.MaxBytes != 0 || m.CreateEmpty {
 				return bad("mounts[%d]: a bind has no quota and must exist", i)
 			}
-		case EphemeralCopy, Tmpfs:
+		case EphemeralCopy:
 			if m.MaxBytes == 0 {
 				return bad("mounts[%d]: %s needs a quota", i, m.Kind)
 			}
+		case Tmpfs:
+			if m.MaxBytes != 0 || m.ReadOnly {
+				return bad("mounts[%d]: a tmpfs is writable scratch, bounded by disk_bytes with the rest (no quota of its own)", i)
+			}
 		case PrivateHome:
-			if m.MaxBytes == 0 || m.Target != HomeDir || l.Skills == nil || m.ReadOnly {
-				return bad("mounts[%d]: a private home is a writable tmpfs with a quota at %s, with its skill projection", i, HomeDir)
+			if m.MaxBytes != 0 || m.Target != HomeDir || l.Skills == nil || m.ReadOnly {
+				return bad("mounts[%d]: a private home is writable scratch at %s (no quota of its own), with its skill projection", i, HomeDir)
 			}
 		case LibraryBundles:
 			if m.MaxBytes == 0 || len(m.Bundles) == 0 || !m.ReadOnly {
@@ -210,6 +219,18 @@ func (l *Launch) Check() error {
 		}
 	}
 	return nil
+}
+
+// inScratch reports whether m lives in the session's scratch: one tmpfs
+// of the profile's disk_bytes per session, of which /tmp, the private
+// home and each writable copy are directories, so that disk_bytes bounds
+// what the session can write in total, not per mount (threat: scratch
+// reaching a multiple of the profile's disk_bytes, as when each of them
+// was a tmpfs of disk_bytes). Retained copies are images of their own
+// quota, kept after the session; read-only copies and library bundles
+// cannot be written.
+func (m Mount) inScratch() bool {
+	return m.Kind == Tmpfs || m.Kind == PrivateHome || (m.Kind == EphemeralCopy && !m.ReadOnly)
 }
 
 // Retains reports whether the launch has a RetainedCopy mount: its

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,15 @@ func main() {
 		size, _ := strconv.Atoi(n)
 		fmt.Println("fill:", fill("/workspace/big", size))
 		os.Remove("/workspace/big")
+		os.Exit(7)
+	}
+	if n, ok := strings.CutPrefix(strings.Join(os.Args[1:], " "), "--scratch="); ok {
+		// n bytes into each writable place in turn, kept: together they
+		// must not pass the profile's disk_bytes.
+		size, _ := strconv.Atoi(n)
+		for _, p := range []string{"/tmp/a", "/workspace/b", "/home/agent/c"} {
+			fmt.Println("scratch", p, fill(p, size))
+		}
 		os.Exit(7)
 	}
 	fmt.Printf("args=%q home=%s cwd=", os.Args[1:], os.Getenv("HOME"))
@@ -193,5 +203,51 @@ func TestGloveRunPolicyPlan(t *testing.T) {
 	// A second run never overwrites a receipt.
 	if _, stderr, code := gloveRun(t, e, ws, "", "--policy", polFile, "--plan", planFile, "--receipt", rcpt, "--receipt-key", keyFile); code != 7 || !strings.Contains(stderr, "receipt") {
 		t.Errorf("second run over an existing receipt: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestDiskBytesIsSessionTotal: disk_bytes bounds what /tmp, the private
+// home and the writable workspace copy hold together (issue 17, item 10).
+// The profile's disk is 8 MiB and the copy's max_bytes 4 MiB: 3 MiB into
+// /tmp and 3 MiB into the copy fit, 3 MiB more into the home does not
+// (when each was a tmpfs of its own, all three fit: 9 MiB). Judged from
+// outside by the receipt's disk_bytes too.
+func TestDiskBytesIsSessionTotal(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	exe := buildHarness(t, e)
+	ws := workspace(t, e, map[string]string{"in": "granted tree"})
+	dir, polFile, planFile, _ := planFiles(t, e, exe, ws, []string{"--scratch=" + strconv.Itoa(3<<20)}, policy.AccessTuple{Access: policy.AccessEphemeralWrite,
+		Materialization: policy.MaterializationCopy, CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20})
+	keyFile := filepath.Join(dir, "key")
+	key := []byte(strings.Repeat("k", 32))
+	writeOwned(t, e, keyFile, key)
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(out, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	rcpt := filepath.Join(out, "receipt.json")
+	stdout, stderr, code := gloveRun(t, e, ws, "", "--policy", polFile, "--plan", planFile, "--receipt", rcpt, "--receipt-key", keyFile)
+	if code != 7 {
+		t.Fatalf("exit %d, want the harness's 7\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	want := "scratch /tmp/a <nil>\nscratch /workspace/b <nil>\nscratch /home/agent/c write /home/agent/c: no space left on device\n"
+	if stdout != want {
+		t.Errorf("stdout %q\nwant   %q", stdout, want)
+	}
+	data, err := os.ReadFile(rcpt)
+	if err != nil {
+		t.Fatalf("no receipt: %v", err)
+	}
+	var env receipt.Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	if d := env.Body.Usage.DiskBytes; d < 6<<20 || d > 8<<20 {
+		t.Errorf("receipt disk_bytes %d, want between the 6 MiB written and the profile's 8 MiB", d)
 	}
 }

@@ -26,14 +26,17 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 //     ensures), and each read_only_path at its own path;
 //   - each path grant: read_only+bind → a read-only bind of the host
 //     tree; read_only+copy → a copy (then bound read-only);
-//     ephemeral_write+copy → a writable copy of max_bytes;
-//     retained_write+copy → a writable copy in an ext4 image of max_bytes
-//     (glove-loopext4), kept, frozen, after the session;
-//   - /tmp is a tmpfs of the profile's disk_bytes;
+//     ephemeral_write+copy → a writable copy of at most max_bytes of
+//     files, in the session's scratch; retained_write+copy → a writable
+//     copy in an ext4 image of max_bytes (glove-loopext4), kept, frozen,
+//     after the session;
+//   - the session's scratch is one tmpfs of the profile's disk_bytes:
+//     /tmp, the private home and the writable copies are directories of
+//     it, so disk_bytes bounds what they hold together;
 //   - a runtime_discovery template's executable is found in its search
 //     directories (package discovery) and pinned; Run rechecks the pin;
 //   - a native-skill runtime (codex, claude-code, pi, copilot, opencode)
-//     gets a private home at /home/agent (a tmpfs of disk_bytes), HOME
+//     gets a private home at /home/agent (in the scratch), HOME
 //     and its managed environment, and the skill entries of the
 //     projected bundles in its skill directory;
 //   - each library projection's bundle is opened beneath the pinned
@@ -104,7 +107,7 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 		}
 		l.Mounts = append(l.Mounts, m)
 	}
-	l.Mounts = append(l.Mounts, Mount{Target: "/tmp", Kind: Tmpfs, MaxBytes: pl.ResourceProfile.DiskBytes, Mode: 0o1777})
+	l.Mounts = append(l.Mounts, Mount{Target: "/tmp", Kind: Tmpfs, Mode: 0o1777})
 	l.Cwd = home
 	// The managed environment: the template's (validation keeps HOME,
 	// the adapter homes and GLOVE_* out of it), then what Glove sets
@@ -117,7 +120,7 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 	if !hasPath {
 		l.Env = append(l.Env, "PATH="+defaultPath)
 	}
-	if !privateHome(l, t.RuntimeID, pl.ResourceProfile.DiskBytes) {
+	if !privateHome(l, t.RuntimeID) {
 		l.Env = append(l.Env, "HOME="+home)
 	}
 	var reqs []libraryRequest

@@ -190,17 +190,24 @@ func (r *Result) Status() int {
 // prepared holds everything a session created before its program starts;
 // release undoes it, in reverse, whatever happened.
 type prepared struct {
-	env      *Env
-	name     string
-	cg       *helper    // glove-cgroup
-	mnt      *helper    // glove-mounter
-	lx       *helper    // glove-loopext4 (proc nil unless the launch retains)
-	cgroup   []*os.File // dir, events, memory events, cpu.stat
-	mounts   []*os.File // in l.Mounts order
-	bundle   string
-	cgMade   bool
-	cgInode  uint64
-	released bool
+	env    *Env
+	name   string
+	cg     *helper    // glove-cgroup
+	mnt    *helper    // glove-mounter
+	lx     *helper    // glove-loopext4 (proc nil unless the launch retains)
+	cgroup []*os.File // dir, events, memory events, cpu.stat
+	mounts []*os.File // in l.Mounts order (a scratch mount: its directory)
+	// scratch is the session's scratch tmpfs (Mount.inScratch), nil when
+	// no mount lives there.
+	scratch *os.File
+	// shimFiles are the shim's preserved descriptors, 3 onwards, and
+	// sources each mount's descriptor there (descriptors lays both out).
+	shimFiles []*os.File
+	sources   []mountSource
+	bundle    string
+	cgMade    bool
+	cgInode   uint64
+	released  bool
 	// root is the materialization root (O_PATH), when the launch retains.
 	root *os.File
 	// images are the retained copies' images, from their creation on.
@@ -266,6 +273,9 @@ func (p *prepared) release() error {
 	}
 	for _, f := range append(p.cgroup, p.mounts...) {
 		f.Close()
+	}
+	if p.scratch != nil {
+		p.scratch.Close()
 	}
 	if p.root != nil {
 		p.root.Close()
@@ -387,13 +397,22 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 		}
 		p.root = os.NewFile(uintptr(fd), p.env.MaterializationRoot)
 	}
+	if slices.ContainsFunc(l.Mounts, Mount.inScratch) {
+		files, err := call(p.mnt, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(l.Limits.DiskBytes), Inodes: inodesFor(l.Limits.DiskBytes), Mode: 0o755})
+		if err != nil {
+			return nil, fmt.Errorf("the session's scratch: glove-mounter tmpfs of %d bytes: %w", l.Limits.DiskBytes, err)
+		}
+		p.scratch = files[0]
+	}
 	for i, m := range l.Mounts {
 		var f *os.File
 		var err error
-		switch m.Kind {
-		case RetainedCopy:
+		switch {
+		case m.Kind == RetainedCopy:
 			f, err = p.retain(l.Name, m, pio)
-		case PrivateHome, LibraryBundles:
+		case m.inScratch():
+			f, err = p.scratchDir(i, m, l, pio)
+		case m.Kind == LibraryBundles:
 			f, err = sourceMount(p.mnt, m, l)
 		default:
 			f, err = materializeMount(p.env, p.mnt, m, pio)
@@ -413,7 +432,8 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 			return nil, err
 		}
 	}
-	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, len(p.mounts), p.env.Hidden); err != nil {
+	p.shimFiles, p.sources = p.descriptors(l)
+	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.env.Hidden); err != nil {
 		return nil, err
 	}
 	p.env.fault("bundle")
@@ -443,47 +463,115 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 			return nil, fmt.Errorf("glove-mounter bind: %w", err)
 		}
 		return files[0], nil
-	case EphemeralCopy, Tmpfs:
-		mode := uint32(0o755)
-		if m.Kind == Tmpfs && m.Mode != 0 {
-			mode = m.Mode
-		}
-		files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
+	case EphemeralCopy:
+		// A read-only copy: a tmpfs of its own (nothing writes it after
+		// the copy; writable copies are in the scratch).
+		files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 		}
-		if m.Kind == EphemeralCopy {
-			if err := fill(env, files[0], m, pio); err != nil {
-				files[0].Close()
-				return nil, err
-			}
+		if err := fill(env, files[0], m, pio); err != nil {
+			files[0].Close()
+			return nil, err
 		}
 		return files[0], nil
 	}
 	return nil, fmt.Errorf("unknown kind %q: %w", m.Kind, ErrInvalid)
 }
 
-// sourceMount makes a PrivateHome or LibraryBundles tmpfs and fills it
-// through its descriptor before anything can see it.
+// sourceMount makes a LibraryBundles tmpfs and fills it through its
+// descriptor before anything can see it.
 func sourceMount(mounter *helper, m Mount, l *Launch) (*os.File, error) {
-	mode := uint32(0o755)
-	if m.Kind == PrivateHome {
-		mode = 0o700
-	}
-	files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: mode})
+	files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
 	if err != nil {
 		return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 	}
-	if m.Kind == PrivateHome {
-		err = fillHome(files[0], l)
-	} else {
-		err = fillLibraries(files[0], m, l)
-	}
-	if err != nil {
+	if err := fillLibraries(files[0], m, l); err != nil {
 		files[0].Close()
 		return nil, err
 	}
 	return files[0], nil
+}
+
+// scratchSub is mount i's directory in the scratch, named after its
+// target's last element so that the sandbox's mountinfo reads plainly
+// ("/tmp-4 /tmp"), and by its index so that no two collide.
+func scratchSub(i int, m Mount) string {
+	return fmt.Sprintf("%s-%d", path.Base(m.Target), i)
+}
+
+// scratchDir makes mount i's directory in the scratch, with the mount's
+// mode whatever the umask, and fills it (a copy, the home's skills)
+// through its descriptor before anything can see it. The directory's
+// descriptor is the mount's in p.mounts; the shim binds it from the
+// scratch's descriptor (descriptors).
+func (p *prepared) scratchDir(i int, m Mount, l *Launch, pio IO) (*os.File, error) {
+	sub, root := scratchSub(i, m), int(p.scratch.Fd())
+	mode := uint32(0o755)
+	if m.Mode != 0 {
+		mode = m.Mode
+	}
+	if err := unix.Mkdirat(root, sub, 0o700); err != nil {
+		return nil, fmt.Errorf("the session's scratch: mkdir %s: %w", sub, err)
+	}
+	fd, err := unix.Openat2(root, sub, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the session's scratch: open %s: %w", sub, err)
+	}
+	dir := os.NewFile(uintptr(fd), sub)
+	if err := unix.Fchmod(fd, mode); err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("the session's scratch: chmod %s: %w", sub, err)
+	}
+	switch m.Kind {
+	case PrivateHome:
+		err = fillHome(dir, l)
+	case EphemeralCopy:
+		err = fill(p.env, dir, m, pio)
+	}
+	if err != nil {
+		dir.Close()
+		return nil, err
+	}
+	return dir, nil
+}
+
+// mountSource is where the shim finds a mount: its descriptor, and the
+// directory beneath it for a scratch mount.
+type mountSource struct {
+	fd  int
+	sub string
+}
+
+// descriptors lays out the shim's preserved descriptors, once, for both
+// the bundle (each mount's source) and the exec (ExtraFiles, 3 onwards):
+// the inherited stream when there is one (passed to the program), each
+// mount with a descriptor of its own in l.Mounts order, then the scratch,
+// which every scratch mount names with its directory.
+func (p *prepared) descriptors(l *Launch) ([]*os.File, []mountSource) {
+	var files []*os.File
+	if l.Stream != nil {
+		files = append(files, l.Stream.Guest)
+	}
+	srcs := make([]mountSource, len(l.Mounts))
+	for i, m := range l.Mounts {
+		if !m.inScratch() {
+			files = append(files, p.mounts[i])
+			srcs[i] = mountSource{fd: 2 + len(files)}
+		}
+	}
+	if p.scratch != nil {
+		files = append(files, p.scratch)
+		for i, m := range l.Mounts {
+			if m.inScratch() {
+				srcs[i] = mountSource{fd: 2 + len(files), sub: scratchSub(i, m)}
+			}
+		}
+	}
+	return files, srcs
 }
 
 // retain makes a RetainedCopy: glove-loopext4 creates the image (its size
@@ -538,7 +626,9 @@ func fill(env *Env, dst *os.File, m Mount, pio IO) error {
 	if err := env.guard(m.Target, src.Fd()); err != nil {
 		return err
 	}
-	var opts materialize.Options
+	// The copy's own bound: in the scratch, the tmpfs's size is the
+	// session's, not the grant's.
+	opts := materialize.Options{MaxBytes: int64(min(m.MaxBytes, 1<<62))}
 	if pio.Progress != nil {
 		if opts.Total, err = src.Scan(); err != nil {
 			return fmt.Errorf("scan the host tree: %w", err)
@@ -547,7 +637,7 @@ func fill(env *Env, dst *os.File, m Mount, pio IO) error {
 	}
 	if _, err := src.CopyTo(int(dst.Fd()), opts); err != nil {
 		if errors.Is(err, materialize.ErrQuota) {
-			return fmt.Errorf("%s: the copy needs more than %d bytes: %w", LimitDisk, m.MaxBytes, err)
+			return fmt.Errorf("%s: the copy needs more than its %d bytes or the space left in the session's scratch: %w", LimitDisk, m.MaxBytes, err)
 		}
 		return fmt.Errorf("copy the host tree: %w", err)
 	}
@@ -566,7 +656,7 @@ func inodesFor(n uint64) uint64 { return max(n/4096, 1024) }
 // writeBundle writes the bundle: an empty root with the usual links into
 // /usr, and config.json whose mounts name the descriptors the shim gets
 // at 3, 4, ... in l.Mounts order.
-func writeBundle(runtimeDir string, l *Launch, n int, hidden []string) (string, error) {
+func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n int, hidden []string) (string, error) {
 	dir, err := os.MkdirTemp(runtimeDir, "bundle-"+l.Name+"-")
 	if err != nil {
 		return "", fmt.Errorf("create the bundle: %w", err)
@@ -601,7 +691,7 @@ func writeBundle(runtimeDir string, l *Launch, n int, hidden []string) (string, 
 		mounts = append(mounts, spec.Mount{Target: d, Kind: spec.KindBind, SourceFD: spec.NoFD, Source: d})
 	}
 	for i, m := range l.Mounts {
-		mounts = append(mounts, spec.Mount{Target: m.Target, Kind: spec.KindBind, SourceFD: firstMountFD(l) + i, ReadOnly: m.Kind == ReadOnlyBind || m.ReadOnly})
+		mounts = append(mounts, spec.Mount{Target: m.Target, Kind: spec.KindBind, SourceFD: srcs[i].fd, SourceSub: srcs[i].sub, ReadOnly: m.Kind == ReadOnlyBind || m.ReadOnly})
 	}
 	// The inherited stream: descriptor 3, named in the environment, and
 	// the only descriptor the seccomp profile lets the program inspect as
@@ -612,7 +702,6 @@ func writeBundle(runtimeDir string, l *Launch, n int, hidden []string) (string, 
 		opts.InheritedFDs = []uint32{StreamFD}
 		env = append(append([]string(nil), env...), fmt.Sprintf(`%s={"%s":%d}`, StreamEnv, l.Stream.Alias, StreamFD),
 			StreamAliasEnv+"="+l.Stream.Alias)
-		n++
 	}
 	// Parents before children (spec.Build refuses anything else).
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
@@ -674,16 +763,6 @@ func maskedFor(hidden []string, ms []Mount) []string {
 		}
 	}
 	return out
-}
-
-// firstMountFD is the shim's descriptor of the first mount: 3, or 4 when
-// descriptor 3 is the inherited stream (preserved and passed to the
-// program; mount descriptors are consumed by the shim).
-func firstMountFD(l *Launch) int {
-	if l.Stream != nil {
-		return StreamFD + 1
-	}
-	return StreamFD
 }
 
 // mountsUnder reports whether a mount makes p visible: p itself or one of
@@ -917,11 +996,7 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	}
 	defer syncR.Close()
 	defer syncW.Close()
-	var extra []*os.File
-	if l.Stream != nil {
-		extra = append(extra, l.Stream.Guest)
-	}
-	extra = append(append(extra, p.mounts...), syncR)
+	extra := append(append([]*os.File(nil), p.shimFiles...), syncR)
 	n := len(extra) - 1
 	cmd := &exec.Cmd{
 		Path: p.env.ShimPath,
@@ -1127,12 +1202,20 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 	if res.UsageMissing, uerr = p.usage(&res.Usage); uerr != nil {
 		p.endErrs = append(p.endErrs, uerr)
 	}
+	var written []*os.File
 	for i, m := range l.Mounts {
-		if m.Kind == ReadOnlyBind || m.Kind == LibraryBundles {
-			continue
+		if m.Kind == EphemeralCopy || m.Kind == RetainedCopy {
+			if !m.inScratch() {
+				written = append(written, p.mounts[i])
+			}
 		}
+	}
+	if p.scratch != nil {
+		written = append(written, p.scratch)
+	}
+	for _, f := range written {
 		var sf unix.Statfs_t
-		if unix.Fstatfs(int(p.mounts[i].Fd()), &sf) == nil {
+		if unix.Fstatfs(int(f.Fd()), &sf) == nil {
 			res.Usage.DiskBytes += (sf.Blocks - sf.Bfree) * uint64(sf.Bsize)
 		}
 	}

@@ -257,12 +257,12 @@ func skillDigest(runtime string, sp *SkillProjection) string {
 // privateHome adds a native-skill runtime's private home to the launch:
 // the mount, HOME and the managed environment. It reports false for any
 // other runtime.
-func privateHome(l *Launch, runtime string, quota uint64) bool {
+func privateHome(l *Launch, runtime string) bool {
 	a, ok := nativeAdapters[runtime]
 	if !ok {
 		return false
 	}
-	l.Mounts = append(l.Mounts, Mount{Target: HomeDir, Kind: PrivateHome, MaxBytes: quota, Mode: 0o700})
+	l.Mounts = append(l.Mounts, Mount{Target: HomeDir, Kind: PrivateHome, Mode: 0o700})
 	l.Env = append(l.Env, "HOME="+HomeDir)
 	l.Env = append(l.Env, a.env...)
 	l.Skills = &SkillProjection{Home: HomeDir, SkillDir: a.skillDir, Skills: []SkillEntry{}}

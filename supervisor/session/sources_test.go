@@ -134,10 +134,10 @@ func TestNativeAdapterTable(t *testing.T) {
 		}
 	}
 	l := &Launch{}
-	if privateHome(l, "cloudflare-os", 1<<20) || l.Skills != nil || len(l.Mounts) != 0 {
+	if privateHome(l, "cloudflare-os") || l.Skills != nil || len(l.Mounts) != 0 {
 		t.Error("a runtime outside the table got a private home")
 	}
-	if !privateHome(l, "opencode", 1<<20) || l.Skills == nil || l.Skills.SkillDir != "/home/agent/.config/opencode/skills" {
+	if !privateHome(l, "opencode") || l.Skills == nil || l.Skills.SkillDir != "/home/agent/.config/opencode/skills" {
 		t.Errorf("opencode: %+v", l.Skills)
 	}
 	want := []string{"HOME=/home/agent", "XDG_CONFIG_HOME=/home/agent/.config"}
@@ -243,7 +243,7 @@ func TestResolveLibraries(t *testing.T) {
 	}
 
 	l := &Launch{}
-	privateHome(l, "codex", 1<<20)
+	privateHome(l, "codex")
 	empty := l.Skills.Digest
 	if err := resolveLibraries(l, Sources{Libraries: r}, req(ds[0], ds[1]), "codex"); err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestResolveLibraries(t *testing.T) {
 	}
 
 	l2 := &Launch{}
-	privateHome(l2, "codex", 1<<20)
+	privateHome(l2, "codex")
 	err = resolveLibraries(l2, Sources{Libraries: r}, req(ds[0], ds[2]), "codex")
 	l2.Close()
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `skill "alpha"`) {

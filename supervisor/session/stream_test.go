@@ -19,7 +19,7 @@ func streamLaunch(t *testing.T, guest *os.File) *Launch {
 		Env: []string{"PATH=/usr/bin"},
 		Mounts: []Mount{
 			{Target: "/usr", Kind: ReadOnlyBind, HostPath: "/usr"},
-			{Target: "/tmp", Kind: Tmpfs, MaxBytes: 1 << 20},
+			{Target: "/tmp", Kind: Tmpfs},
 		},
 		Limits: policy.ResourceProfile{CPUTimeMs: 1, MemoryBytes: 1, Pids: 1, WallTimeMs: 1, DiskBytes: 1, TerminalOutputBytes: 1},
 		Stream: &Stream{Alias: "sage", Guest: guest},
@@ -47,7 +47,18 @@ func TestStreamBundle(t *testing.T) {
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := writeBundle(t.TempDir(), l, len(l.Mounts), nil)
+	// Any open files stand for the mounts: descriptors only places them.
+	usr, err := os.Open("/usr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer usr.Close()
+	p := &prepared{mounts: []*os.File{usr, nil}, scratch: usr}
+	files, srcs := p.descriptors(l)
+	if len(files) != 3 || files[0] != guest {
+		t.Fatalf("descriptors %v, want the stream, /usr and the scratch", files)
+	}
+	dir, err := writeBundle(t.TempDir(), l, srcs, len(files), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +80,8 @@ func TestStreamBundle(t *testing.T) {
 		}
 	}
 	slices.Sort(sources)
-	if strings.Join(sources, " ") != "/proc/self/fd/4 /proc/self/fd/5" {
-		t.Errorf("mount descriptors %v, want 4 and 5 (3 is the stream)", sources)
+	if strings.Join(sources, " ") != "/proc/self/fd/4 /proc/self/fd/5/tmp-1" {
+		t.Errorf("mount descriptors %v, want 4 (/usr) and /tmp beneath the scratch, 5 (3 is the stream)", sources)
 	}
 	bound := 0
 	for _, r := range s.Linux.Seccomp.Syscalls {
