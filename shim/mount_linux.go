@@ -173,32 +173,24 @@ func unstage(root int, staged map[int]string) error {
 func attach(root int, m MountPlan) error {
 	var mfd int
 	var err error
-	if m.Kind == kindBind && m.SourceSub != "" {
+	switch {
+	case m.Kind == kindBind && m.SourceSub != "":
 		// Beneath a staged mount (stageShared): its descriptor names the
 		// attached mount's root now, and the directory is cloned alone.
 		sub, err := unix.Openat2(m.SourceFD, m.SourceSub, &subHow)
 		if err != nil {
 			return fmt.Errorf("source %s: openat2: %w", m.SourceSub, err)
 		}
-		defer unix.Close(sub)
-		if mfd, err = unix.OpenTree(sub, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH); err != nil {
+		mfd, err = unix.OpenTree(sub, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+		unix.Close(sub)
+		if err != nil {
 			return fmt.Errorf("source %s: open_tree: %w", m.SourceSub, err)
 		}
 		defer unix.Close(mfd)
 		if err := setattr(mfd, unix.AT_EMPTY_PATH, m.Attr); err != nil {
 			return err
 		}
-		target, err := mountPoint(root, m.Destination, false)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(target)
-		if err := unix.MoveMount(mfd, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-			return fmt.Errorf("move_mount: %w", err)
-		}
-		return nil
-	}
-	if m.Kind == kindBind {
+	case m.Kind == kindBind:
 		flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_EMPTY_PATH)
 		setFlags := uint(unix.AT_EMPTY_PATH)
 		if m.Recursive {
@@ -226,7 +218,7 @@ func attach(root int, m MountPlan) error {
 		if err := setattr(mfd, setFlags, m.Attr); err != nil {
 			return err
 		}
-	} else {
+	default:
 		if mfd, err = fsmount(m.Kind, m.Config, m.Attr); err != nil {
 			return err
 		}
