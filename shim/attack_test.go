@@ -86,6 +86,7 @@ type attackRun struct {
 	stdin    *os.File // nil: /dev/null
 	rosrc    string   // host directory bound read-only at /ro
 	probe    string   // the probe's host path (for a watcher run on the host)
+	peer     *os.File // the host's end of descriptor 3 (declaredSocket)
 	rootfs   string
 }
 
@@ -157,6 +158,14 @@ var attackCases = []attackCase{
 	// reach a listener whose socket file the sandbox can see.
 	{name: "dgram-path-sendto", threat: "socketpair(AF_UNIX, SOCK_DGRAM), then sendto a host datagram listener's path in a read-only bind (log injection through a granted /dev/log)", stoppedBy: []string{atkSC}, setup: hostDgram},
 	{name: "stream-path-sendto", threat: "socketpair(AF_UNIX, SOCK_STREAM), the pair the profile allows, then sendto a host datagram listener's path", base: true, setup: hostDgram},
+	// The inherited stream is connected: the kernel refuses it an
+	// address (EISCONN) and a second connect, in every configuration.
+	{name: "inherited-stream-sendto", threat: "sendto and connect with a host datagram listener's path on the inherited stream (descriptor 3), to reach anything but its peer", base: true, setup: declaredStreamToDgram},
+	// A socket the stream's peer hands over is a socket like any other:
+	// no layer of the sandbox stops it, the peer must not send one.
+	// glove-streamproxy, the peer of every inherited stream, relays
+	// bytes only (TestStreamproxyCarriesNoDescriptors).
+	{name: "scm-rights-from-peer", threat: "positive control: a datagram socket handed over the inherited stream by its peer (SCM_RIGHTS) reaches a host listener's path; glove-streamproxy never hands one over", control: true, setup: peerHandsDgram},
 	{name: "socket-packet", threat: "open an AF_PACKET raw socket", stoppedBy: []string{atkML, atkSC, atkCP}},
 	{name: "netlink-route-admin", threat: "AF_NETLINK: change an interface over rtnetlink", stoppedBy: []string{atkML, atkSC, atkCP}},
 	// Kernel attack surface.
@@ -811,9 +820,33 @@ func declaredSocket(t *testing.T, r *attackRun) judge {
 	}
 	a, b := os.NewFile(uintptr(fds[0]), "sock"), os.NewFile(uintptr(fds[1]), "peer")
 	t.Cleanup(func() { a.Close(); b.Close() })
-	r.extra, r.preserve = []*os.File{a}, 1
+	r.extra, r.preserve, r.peer = []*os.File{a}, 1, b
 	r.b.Spec.Linux.Seccomp = seccomp.DefaultProfile(seccomp.ProfileOptions{InheritedFDs: []uint32{3}})
 	return nil
+}
+
+// declaredStreamToDgram is declaredSocket with a host datagram listener
+// (hostDgram) for the program to aim descriptor 3 at.
+func declaredStreamToDgram(t *testing.T, r *attackRun) judge {
+	declaredSocket(t, r)
+	return hostDgram(t, r)
+}
+
+// peerHandsDgram is declaredSocket whose host peer sends, before the
+// program starts, one byte with an unbound datagram socket attached.
+func peerHandsDgram(t *testing.T, r *attackRun) judge {
+	declaredSocket(t, r)
+	j := hostDgram(t, r)
+	peer := r.peer
+	d, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(d)
+	if err := unix.Sendmsg(int(peer.Fd()), []byte{1}, unix.UnixRights(d), nil, 0); err != nil {
+		t.Fatalf("hand the socket over: %v", err)
+	}
+	return j
 }
 
 // shocker passes a file handle of the host's outside directory, read on

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -97,6 +98,24 @@ type spUpstream struct {
 	conns     []net.Conn
 	requests  chan []byte
 	discard   bool // keep no requests (the benchmark's upstream)
+	// rights: each response carries a datagram socket (SCM_RIGHTS), and
+	// every control message the upstream receives is counted in oob.
+	rights bool
+	oob    atomic.Int64
+}
+
+// oobReader reads a unix stream with recvmsg, counting the control bytes
+// that arrive with the data.
+type oobReader struct {
+	c   *net.UnixConn
+	oob *atomic.Int64
+}
+
+func (r oobReader) Read(b []byte) (int, error) {
+	oob := make([]byte, 64)
+	n, oobn, _, _, err := r.c.ReadMsgUnix(b, oob)
+	r.oob.Add(int64(oobn))
+	return n, err
 }
 
 func spListen(t testing.TB, env *testenv.Env, dir string, asServiceUser bool) *spUpstream {
@@ -152,8 +171,12 @@ func (u *spUpstream) connect(t testing.TB) *os.File {
 	go func() {
 		defer u.wg.Done()
 		defer s.Close()
+		var in io.Reader = s
+		if u.rights {
+			in = oobReader{c: s, oob: &u.oob}
+		}
 		for {
-			p, err := spReadFrame(s)
+			p, err := spReadFrame(in)
 			if err != nil {
 				return
 			}
@@ -163,7 +186,12 @@ func (u *spUpstream) connect(t testing.TB) *os.File {
 			if u.onRequest != nil && !u.onRequest(p, u.stop) {
 				return
 			}
-			if _, err := s.Write(spEncode(p)); err != nil {
+			if u.rights {
+				err = writeWithSocket(s, spEncode(p))
+			} else {
+				_, err = s.Write(spEncode(p))
+			}
+			if err != nil {
 				return
 			}
 		}
@@ -174,6 +202,17 @@ func (u *spUpstream) connect(t testing.TB) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// writeWithSocket writes b with an unbound datagram socket attached.
+func writeWithSocket(c *net.UnixConn, b []byte) error {
+	d, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(d)
+	_, _, err = c.WriteMsgUnix(b, unix.UnixRights(d), nil)
+	return err
 }
 
 // spEncode is one relay frame: big-endian length, then the payload.
@@ -794,4 +833,59 @@ func spOpenAudit(t *testing.T, env *testenv.Env, dir string, flags int, owned bo
 		}
 	}
 	return int(f.Fd())
+}
+
+// TestStreamproxyCarriesNoDescriptors: a descriptor attached to a request
+// by the sandboxed program, or to a response by the upstream, is never
+// passed on, and glove-streamproxy keeps none. The inherited stream is
+// the sandbox's only socket to the outside, and a socket handed over it
+// would reach any path socket the sandbox can see (attack case
+// scm-rights-from-peer: no layer of the sandbox stops that, the peer must
+// not send one).
+func TestStreamproxyCarriesNoDescriptors(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	s := spOpenWith(t, env, func(u *spUpstream) { u.rights = true })
+	fds := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.p.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	uc := s.client.(*net.UnixConn)
+	if err := uc.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeWithSocket(uc, spEncode([]byte("hand"))); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	oobn, buf, oob := 0, make([]byte, 64), make([]byte, 64)
+	for len(got) < 8 {
+		n, on, flags, _, err := uc.ReadMsgUnix(buf, oob)
+		if err != nil {
+			t.Fatalf("read the response: %v (%q so far)\nhelper log: %s", err, got, s.log)
+		}
+		got, oobn = append(got, buf[:n]...), oobn+on
+		if flags&unix.MSG_CTRUNC != 0 {
+			t.Error("a control message was cut short: one reached the guest")
+		}
+	}
+	if !bytes.Equal(got, spEncode([]byte("hand"))) {
+		t.Errorf("response %q", got)
+	}
+	if oobn != 0 {
+		t.Errorf("the guest received %d bytes of control messages with the response", oobn)
+	}
+	if p := s.upstreamRequest(); string(p) != "hand" {
+		t.Errorf("upstream got %q", p)
+	}
+	if n := s.up.oob.Load(); n != 0 {
+		t.Errorf("the upstream received %d bytes of control messages with the request", n)
+	}
+	if after := fds(); after != before {
+		t.Errorf("glove-streamproxy holds %d descriptors after the exchange, %d before: it kept a passed one", after, before)
+	}
 }

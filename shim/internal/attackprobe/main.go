@@ -113,43 +113,45 @@ var cases = map[string]func() (string, error){
 	"tcp4-host": func() (string, error) {
 		return connect(unix.AF_INET, &unix.SockaddrInet4{Port: atoi(args["port"]), Addr: [4]byte{127, 0, 0, 1}})
 	},
-	"tcp6-host":              tcp6,
-	"socket-packet":          socketPacket,
-	"dgram-path-sendto":      func() (string, error) { return pairSendto(unix.SOCK_DGRAM) },
-	"stream-path-sendto":     func() (string, error) { return pairSendto(unix.SOCK_STREAM) },
-	"netlink-route-admin":    netlinkAdmin,
-	"keyctl":                 keyctl,
-	"bpf":                    bpfMapCreate,
-	"perf-event-open":        perfEventOpen,
-	"userfaultfd":            userfaultfd,
-	"io-uring-setup":         ioUringSetup,
-	"aio-global-budget":      aioBudget,
-	"mq-user-budget":         mqBudget,
-	"sigpending-user-budget": sigpendingBudget,
-	"inotify-user-budget":    inotifyBudget,
-	"open-by-handle-at":      openByHandleAt,
-	"tiocsti":                tiocsti,
-	"tiocsti-own-terminal":   tiocsti,
-	"tiocsti-high-bits":      tiocstiHighBits,
-	"tiocsetd-terminal":      tiocsetd,
-	"tiocexcl-terminal":      tiocexcl,
-	"undeclared-fd-file":     undeclaredFile,
-	"undeclared-fd-dir":      undeclaredDir,
-	"getsockopt-declared":    func() (string, error) { return getsockopt(3, unix.SO_TYPE) },
-	"getsockopt-rcvbuf":      func() (string, error) { return getsockopt(3, unix.SO_RCVBUF) },
-	"getsockopt-undeclared":  getsockoptUndeclared,
-	"setuid-own":             setuidOwn,
-	"setuid-root":            func() (string, error) { return execEUID("/suid/id") },
-	"mknod-workspace":        func() (string, error) { return mknod("/workspace/null2") },
-	"mknod-tmp":              func() (string, error) { return mknod("/tmp/null2") },
-	"write-proc-hostname":    func() (string, error) { return writeString("/proc/sys/kernel/hostname", "pwned-by-sandbox") },
-	"write-drop-caches":      func() (string, error) { return writeString("/proc/sys/vm/drop_caches", "1") },
-	"write-core-pattern":     func() (string, error) { return writeString("/proc/sys/kernel/core_pattern", "|/workspace/pwn") },
-	"write-sys-mtu":          func() (string, error) { return writeString("/sys/class/net/lo/mtu", "1280") },
-	"write-proc-sys-net":     func() (string, error) { return writeString("/proc/sys/net/ipv4/ip_forward", "1") },
-	"read-sys-firmware":      func() (string, error) { return readFile("/sys/firmware/memmap/0/start") },
-	"proc1-fd-cgroup":        proc1FDCgroup,
-	"sethostname":            func() (string, error) { return "sethostname done", unix.Sethostname([]byte("pwned-by-sandbox")) },
+	"tcp6-host":               tcp6,
+	"socket-packet":           socketPacket,
+	"dgram-path-sendto":       func() (string, error) { return pairSendto(unix.SOCK_DGRAM) },
+	"stream-path-sendto":      func() (string, error) { return pairSendto(unix.SOCK_STREAM) },
+	"inherited-stream-sendto": inheritedSendto,
+	"scm-rights-from-peer":    receivedSendto,
+	"netlink-route-admin":     netlinkAdmin,
+	"keyctl":                  keyctl,
+	"bpf":                     bpfMapCreate,
+	"perf-event-open":         perfEventOpen,
+	"userfaultfd":             userfaultfd,
+	"io-uring-setup":          ioUringSetup,
+	"aio-global-budget":       aioBudget,
+	"mq-user-budget":          mqBudget,
+	"sigpending-user-budget":  sigpendingBudget,
+	"inotify-user-budget":     inotifyBudget,
+	"open-by-handle-at":       openByHandleAt,
+	"tiocsti":                 tiocsti,
+	"tiocsti-own-terminal":    tiocsti,
+	"tiocsti-high-bits":       tiocstiHighBits,
+	"tiocsetd-terminal":       tiocsetd,
+	"tiocexcl-terminal":       tiocexcl,
+	"undeclared-fd-file":      undeclaredFile,
+	"undeclared-fd-dir":       undeclaredDir,
+	"getsockopt-declared":     func() (string, error) { return getsockopt(3, unix.SO_TYPE) },
+	"getsockopt-rcvbuf":       func() (string, error) { return getsockopt(3, unix.SO_RCVBUF) },
+	"getsockopt-undeclared":   getsockoptUndeclared,
+	"setuid-own":              setuidOwn,
+	"setuid-root":             func() (string, error) { return execEUID("/suid/id") },
+	"mknod-workspace":         func() (string, error) { return mknod("/workspace/null2") },
+	"mknod-tmp":               func() (string, error) { return mknod("/tmp/null2") },
+	"write-proc-hostname":     func() (string, error) { return writeString("/proc/sys/kernel/hostname", "pwned-by-sandbox") },
+	"write-drop-caches":       func() (string, error) { return writeString("/proc/sys/vm/drop_caches", "1") },
+	"write-core-pattern":      func() (string, error) { return writeString("/proc/sys/kernel/core_pattern", "|/workspace/pwn") },
+	"write-sys-mtu":           func() (string, error) { return writeString("/sys/class/net/lo/mtu", "1280") },
+	"write-proc-sys-net":      func() (string, error) { return writeString("/proc/sys/net/ipv4/ip_forward", "1") },
+	"read-sys-firmware":       func() (string, error) { return readFile("/sys/firmware/memmap/0/start") },
+	"proc1-fd-cgroup":         proc1FDCgroup,
+	"sethostname":             func() (string, error) { return "sethostname done", unix.Sethostname([]byte("pwned-by-sandbox")) },
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
@@ -475,6 +477,43 @@ func pairSendto(typ int) (string, error) {
 		return "", step("sendto", err)
 	}
 	return "sent a datagram to " + args["path"], nil
+}
+
+// inheritedSendto aims the inherited stream (descriptor 3) at a path: a
+// datagram sent to an address, then a connect.
+func inheritedSendto() (string, error) {
+	errSend := unix.Sendto(3, []byte("glove-attack"), 0, &unix.SockaddrUnix{Name: args["path"]})
+	if errSend == nil {
+		return "sent a datagram to " + args["path"] + " through descriptor 3", nil
+	}
+	if err := unix.Connect(3, &unix.SockaddrUnix{Name: args["path"]}); err == nil {
+		return "connected descriptor 3 to " + args["path"], nil
+	} else {
+		return "", fmt.Errorf("sendto: %w; connect: %v", errSend, err)
+	}
+}
+
+// receivedSendto takes a socket its stream's peer hands over (SCM_RIGHTS
+// on descriptor 3) and sends to a path with it.
+func receivedSendto() (string, error) {
+	buf, oob := make([]byte, 16), make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(3, buf, oob, 0)
+	if err != nil {
+		return "", step("recvmsg", err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return "", fmt.Errorf("no descriptor received (%d messages, %v)", len(msgs), err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return "", fmt.Errorf("no descriptor received (%v)", err)
+	}
+	defer unix.Close(fds[0])
+	if err := unix.Sendto(fds[0], []byte("glove-attack"), 0, &unix.SockaddrUnix{Name: args["path"]}); err != nil {
+		return "", step("sendto", err)
+	}
+	return "sent a datagram to " + args["path"] + " with a received socket", nil
 }
 
 func tcp6() (string, error) {
