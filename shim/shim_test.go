@@ -649,9 +649,11 @@ func TestShimSharesBudgets(t *testing.T) {
 			t.Fatalf("read %s in user namespace 1: %v: %s", name, err, out)
 		}
 		want := strconv.Itoa(max(n/33, 1))
-		if got := strings.TrimSpace(string(out)); got != want {
+		got := strings.TrimSpace(string(out))
+		if got != want {
 			t.Errorf("%s in user namespace 1 is %s, want %s (host %d / 33)", name, got, want, n)
 		}
+		t.Logf("%s: host %d, user namespace 1 %s", name, n, got)
 		checked++
 	}
 	if checked < 10 {
@@ -669,6 +671,7 @@ func TestShimSharesBudgets(t *testing.T) {
 		if own.Cur == unix.RLIM_INFINITY {
 			want = "unlimited"
 		}
+		t.Logf("%s: the test's own soft limit %d, the program's %s", c.name, own.Cur, want)
 		found := false
 		for _, l := range limits {
 			if f := strings.Fields(strings.TrimPrefix(l, c.name)); strings.HasPrefix(l, c.name) && len(f) >= 2 {
