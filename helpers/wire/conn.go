@@ -17,6 +17,12 @@ import (
 // system call on its own buffers.
 type Conn struct {
 	uc *net.UnixConn
+	// accepts, when set (Server.Serve does), is the set of request types
+	// this end admits: Recv refuses any other type from the frame's
+	// header, before the payload is decoded, so a helper never parses a
+	// message it does not accept (threat: a compromised supervisor
+	// reaching another helper's decoder).
+	accepts map[MsgType]Accept
 }
 
 // Frame is one received, fully validated message. FDs holds the received
@@ -171,7 +177,7 @@ func (c *Conn) Recv() (Frame, error) {
 	if flags&unix.MSG_TRUNC != 0 {
 		return fail(protoErr(op, ErrTruncated, "datagram exceeds %d bytes", MaxMessage))
 	}
-	reqID, m, err := DecodeFrame(buf[:n], len(fds))
+	reqID, m, err := decodeFrame(buf[:n], len(fds), c.accepts)
 	if err != nil {
 		return fail(err)
 	}

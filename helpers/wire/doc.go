@@ -125,7 +125,9 @@
 //
 // A helper only dispatches the request types listed for it in [Accepts];
 // anything else, including reply types sent by the supervisor, is a protocol
-// error. "once" means a second such request on the same connection is a
+// error, found from the frame's header: [Server] has its [Conn] refuse the
+// type before the payload is decoded, so a helper never runs the decoder
+// of a message it does not accept. "once" means a second such request on the same connection is a
 // protocol error too.
 //
 //	helper              accepts

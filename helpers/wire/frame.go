@@ -71,6 +71,17 @@ func EncodeFrame(reqID uint32, m Message) ([]byte, error) {
 // cheapest-first and nothing is allocated for the payload until the header
 // has been fully validated.
 func DecodeFrame(buf []byte, nfds int) (reqID uint32, m Message, err error) {
+	return decodeFrame(buf, nfds, nil)
+}
+
+// testHookDecode, when set by a test, is called with each type whose
+// payload is about to be decoded.
+var testHookDecode func(MsgType)
+
+// decodeFrame is DecodeFrame for a receiver that admits only the types in
+// accepts (nil: any known type): another type is refused with
+// ErrNotAccepted from the header alone, its payload never decoded.
+func decodeFrame(buf []byte, nfds int, accepts map[MsgType]Accept) (reqID uint32, m Message, err error) {
 	const op = "decode frame"
 	if len(buf) < HeaderSize {
 		return 0, nil, protoErr(op, ErrShortFrame, "%d bytes", len(buf))
@@ -102,8 +113,14 @@ func DecodeFrame(buf []byte, nfds int) (reqID uint32, m Message, err error) {
 	if !ok {
 		return 0, nil, protoErr(op, ErrUnknownType, "%#04x", uint16(typ))
 	}
+	if _, ok := accepts[typ]; accepts != nil && !ok {
+		return 0, nil, protoErr(op, ErrNotAccepted, "type %#04x", uint16(typ))
+	}
 	if m.FDs() != declFDs {
 		return 0, nil, protoErr(op, ErrFDCount, "type %#04x carries %d, frame has %d", uint16(typ), m.FDs(), declFDs)
+	}
+	if testHookDecode != nil {
+		testHookDecode(typ)
 	}
 	d := NewDecoder(buf[HeaderSize:])
 	m.decode(d)

@@ -37,6 +37,9 @@ func (s *Server) Serve() error {
 	if err != nil {
 		return err
 	}
+	// Recv refuses an unaccepted type from the header (admit checks it
+	// again, with the conversation rules).
+	s.Conn.accepts = accepts
 	seen := make(map[MsgType]bool)
 	var lastID uint32 // request ids start at 1, so 0 is never valid
 	for {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -389,4 +390,45 @@ func TestClientRejectsWrongReplyID(t *testing.T) {
 		t.Fatalf("got %v, want ErrRequestID", err)
 	}
 	checkNoLeak(t, before)
+}
+
+// TestServeRefusesBeforeDecoding: a helper refuses a type it does not
+// accept from the frame's header, without entering that type's decoder:
+// a CgCreate sent to glove-mounter, well formed or not, is refused as not
+// accepted (a malformed one would otherwise fail in the decoder), and the
+// decoder hook never sees the type.
+func TestServeRefusesBeforeDecoding(t *testing.T) {
+	var mu sync.Mutex
+	var decoded []MsgType
+	testHookDecode = func(typ MsgType) {
+		mu.Lock()
+		decoded = append(decoded, typ)
+		mu.Unlock()
+	}
+	t.Cleanup(func() { testHookDecode = nil })
+	for name, payload := range map[string][]byte{
+		"well formed": nil,
+		"malformed":   {0xff, 0xff, 0xff},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, done := startServer(t, "glove-mounter")
+			if payload == nil {
+				var err error
+				if payload, err = EncodeFrame(1, &CgCreate{Session: "s-1", MemoryBytes: 1, Pids: 1}); err != nil {
+					t.Fatal(err)
+				}
+				payload = payload[HeaderSize:]
+			}
+			sendRaw(t, p.raw, frame(MsgCgCreate, 0, payload), nil)
+			expectProtocolFault(t, p, done, ErrNotAccepted)
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(decoded, MsgCgCreate) {
+		t.Errorf("glove-mounter entered CgCreate's decoder (decoded %v)", decoded)
+	}
+	if !slices.Contains(decoded, MsgError) {
+		t.Errorf("the hook saw no decode at all (%v): it does not measure anything", decoded)
+	}
 }
