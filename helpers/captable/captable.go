@@ -51,6 +51,14 @@ type Entry struct {
 	Helper bool
 	// Caps is the exact file capability set, raised effective at exec.
 	Caps []Cap
+	// OnDemand are the capabilities of Caps the helper keeps permitted
+	// but not effective once it has restricted itself: raised on one
+	// thread only around the system calls that use them, lowered again
+	// after (helperkit.Raised), so no other call the helper makes, an
+	// open of a path above all, runs with them (threat: a confused
+	// deputy; CAP_DAC_OVERRIDE effective for the whole life of
+	// glove-loopext4 made every open skip permission checks).
+	OnDemand []Cap
 	// Why says, for auditors, what each capability is used for.
 	Why string
 }
@@ -64,8 +72,8 @@ var Table = []Entry{
 	},
 	{
 		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true,
-		Caps: []Cap{SysAdmin, DACOverride},
-		Why:  "CAP_SYS_ADMIN for LOOP_CONFIGURE, fsopen/fsconfig/fsmount of ext4 and fspick/fsconfig reconfigure read-only (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600) and /dev/loopN (0660 root:disk)",
+		Caps: []Cap{SysAdmin, DACOverride}, OnDemand: []Cap{SysAdmin, DACOverride},
+		Why: "CAP_SYS_ADMIN for fsopen/fsconfig/fsmount of ext4 and fspick/fsconfig reconfigure read-only (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600, once at start) and /dev/loopN (0660 root:disk); once serving, each is effective only on the thread of the call that uses it, for that call",
 	},
 	{
 		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true,
@@ -108,6 +116,16 @@ func (e Entry) Mask() uint64 {
 	return m
 }
 
+// Effective is the row's effective set while the helper serves and
+// between requests: Mask without OnDemand.
+func (e Entry) Effective() uint64 {
+	m := e.Mask()
+	for _, c := range e.OnDemand {
+		m &^= 1 << c.Bit
+	}
+	return m
+}
+
 // SetcapText is the argument setcap(8) takes for this row, or "" when the
 // row has no capability (such files carry no security.capability xattr).
 // Capabilities are permitted and effective ("=ep") and never inheritable:
@@ -131,7 +149,7 @@ func MaskString(m uint64) string { return fmt.Sprintf("%016x", m) }
 // Markdown renders the table for SECURITY.md.
 func Markdown() string {
 	var b strings.Builder
-	b.WriteString("| executable | installed in | mode | file capabilities | CapEff/CapPrm mask | why |\n")
+	b.WriteString("| executable | installed in | mode | file capabilities | CapPrm mask; CapEff while serving | why |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- |\n")
 	for _, e := range Table {
 		mode := "0755 root:root"
@@ -142,8 +160,12 @@ func Markdown() string {
 		if caps == "" {
 			caps = "none"
 		}
-		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | `%s` | `%s` | %s |\n",
-			e.Binary, e.Dir, mode, caps, MaskString(e.Mask()), e.Why)
+		masks := "`" + MaskString(e.Mask()) + "`"
+		if e.Effective() != e.Mask() {
+			masks += "; `" + MaskString(e.Effective()) + "` (raised per call)"
+		}
+		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | `%s` | %s | %s |\n",
+			e.Binary, e.Dir, mode, caps, masks, e.Why)
 	}
 	return b.String()
 }

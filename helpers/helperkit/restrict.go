@@ -1,7 +1,10 @@
 package helperkit
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
@@ -16,8 +19,9 @@ import (
 //  1. Check the process holds every capability of its row (it came from
 //     the file capabilities at exec); refuse to start without them rather
 //     than fail later in a half-working state.
-//  2. Clear the ambient set and set permitted, effective and inheritable
-//     to exactly the row, on every thread at once.
+//  2. Clear the ambient set and set permitted and inheritable to exactly
+//     the row, effective to the row without its OnDemand capabilities
+//     (raised per call with Raised), on every thread at once.
 //  3. Mark the process not dumpable: with its capabilities it must not be
 //     readable through /proc/PID/mem or ptrace by the same-uid supervisor.
 //  4. no_new_privs on every thread: nothing the helper could execute
@@ -40,9 +44,10 @@ func Restrict(row captable.Entry, rules []bpf.Rule) error {
 	if err := allThreadsClearAmbient(); err != nil {
 		return fmt.Errorf("restrict: clear ambient capabilities: %w", err)
 	}
-	if err := allThreadsCapset(want); err != nil {
+	if err := allThreadsCapset(want, row.Effective()); err != nil {
 		return fmt.Errorf("restrict: set capabilities on all threads: %w", err)
 	}
+	raisable, served = want&^row.Effective(), row.Effective()
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("restrict: clear dumpable: %w", err)
 	}
@@ -55,6 +60,52 @@ func Restrict(row captable.Entry, rules []bpf.Rule) error {
 	}
 	if err := bpf.Install(prog); err != nil {
 		return fmt.Errorf("restrict: install seccomp allowlist: %w", err)
+	}
+	return nil
+}
+
+// raisable and served are set by Restrict: the capabilities Raised may
+// raise, and the effective set every thread otherwise holds.
+var raisable, served uint64
+
+// errStillRaised is why Raised ends the process: a thread that cannot
+// lower a capability again must not run anything more.
+var errStillRaised = errors.New("could not lower a capability raised for one call")
+
+// Raised runs fn with the capabilities of mask (of the row's OnDemand)
+// effective on the calling thread alone, locked to it, and lowers them
+// again before returning: the thread is the only one that ever holds
+// them, and only for fn's system calls. A failure to lower them ends the
+// process (exit 1 with a line on stderr): the thread would otherwise go
+// on serving with them.
+func Raised(mask uint64, fn func() error) error {
+	if mask&^raisable != 0 {
+		return fmt.Errorf("raise capabilities %s: not this helper's to raise (%s)", capNames(mask&^raisable), capNames(raisable))
+	}
+	runtime.LockOSThread()
+	if err := threadCapset(raisable|served, served|mask); err != nil {
+		// Nothing was raised: the thread is as it was.
+		runtime.UnlockOSThread()
+		return fmt.Errorf("raise capabilities %s: %w", capNames(mask), err)
+	}
+	ferr := fn()
+	if err := threadCapset(raisable|served, served); err != nil {
+		fmt.Fprintf(os.Stderr, "glove helper: %v: %v\n", errStillRaised, err)
+		os.Exit(ExitStartup)
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// threadCapset sets the calling thread's permitted and effective sets.
+func threadCapset(prm, eff uint64) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: uint32(eff), Permitted: uint32(prm)},
+		{Effective: uint32(eff >> 32), Permitted: uint32(prm >> 32)},
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
 }

@@ -39,14 +39,14 @@ func allThreadsNoNewPrivs() error {
 	return allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1)
 }
 
-// allThreadsCapset sets permitted and effective to mask and inheritable
-// to nothing on every thread. The arguments live on the heap, which the
-// collector never moves, and are kept alive across the call.
-func allThreadsCapset(mask uint64) error {
+// allThreadsCapset sets permitted to mask, effective to eff and
+// inheritable to nothing on every thread. The arguments live on the heap,
+// which the collector never moves, and are kept alive across the call.
+func allThreadsCapset(mask, eff uint64) error {
 	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := &[2]unix.CapUserData{
-		{Effective: uint32(mask), Permitted: uint32(mask)},
-		{Effective: uint32(mask >> 32), Permitted: uint32(mask >> 32)},
+		{Effective: uint32(eff), Permitted: uint32(mask)},
+		{Effective: uint32(eff >> 32), Permitted: uint32(mask >> 32)},
 	}
 	err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])))
 	runtime.KeepAlive(hdr)

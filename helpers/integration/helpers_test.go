@@ -39,11 +39,11 @@ func TestHelperSelfRestriction(t *testing.T) {
 			if r.Name != name || r.Protocol != wire.Version {
 				t.Errorf("hello answered name %q protocol %d, want %q %d", r.Name, r.Protocol, name, wire.Version)
 			}
-			if r.CapEffective != row.Mask() || r.CapPermitted != row.Mask() {
-				t.Errorf("hello reports CapEff %x CapPrm %x, table row %x", r.CapEffective, r.CapPermitted, row.Mask())
+			if r.CapEffective != row.Effective() || r.CapPermitted != row.Mask() {
+				t.Errorf("hello reports CapEff %x CapPrm %x, table row %x (effective between requests %x)", r.CapEffective, r.CapPermitted, row.Mask(), row.Effective())
 			}
 			want := map[string]string{
-				"CapEff":     captable.MaskString(row.Mask()),
+				"CapEff":     captable.MaskString(row.Effective()),
 				"CapPrm":     captable.MaskString(row.Mask()),
 				"CapInh":     captable.MaskString(0),
 				"CapAmb":     captable.MaskString(0),
@@ -340,7 +340,7 @@ func TestGloveHelpersCommand(t *testing.T) {
 	}
 	for _, name := range servedHelpers {
 		row, _ := captable.Lookup(name)
-		want := fmt.Sprintf("CapEff %s  CapPrm %s  ok", captable.MaskString(row.Mask()), captable.MaskString(row.Mask()))
+		want := fmt.Sprintf("CapEff %s  CapPrm %s  ok", captable.MaskString(row.Effective()), captable.MaskString(row.Mask()))
 		found := false
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(l, name+" ") && strings.HasSuffix(l, want) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
@@ -374,6 +375,13 @@ func TestLoopext4ReadOnlyAndFreeze(t *testing.T) {
 		unix.Close(fd)
 	}
 	rw.Close()
+	// Between requests, after one of each kind, no thread of the helper
+	// holds a capability effective: each was raised for its call only
+	// (captable OnDemand, helperkit.Raised), none is lost.
+	row, _ := captable.Lookup(loopext4Helper)
+	if n := checkThreads(t, p.Pid(), map[string]string{"CapEff": captable.MaskString(0), "CapPrm": captable.MaskString(row.Mask())}); n < 2 {
+		t.Errorf("saw %d threads of glove-loopext4", n)
+	}
 }
 
 // TestLoopext4MkfsFailureLeavesNothing asks for an image too small to

@@ -43,6 +43,11 @@ func eq(arg uint8, v uint64) []bpf.Cond {
 
 // Syscalls is glove-loopext4's addition to helperkit.BaseSyscalls.
 var Syscalls = []bpf.Rule{
+	// helperkit.Raised: its capabilities are permitted but effective only
+	// around the calls of syscalls_linux.go that use them, raised and
+	// lowered on one thread with capset (the structure is a pointer, so
+	// the filter cannot pin the sets; the permitted set bounds them).
+	{Name: "capset", Nr: unix.SYS_CAPSET},
 	// Images, relative to the materialization root. openat: the create
 	// of Create with exactly its flags and mode 0600; any other open
 	// without O_CREAT, O_TRUNC or O_TMPFILE (image reopen through

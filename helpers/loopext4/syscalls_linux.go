@@ -5,6 +5,12 @@ package loopext4
 // configuring them, and creating, inspecting and freezing ext4 mounts
 // (CAP_SYS_ADMIN). An auditor reads this file to know what the helper can
 // do with its privilege; the rest of the package decides when.
+//
+// Both capabilities are OnDemand in the capability table: once the helper
+// has restricted itself, neither is effective on any thread, and each
+// call below that needs one raises it on its own thread only for that
+// call (helperkit.Raised). /dev/loop-control is opened at start, before
+// the restriction, with both effective.
 
 import (
 	"bytes"
@@ -13,7 +19,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"golang.org/x/sys/unix"
+)
+
+// The capabilities, as masks for helperkit.Raised.
+const (
+	dacOverride = uint64(1) << unix.CAP_DAC_OVERRIDE
+	sysAdmin    = uint64(1) << unix.CAP_SYS_ADMIN
 )
 
 // Device numbers the helper trusts /dev to name: /dev is root's, but a
@@ -63,7 +76,11 @@ func loopPath(n int) string { return fmt.Sprintf("/dev/loop%d", n) }
 // device under that name.
 func openLoop(n int, flags int) (*os.File, error) {
 	p := loopPath(n)
-	fd, err := unix.Open(p, flags|unix.O_CLOEXEC, 0)
+	var fd int
+	err := helperkit.Raised(dacOverride, func() (err error) {
+		fd, err = unix.Open(p, flags|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p, err)
 	}
@@ -121,7 +138,17 @@ var errNotMountable = errors.New("not a mountable ext4 file system")
 // nosuid and nodev; errors=remount-ro overrides whatever the image's
 // superblock asks for (threat: the service user writes the image and
 // could set errors=panic, turning any corruption into a host panic).
-func mountExt4(source string, readOnly bool) (int, error) {
+func mountExt4(source string, readOnly bool) (mfd int, err error) {
+	err = helperkit.Raised(sysAdmin, func() (err error) {
+		mfd, err = mountExt4Raised(source, readOnly)
+		return err
+	})
+	return mfd, err
+}
+
+// mountExt4Raised is mountExt4's calls, each of which checks
+// CAP_SYS_ADMIN: fsopen, fsconfig create (the superblock) and fsmount.
+func mountExt4Raised(source string, readOnly bool) (int, error) {
 	fs, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("fsopen ext4: %w", err)
@@ -217,6 +244,12 @@ func fsMagic(fd int) (int64, error) {
 // is the root of a detached image mount: with CAP_SYS_ADMIN this could
 // otherwise make any file system of the host read-only.
 func setReadOnly(fd int) error {
+	return helperkit.Raised(sysAdmin, func() error { return setReadOnlyRaised(fd) })
+}
+
+// setReadOnlyRaised is setReadOnly's calls: fspick and the reconfigure
+// check CAP_SYS_ADMIN.
+func setReadOnlyRaised(fd int) error {
 	fc, err := unix.Fspick(fd, "", unix.FSPICK_CLOEXEC|unix.FSPICK_EMPTY_PATH)
 	if err != nil {
 		return fmt.Errorf("fspick: %w", err)
