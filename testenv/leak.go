@@ -107,7 +107,24 @@ func mounts() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
-	return lines(string(data)), nil
+	var out []string
+	for _, l := range lines(string(data)) {
+		if !hostServiceMount(l) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// hostServiceMount reports a mount systemd makes for a unit of its own
+// whenever the unit starts: a service's credentials under
+// /run/credentials (systemd 254 and later; seen on Debian 13 when
+// getty@tty1 started during a test). Glove attaches nothing to the host's
+// mount table, let alone there, so such a mount is the host's, not a
+// leak.
+func hostServiceMount(line string) bool {
+	f := strings.Fields(line)
+	return len(f) > 4 && strings.HasPrefix(f[4], "/run/credentials/")
 }
 
 // loops lists attached loop devices with their backing files.

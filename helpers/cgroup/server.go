@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,8 +40,6 @@ type server struct {
 
 // killWait bounds how long Kill and Remove wait for a session to empty.
 const killWait = 5 * time.Second
-
-var sessionName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 
 func newServer(cfg *Config) (*server, error) {
 	if err := cfg.Validate(); err != nil {
@@ -234,8 +232,8 @@ func refuse(code wire.ErrorCode, format string, args ...any) error {
 // checkName is the whole defence against a path in a session name: only
 // a single component in the charset ever reaches openat/mkdirat.
 func checkName(name string) error {
-	if !sessionName.MatchString(name) {
-		return refuse(wire.ErrBadRequest, "session name outside [a-z0-9][a-z0-9-]{0,63}")
+	if !names.Name(name) {
+		return refuse(wire.ErrBadRequest, "session name outside "+names.NamePattern)
 	}
 	return nil
 }

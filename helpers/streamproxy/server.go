@@ -7,18 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/streamproxy/relay"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/names"
 	"golang.org/x/sys/unix"
-)
-
-var (
-	sessionName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-	aliasName   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 )
 
 // Stable codes of StreamStatusReply.Err, the reason a stream closed.
@@ -177,11 +172,11 @@ func dup(f *os.File) (int, error) {
 
 func (s *server) streamOpen(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
 	req := m.(*wire.StreamOpen)
-	if !sessionName.MatchString(req.Session) {
-		return nil, nil, refuse(wire.ErrBadRequest, "session %q does not match %s", req.Session, sessionName)
+	if !names.Name(req.Session) {
+		return nil, nil, refuse(wire.ErrBadRequest, "session %q does not match %s", req.Session, names.NamePattern)
 	}
-	if !aliasName.MatchString(req.Alias) {
-		return nil, nil, refuse(wire.ErrBadRequest, "alias %q does not match %s", req.Alias, aliasName)
+	if !names.Identifier(req.Alias) {
+		return nil, nil, refuse(wire.ErrBadRequest, "alias %q does not match %s", req.Alias, names.IdentifierPattern)
 	}
 	if _, err := checkStream("guest end", fds[0]); err != nil {
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/journal"
 	"github.com/glove-sandbox/glove/supervisor/plan"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
@@ -82,7 +83,7 @@ func (d *Daemon) createSession(_ *conn, k *call) (any, *Error) {
 		return nil, e
 	}
 	if !store.ValidSessionID(ps.SessionID) {
-		return nil, errorf(CodeInvalidParams, "session_id is not [a-z0-9][a-z0-9-]{0,63}")
+		return nil, errorf(CodeInvalidParams, "session_id is not %s", names.NamePattern)
 	}
 	k.session = ps.SessionID
 	if err := plan.CheckControllerDigest(ps.ControllerPlanDigest); err != nil {
@@ -117,7 +118,7 @@ type sessionParams struct {
 // lookup returns the stored session named by the params.
 func (d *Daemon) lookup(k *call, id string) (store.Session, *Error) {
 	if !store.ValidSessionID(id) {
-		return store.Session{}, errorf(CodeInvalidParams, "session_id is not [a-z0-9][a-z0-9-]{0,63}")
+		return store.Session{}, errorf(CodeInvalidParams, "session_id is not %s", names.NamePattern)
 	}
 	k.session = id
 	sess, err := d.store.Get(id)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/internal/strictjson"
 )
 
@@ -101,7 +102,6 @@ func validKind(k string) bool {
 }
 
 var (
-	nameRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 	componentRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	hexRE       = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
@@ -297,7 +297,7 @@ func validateEntry(at string, i int, e *Entry) error {
 		return &decodeError{sentinel: ErrKind, fault: strictjson.Faultf(strictjson.Join(at, "kind"),
 			"entry %d has kind %q; the kinds are %s", i, e.Kind, strings.Join(Kinds(), ", "))}
 	}
-	if !nameRE.MatchString(e.Name) {
+	if !names.Name(e.Name) {
 		return formatf(strictjson.Join(at, "name"), "name %q is not 1 to 64 of [a-z0-9-] starting with a letter or digit", e.Name)
 	}
 	if !utf8.ValidString(e.Description) {

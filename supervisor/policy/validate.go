@@ -7,26 +7,26 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/internal/strictjson"
 )
 
 var (
-	ptr     = strictjson.Ptr
-	join    = strictjson.Join
-	faultf  = strictjson.Faultf
-	identRE = regexp.MustCompile(`^` + IdentifierPattern + `$`)
-	envRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hexRE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	ptr    = strictjson.Ptr
+	join   = strictjson.Join
+	faultf = strictjson.Faultf
+	envRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	hexRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // IdentifierPattern is the charset of every identifier (template, runtime,
 // alias, destination, profile, egress and tool policy ids, secret
 // handles): lowercase so two spellings can never name one thing, no "/"
 // so an identifier can never become a path, at most 64 bytes.
-const IdentifierPattern = `[a-z0-9][a-z0-9._-]{0,63}`
+const IdentifierPattern = names.IdentifierPattern
 
 // ValidIdentifier reports whether s matches IdentifierPattern.
-func ValidIdentifier(s string) bool { return identRE.MatchString(s) }
+func ValidIdentifier(s string) bool { return names.Identifier(s) }
 
 // ValidSHA256Hex reports whether s is 64 lowercase hex characters, the
 // only spelling of a digest Glove accepts (one digest, one string).
@@ -560,7 +560,7 @@ func (r *ResourceProfile) Limits() [6]Limit {
 func CheckIdentifier(at, s string) error { return checkIdent(at, s) }
 
 func checkIdent(at, s string) error {
-	if !identRE.MatchString(s) {
+	if !names.Identifier(s) {
 		return faultf(at, "%q is not an identifier (%s)", s, IdentifierPattern)
 	}
 	return nil

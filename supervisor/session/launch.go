@@ -27,6 +27,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/library"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"golang.org/x/sys/unix"
@@ -280,15 +281,4 @@ func validImageName(s string) bool {
 	return true
 }
 
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string) bool { return names.Name(s) }

@@ -46,6 +46,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/journal"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 )
@@ -89,11 +90,9 @@ func legal(from, to State) bool {
 	return to == Failed || next[from] == to
 }
 
-// SessionIDPattern is the charset of session ids, shared with receipts.
-const SessionIDPattern = `^[a-z0-9][a-z0-9-]{0,63}$`
-
-// ValidSessionID reports whether s is a well-formed session id.
-func ValidSessionID(s string) bool { return sessionIDRe.MatchString(s) }
+// ValidSessionID reports whether s is a well-formed session id
+// (names.NamePattern, shared with receipts, cgroups and gloved's API).
+func ValidSessionID(s string) bool { return names.Name(s) }
 
 // Errors callers tell apart with errors.Is.
 var (
@@ -108,9 +107,8 @@ var (
 )
 
 var (
-	sessionIDRe = regexp.MustCompile(SessionIDPattern)
-	keyRe       = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-	reasonRe    = regexp.MustCompile(`^[a-z0-9_:.-]{0,64}$`)
+	keyRe    = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	reasonRe = regexp.MustCompile(`^[a-z0-9_:.-]{0,64}$`)
 )
 
 // CreateRequest is what create_session stores.
@@ -429,7 +427,7 @@ func (s *Store) apply(req CreateRequest, at time.Time) *Session {
 
 func checkCreate(req CreateRequest) error {
 	switch {
-	case !sessionIDRe.MatchString(req.SessionID):
+	case !names.Name(req.SessionID):
 		return fmt.Errorf("%w: session id %q is not [a-z0-9][a-z0-9-]{0,63}", ErrInvalid, req.SessionID)
 	case !keyRe.MatchString(req.IdempotencyKey):
 		return fmt.Errorf("%w: idempotency key is not 1-128 of [A-Za-z0-9._:-]", ErrInvalid)
