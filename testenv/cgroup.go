@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/glove-sandbox/glove/mountinfo"
 )
 
 // CgroupParent is the delegated parent glove-cgroup's test configuration
@@ -25,13 +27,10 @@ func CgroupMounts() ([]string, error) {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
 	var out []string
-	for _, l := range lines(string(data)) {
-		f := strings.Fields(l)
-		i := indexOf(f, "-")
-		if i < 0 || i+1 >= len(f) || (f[i+1] != "cgroup" && f[i+1] != "cgroup2") || f[3] != "/" {
-			continue
+	for _, e := range mountinfo.Parse(string(data)) {
+		if (e.FSType == "cgroup" || e.FSType == "cgroup2") && e.Root == "/" {
+			out = append(out, e.Point)
 		}
-		out = append(out, f[4])
 	}
 	return out, nil
 }

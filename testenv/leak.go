@@ -243,15 +243,6 @@ func lines(s string) []string {
 	return out
 }
 
-func indexOf(xs []string, x string) int {
-	for i, y := range xs {
-		if y == x {
-			return i
-		}
-	}
-	return -1
-}
-
 // describeProcess says, for a "+process PID NAME" leak, what the process
 // is now: its state, its parent and its cgroup, so that a leak seen once
 // under load says where it came from.

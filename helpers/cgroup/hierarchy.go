@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/glove-sandbox/glove/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,28 +31,16 @@ type cgMount struct {
 // skipped: a delegated hierarchy never needs them.
 func parseMountinfo(text string) []cgMount {
 	var out []cgMount
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 6 || sep+1 >= len(f) {
+	for _, e := range mountinfo.Parse(text) {
+		if e.FSType != "cgroup" && e.FSType != "cgroup2" {
 			continue
 		}
-		fstype := f[sep+1]
-		if fstype != "cgroup" && fstype != "cgroup2" {
+		if mountinfo.Escaped(e.Root) || mountinfo.Escaped(e.Point) {
 			continue
 		}
-		if strings.Contains(f[3], `\`) || strings.Contains(f[4], `\`) {
-			continue
-		}
-		m := cgMount{v2: fstype == "cgroup2", root: f[3], point: f[4], opts: map[string]bool{}}
-		if sep+3 < len(f) {
-			for _, o := range strings.Split(f[sep+3], ",") {
+		m := cgMount{v2: e.FSType == "cgroup2", root: e.Root, point: e.Point, opts: map[string]bool{}}
+		for _, o := range strings.Split(e.SuperOptions, ",") {
+			if o != "" {
 				m.opts[o] = true
 			}
 		}

@@ -28,10 +28,10 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -536,21 +536,12 @@ func (h *helper) freeze(_ uint32, _ wire.Message, fds []*os.File) (wire.Message,
 // inMountTable reports whether mount id appears in the helper's
 // /proc/self/mountinfo, read now: a mount attached since start-up counts.
 func inMountTable(id uint64) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	es, err := mountinfo.Read("/proc/self/mountinfo", maxMountinfo)
 	if err != nil {
-		return false, fmt.Errorf("open mountinfo: %w", err)
+		return false, err
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxMountinfo+1))
-	if err != nil {
-		return false, fmt.Errorf("read mountinfo: %w", err)
-	}
-	if len(data) > maxMountinfo {
-		return false, fmt.Errorf("read mountinfo: more than %d bytes", maxMountinfo)
-	}
-	want := strconv.FormatUint(id, 10)
-	for _, line := range strings.Split(string(data), "\n") {
-		if first, _, ok := strings.Cut(line, " "); ok && first == want {
+	for _, e := range es {
+		if e.ID == id {
 			return true, nil
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/mountinfo"
 	"github.com/glove-sandbox/glove/supervisor/journal"
 )
 
@@ -300,50 +301,20 @@ type cgroupMount struct {
 	controllers []string
 }
 
-func parseCgroupMounts(mountinfo []byte) []cgroupMount {
+func parseCgroupMounts(info []byte) []cgroupMount {
 	var out []cgroupMount
-	for _, l := range strings.Split(string(mountinfo), "\n") {
-		f := strings.Fields(l)
-		i := 0
-		for i < len(f) && f[i] != "-" {
-			i++
-		}
-		if len(f) < 5 || i+3 >= len(f) || f[3] != "/" {
+	for _, e := range mountinfo.Parse(string(info)) {
+		if e.Root != "/" {
 			continue
 		}
-		switch f[i+1] {
+		switch e.FSType {
 		case "cgroup2":
-			out = append(out, cgroupMount{v2: true, path: unescapeMount(f[4])})
+			out = append(out, cgroupMount{v2: true, path: mountinfo.Unescape(e.Point)})
 		case "cgroup":
-			m := cgroupMount{path: unescapeMount(f[4])}
-			for _, o := range strings.Split(f[i+3], ",") {
-				if o != "rw" && o != "ro" && !strings.Contains(o, "=") && o != "clone_children" && o != "noprefix" && o != "xattr" && o != "cpuset_v2_mode" && o != "favordynmods" {
-					m.controllers = append(m.controllers, o)
-				}
-			}
-			out = append(out, m)
+			out = append(out, cgroupMount{path: mountinfo.Unescape(e.Point), controllers: e.CgroupControllers()})
 		}
 	}
 	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // probeCgroups: glove-cgroup needs a cgroup2 hierarchy (it kills with

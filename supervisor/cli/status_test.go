@@ -308,20 +308,6 @@ func TestDecodeFileCaps(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/sys/fs/cgroup`:       "/sys/fs/cgroup",
-		`/mnt/a\040b`:          "/mnt/a b",
-		`/mnt/tab\011x\134y`:   "/mnt/tab\tx\\y",
-		`/mnt/trailing\04`:     `/mnt/trailing\04`,
-		`/mnt/notoctal\999end`: `/mnt/notoctal\999end`,
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestStatusStore: the session-store item reports each journal's figures
 // from its header, and a full disk fails it and the report.
 func TestStatusStore(t *testing.T) {

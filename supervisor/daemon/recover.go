@@ -259,13 +259,8 @@ func cgroup2Mount() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		for i, x := range f {
-			if x == "-" && i+1 < len(f) && f[i+1] == "cgroup2" {
-				return f[4], nil
-			}
-		}
+	if m := cgleaf.ParseV2Mount(b); m != "" {
+		return m, nil
 	}
 	return "", errors.New("no cgroup2 mount")
 }

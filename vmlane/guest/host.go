@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/glove-sandbox/glove/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,36 +28,17 @@ type CgroupMount struct {
 
 // ParseCgroupMounts reads cgroup and cgroup2 mounts of a mountinfo text
 // that show their hierarchy's root.
-func ParseCgroupMounts(mountinfo string) []CgroupMount {
+func ParseCgroupMounts(info string) []CgroupMount {
 	var out []CgroupMount
-	for _, l := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(l)
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || sep+1 >= len(f) || f[3] != "/" {
+	for _, e := range mountinfo.Parse(info) {
+		if e.Root != "/" {
 			continue
 		}
-		switch f[sep+1] {
+		switch e.FSType {
 		case "cgroup2":
-			out = append(out, CgroupMount{V2: true, Point: f[4]})
+			out = append(out, CgroupMount{V2: true, Point: e.Point})
 		case "cgroup":
-			m := CgroupMount{Point: f[4]}
-			if sep+3 < len(f) {
-				for _, o := range strings.Split(f[sep+3], ",") {
-					switch {
-					case o == "rw" || o == "ro" || strings.Contains(o, "=") || o == "clone_children" || o == "noprefix" ||
-						o == "xattr" || o == "cpuset_v2_mode" || o == "favordynmods":
-					default:
-						m.Controllers = append(m.Controllers, o)
-					}
-				}
-			}
-			out = append(out, m)
+			out = append(out, CgroupMount{Point: e.Point, Controllers: e.CgroupControllers()})
 		}
 	}
 	return out
@@ -210,25 +192,13 @@ func ReadMountinfo(pid int) ([]Mount, error) {
 	if pid > 0 {
 		p = fmt.Sprintf("/proc/%d/mountinfo", pid)
 	}
-	data, err := os.ReadFile(p)
+	es, err := mountinfo.Read(p, 0)
 	if err != nil {
 		return nil, err
 	}
-	var out []Mount
-	for _, l := range strings.Split(string(data), "\n") {
-		f := strings.Fields(l)
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || sep+2 >= len(f) {
-			continue
-		}
-		m := Mount{Root: f[3], Point: f[4], Options: f[5], FSType: f[sep+1], Source: f[sep+2]}
-		out = append(out, m)
+	out := make([]Mount, 0, len(es))
+	for _, e := range es {
+		out = append(out, Mount{Root: e.Root, Point: e.Point, Options: e.Options, FSType: e.FSType, Source: e.Source})
 	}
 	return out, nil
 }

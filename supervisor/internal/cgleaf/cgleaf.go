@@ -29,6 +29,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/glove-sandbox/glove/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -171,16 +172,9 @@ func v2Mount(file string) (string, error) {
 // a mountinfo text, or "". Mount points with escaped characters are
 // skipped: the cgroup file system is never mounted at such a name.
 func ParseV2Mount(data []byte) string {
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		for i, x := range f {
-			if x != "-" {
-				continue
-			}
-			if i >= 5 && i+1 < len(f) && f[i+1] == "cgroup2" && f[3] == "/" && !strings.Contains(f[4], `\`) {
-				return f[4]
-			}
-			break
+	for _, e := range mountinfo.Parse(string(data)) {
+		if e.FSType == "cgroup2" && e.Root == "/" && !mountinfo.Escaped(e.Point) {
+			return e.Point
 		}
 	}
 	return ""
