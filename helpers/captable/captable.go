@@ -67,8 +67,8 @@ type Entry struct {
 var Table = []Entry{
 	{
 		Binary: "glove-mounter", Dir: DirLibexec, Helper: true,
-		Caps: []Cap{SysAdmin},
-		Why:  "open_tree_attr (a clone with its attributes; before Linux 6.15 open_tree + mount_setattr from a private copy of the mount namespace) and fsopen/fsconfig/fsmount create detached bind and tmpfs mounts; nothing is attached to, or changed in, the host mount table",
+		Caps: []Cap{SysAdmin}, OnDemand: []Cap{SysAdmin},
+		Why: "open_tree_attr (a clone with its attributes; before Linux 6.15 open_tree + mount_setattr from a private copy of the mount namespace) and fsopen/fsconfig/fsmount create detached bind and tmpfs mounts; nothing is attached to, or changed in, the host mount table; once serving, effective only on the thread of the call that uses it, for that call",
 	},
 	{
 		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	mounterpkg "github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -368,6 +369,14 @@ func TestMounterBind(t *testing.T) {
 
 	if after := mountinfo(t); after != before {
 		t.Errorf("the mount table changed while bind descriptors were open:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// Between requests, after binds of every kind and a tmpfs, no thread
+	// holds CAP_SYS_ADMIN effective: it is raised for each call only
+	// (captable OnDemand, helperkit.Raised), and still permitted.
+	m.mustMount(m.tmpfs(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}))
+	row, _ := captable.Lookup("glove-mounter")
+	if n := checkThreads(t, m.p.Pid(), map[string]string{"CapEff": captable.MaskString(0), "CapPrm": captable.MaskString(row.Mask())}); n < 2 {
+		t.Errorf("saw %d threads of glove-mounter", n)
 	}
 }
 

@@ -26,6 +26,11 @@ const exact = ^uint64(0)
 
 // Syscalls is glove-mounter's addition to helperkit.BaseSyscalls.
 var Syscalls = []bpf.Rule{
+	// helperkit.Raised: CAP_SYS_ADMIN is permitted but effective only
+	// around the three calls of syscalls_unsafe.go that use it, raised
+	// and lowered on one thread with capset (the structure is a pointer,
+	// so the filter cannot pin the sets; the permitted set bounds them).
+	{Name: "capset", Nr: unix.SYS_CAPSET},
 	// Bind: the identity walk. openat only ever makes O_PATH directory
 	// handles (nothing readable or writable); the path is a pointer, so a
 	// subverted helper could name any directory the service user can

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,7 +113,20 @@ func fdName(procFD, fd int) (string, error) {
 // OPEN_TREE_CLONE, so unlike mount_setattr(2) this call cannot change a
 // mount that is attached to a mount table, which is why the helper uses
 // it and is not allowed mount_setattr at all.
-func cloneTree(src int, attr *unix.MountAttr) (int, error) {
+func cloneTree(src int, attr *unix.MountAttr) (fd int, err error) {
+	err = helperkit.Raised(sysAdmin, func() (err error) {
+		fd, err = cloneTreeRaised(src, attr)
+		return err
+	})
+	return fd, err
+}
+
+// sysAdmin is CAP_SYS_ADMIN as a mask for helperkit.Raised: the row's
+// one capability is OnDemand, effective only around the three calls that
+// need it (cloneTree, cloneTreeSetattr, newTmpfs).
+const sysAdmin = uint64(1) << unix.CAP_SYS_ADMIN
+
+func cloneTreeRaised(src int, attr *unix.MountAttr) (int, error) {
 	empty := []byte{0}
 	r, _, errno := unix.Syscall6(unix.SYS_OPEN_TREE_ATTR, uintptr(src), uintptr(unsafe.Pointer(&empty[0])),
 		openTreeFlags, uintptr(unsafe.Pointer(attr)), mountAttrSize, 0)
@@ -189,7 +203,15 @@ func enterPrivateMountNS() error {
 }
 
 // cloneTreeSetattr is cloneTree for kernels without open_tree_attr.
-func cloneTreeSetattr(src int, attr *unix.MountAttr) (int, error) {
+func cloneTreeSetattr(src int, attr *unix.MountAttr) (fd int, err error) {
+	err = helperkit.Raised(sysAdmin, func() (err error) {
+		fd, err = cloneTreeSetattrRaised(src, attr)
+		return err
+	})
+	return fd, err
+}
+
+func cloneTreeSetattrRaised(src int, attr *unix.MountAttr) (int, error) {
 	fd, err := unix.OpenTree(src, "", openTreeFlags)
 	if err != nil {
 		return -1, fmt.Errorf("open_tree: %w", err)
@@ -217,7 +239,15 @@ type tmpfsOptions [][2]string
 // newTmpfs creates a detached tmpfs: fsopen, one FSCONFIG_SET_STRING per
 // option, FSCONFIG_CMD_CREATE, fsmount with attrs. The file system
 // context is closed before returning whatever happens.
-func newTmpfs(opts tmpfsOptions, attrs int) (int, error) {
+func newTmpfs(opts tmpfsOptions, attrs int) (mfd int, err error) {
+	err = helperkit.Raised(sysAdmin, func() (err error) {
+		mfd, err = newTmpfsRaised(opts, attrs)
+		return err
+	})
+	return mfd, err
+}
+
+func newTmpfsRaised(opts tmpfsOptions, attrs int) (int, error) {
 	fsfd, err := unix.Fsopen("tmpfs", fsopenFlags)
 	if err != nil {
 		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
