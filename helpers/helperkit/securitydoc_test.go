@@ -19,7 +19,8 @@ var update = flag.Bool("update", false, "rewrite SECURITY.md's generated tables 
 const securityDoc = "../../SECURITY.md"
 
 // TestSecurityDoc fails when SECURITY.md's generated tables differ from
-// the capability table, the dispatch table and the seccomp allowlists:
+// the capability table, the dispatch table, the seccomp allowlists and
+// the helpers' audit units as measured from the code:
 // the document auditors read must be the code's own statement.
 func TestSecurityDoc(t *testing.T) {
 	data, err := os.ReadFile(securityDoc)
@@ -28,8 +29,9 @@ func TestSecurityDoc(t *testing.T) {
 	}
 	doc := string(data)
 	blocks := map[string]string{
-		"captable": captable.Markdown(),
-		"helpers":  helpersMarkdown(),
+		"captable":   captable.Markdown(),
+		"helpers":    helpersMarkdown(),
+		"auditunits": auditUnitsMarkdown(t),
 	}
 	for name, body := range blocks {
 		begin := "<!-- generated:" + name + ":begin -->\n"

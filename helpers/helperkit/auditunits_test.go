@@ -1,0 +1,66 @@
+package helperkit_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the repository's module path: packages below it are the
+// repository's own, whose lines an auditor of a helper reads too.
+const module = "github.com/glove-sandbox/glove"
+
+// auditUnitsMarkdown measures each helper's audit unit: the non-test Go
+// lines of its own directory (helpers/NAME, its command and any package
+// below), and of every other package of the repository its executable
+// links, as `go list -deps` resolves them for this platform.
+func auditUnitsMarkdown(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("| helper | its own lines | repository packages it links, with their lines | linked lines |\n")
+	b.WriteString("| --- | --- | --- | --- |\n")
+	for _, f := range specs {
+		name := f().Name
+		dir := strings.TrimPrefix(name, "glove-")
+		own, linked, pkgs := measure(t, module+"/helpers/"+dir, module+"/helpers/"+dir+"/cmd/"+name)
+		fmt.Fprintf(&b, "| `%s` | %d | %s | %d |\n", name, own, strings.Join(pkgs, ", "), linked)
+	}
+	return b.String()
+}
+
+// measure returns the lines of the packages below ownPrefix, the lines of
+// the module's other packages cmd links, and those packages with theirs.
+func measure(t *testing.T, ownPrefix, cmd string) (own, linked int, pkgs []string) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", cmd).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", cmd, err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 || (f[0] != module && !strings.HasPrefix(f[0], module+"/")) {
+			continue
+		}
+		n := 0
+		for _, file := range strings.Fields(f[2]) {
+			data, err := os.ReadFile(filepath.Join(f[1], file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += bytes.Count(data, []byte("\n"))
+		}
+		if f[0] == ownPrefix || strings.HasPrefix(f[0], ownPrefix+"/") {
+			own += n
+			continue
+		}
+		linked += n
+		pkgs = append(pkgs, fmt.Sprintf("`%s` %d", strings.TrimPrefix(f[0], module+"/"), n))
+	}
+	sort.Strings(pkgs)
+	return own, linked, pkgs
+}
