@@ -157,15 +157,7 @@ func TestGloveRunPolicyPlan(t *testing.T) {
 	ws := workspace(t, e, map[string]string{"in": "granted tree"})
 	dir, polFile, planFile, pl := planFiles(t, e, exe, ws, []string{"--flag", "x"}, policy.AccessTuple{Access: policy.AccessEphemeralWrite,
 		Materialization: policy.MaterializationCopy, CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20})
-	keyFile := filepath.Join(dir, "key")
-	key := []byte(strings.Repeat("k", 32))
-	writeOwned(t, e, keyFile, key)
-	out := filepath.Join(dir, "out")
-	if err := os.Mkdir(out, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(out, e.UID, e.GID)
-	rcpt := filepath.Join(out, "receipt.json")
+	keyFile, key, rcpt := receiptFiles(t, e, dir)
 
 	stdout, stderr, code := gloveRun(t, e, ws, "", "--policy", polFile, "--plan", planFile, "--receipt", rcpt, "--receipt-key", keyFile)
 	if code != 7 {
@@ -179,17 +171,7 @@ func TestGloveRunPolicyPlan(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "out")); err == nil {
 		t.Error("the ephemeral copy's write reached the host")
 	}
-	data, err := os.ReadFile(rcpt)
-	if err != nil {
-		t.Fatalf("no receipt: %v", err)
-	}
-	var env receipt.Envelope
-	if err := json.Unmarshal(data, &env); err != nil {
-		t.Fatal(err)
-	}
-	if err := receipt.Verify(key, strings.Repeat("0", 64), []receipt.Envelope{env}); err != nil {
-		t.Errorf("receipt does not verify: %v", err)
-	}
+	env := readReceipt(t, rcpt, key)
 	b := env.Body
 	if b.Termination != "exited" || b.ExitCode != 7 || b.PolicyRevision != 3 || b.PlanContentDigest != plan.ContentDigest(pl) ||
 		b.Usage.TerminalOutputBytes != uint64(len(want)) || b.Usage.WallTimeMS == 0 {
@@ -220,17 +202,7 @@ func TestDiskBytesIsSessionTotal(t *testing.T) {
 	ws := workspace(t, e, map[string]string{"in": "granted tree"})
 	dir, polFile, planFile, _ := planFiles(t, e, exe, ws, []string{"--scratch=" + strconv.Itoa(3<<20)}, policy.AccessTuple{Access: policy.AccessEphemeralWrite,
 		Materialization: policy.MaterializationCopy, CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 4 << 20})
-	keyFile := filepath.Join(dir, "key")
-	key := []byte(strings.Repeat("k", 32))
-	writeOwned(t, e, keyFile, key)
-	out := filepath.Join(dir, "out")
-	if err := os.Mkdir(out, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(out, e.UID, e.GID); err != nil {
-		t.Fatal(err)
-	}
-	rcpt := filepath.Join(out, "receipt.json")
+	keyFile, key, rcpt := receiptFiles(t, e, dir)
 	stdout, stderr, code := gloveRun(t, e, ws, "", "--policy", polFile, "--plan", planFile, "--receipt", rcpt, "--receipt-key", keyFile)
 	if code != 7 {
 		t.Fatalf("exit %d, want the harness's 7\nstdout: %s\nstderr: %s", code, stdout, stderr)
@@ -239,6 +211,33 @@ func TestDiskBytesIsSessionTotal(t *testing.T) {
 	if stdout != want {
 		t.Errorf("stdout %q\nwant   %q", stdout, want)
 	}
+	env := readReceipt(t, rcpt, key)
+	if d := env.Body.Usage.DiskBytes; d < 6<<20 || d > 8<<20 {
+		t.Errorf("receipt disk_bytes %d, want between the 6 MiB written and the profile's 8 MiB", d)
+	}
+}
+
+// receiptFiles makes, in dir, a receipt key the service user owns and a
+// directory for the receipt glove run writes: the key's path, the key,
+// and the receipt's path.
+func receiptFiles(t *testing.T, e *testenv.Env, dir string) (keyFile string, key []byte, rcpt string) {
+	t.Helper()
+	keyFile, key = filepath.Join(dir, "key"), []byte(strings.Repeat("k", 32))
+	writeOwned(t, e, keyFile, key)
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(out, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	return keyFile, key, filepath.Join(out, "receipt.json")
+}
+
+// readReceipt reads the receipt glove run wrote and checks it verifies
+// with key from the zero anchor.
+func readReceipt(t *testing.T, rcpt string, key []byte) receipt.Envelope {
+	t.Helper()
 	data, err := os.ReadFile(rcpt)
 	if err != nil {
 		t.Fatalf("no receipt: %v", err)
@@ -247,7 +246,8 @@ func TestDiskBytesIsSessionTotal(t *testing.T) {
 	if err := json.Unmarshal(data, &env); err != nil {
 		t.Fatal(err)
 	}
-	if d := env.Body.Usage.DiskBytes; d < 6<<20 || d > 8<<20 {
-		t.Errorf("receipt disk_bytes %d, want between the 6 MiB written and the profile's 8 MiB", d)
+	if err := receipt.Verify(key, strings.Repeat("0", 64), []receipt.Envelope{env}); err != nil {
+		t.Errorf("receipt does not verify: %v", err)
 	}
+	return env
 }

@@ -3,7 +3,6 @@ package session_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,15 +191,7 @@ func TestGloveRunDiscoveredRuntimeWithSkills(t *testing.T) {
 		digests = []string{d2, d1}
 	}
 	planFile, _ := f.planFile(t, e, "plan.json", digests...)
-	keyFile := filepath.Join(f.dir, "key")
-	key := []byte(strings.Repeat("k", 32))
-	writeOwned(t, e, keyFile, key)
-	out := filepath.Join(f.dir, "out")
-	if err := os.Mkdir(out, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	os.Chown(out, e.UID, e.GID)
-	rcpt := filepath.Join(out, "receipt.json")
+	keyFile, key, rcpt := receiptFiles(t, e, f.dir)
 	ws := workspace(t, e, nil)
 
 	stdout, stderr, code := gloveRun(t, e, ws, "", "--policy", f.polFile, "--plan", planFile,
@@ -232,17 +223,7 @@ func TestGloveRunDiscoveredRuntimeWithSkills(t *testing.T) {
 		}
 	}
 
-	data, err := os.ReadFile(rcpt)
-	if err != nil {
-		t.Fatalf("no receipt: %v", err)
-	}
-	var env receipt.Envelope
-	if err := json.Unmarshal(data, &env); err != nil {
-		t.Fatal(err)
-	}
-	if err := receipt.Verify(key, strings.Repeat("0", 64), []receipt.Envelope{env}); err != nil {
-		t.Errorf("receipt does not verify: %v", err)
-	}
+	env := readReceipt(t, rcpt, key)
 	b := env.Body
 	if len(b.LibraryProjections) != 2 {
 		t.Fatalf("receipt projections %+v", b.LibraryProjections)
