@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"io"
 	"os"
 	"os/exec"
@@ -161,7 +162,7 @@ func TestShimRunsSpecBuildWithMounterFDs(t *testing.T) {
 	p, log := e.StartServing(t, "glove-mounter")
 	call := func(req wire.Message, fds []int) *os.File {
 		t.Helper()
-		_, files, err := p.Client.Call(req, fds)
+		_, files, err := mountwire.Protocol.Call(p.Client, req, fds)
 		if err != nil || len(files) != 1 {
 			t.Fatalf("mounter %T: %v (%d descriptors)\nlog: %s", req, err, len(files), log)
 		}
@@ -176,9 +177,9 @@ func TestShimRunsSpecBuildWithMounterFDs(t *testing.T) {
 		t.Cleanup(func() { unix.Close(fd) })
 		return fd
 	}
-	usr := call(&wire.Bind{Flags: wire.BindReadOnly}, []int{open("/usr")})
-	ro := call(&wire.Bind{Flags: wire.BindReadOnly | wire.BindNoExec}, []int{open(data)})
-	work := call(&wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}, nil)
+	usr := call(&mountwire.BindRequest{Flags: mountwire.BindReadOnly}, []int{open("/usr")})
+	ro := call(&mountwire.BindRequest{Flags: mountwire.BindReadOnly | mountwire.BindNoExec}, []int{open(data)})
+	work := call(&mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}, nil)
 	// glove-mounter gives the tmpfs to its peer, which is this (root)
 	// test process here and the service user under gloved.
 	if err := unix.Fchownat(int(work.Fd()), "", e.UID, e.GID, unix.AT_EMPTY_PATH); err != nil {
@@ -707,7 +708,7 @@ func TestShimSharedDescriptor(t *testing.T) {
 	p, log := e.StartServing(t, "glove-mounter")
 	call := func(req wire.Message, fds []int) *os.File {
 		t.Helper()
-		_, files, err := p.Client.Call(req, fds)
+		_, files, err := mountwire.Protocol.Call(p.Client, req, fds)
 		if err != nil || len(files) != 1 {
 			t.Fatalf("mounter %T: %v (%d descriptors)\nlog: %s", req, err, len(files), log)
 		}
@@ -718,9 +719,9 @@ func TestShimSharedDescriptor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	usr := call(&wire.Bind{Flags: wire.BindReadOnly}, []int{usrFD})
+	usr := call(&mountwire.BindRequest{Flags: mountwire.BindReadOnly}, []int{usrFD})
 	unix.Close(usrFD)
-	scratch := call(&wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}, nil)
+	scratch := call(&mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}, nil)
 	sfd := int(scratch.Fd())
 	for _, d := range []string{"a", "b", "hidden"} {
 		if err := unix.Mkdirat(sfd, d, 0o755); err != nil {

@@ -14,6 +14,7 @@ package cgroup
 
 import (
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
@@ -96,15 +97,16 @@ func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
 		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
-		Handlers: func(_ *unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+		Protocol: cgwire.Protocol,
+		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
 			s, err := newServer(cfg)
 			if err != nil {
 				return nil, err
 			}
-			return map[wire.MsgType]wire.Handler{
-				wire.MsgCgCreate: s.create, wire.MsgCgPlace: s.place, wire.MsgCgKill: s.kill,
-				wire.MsgCgRemove: s.remove, wire.MsgCgStat: s.stat, wire.MsgCgFreeze: s.freeze,
-				wire.MsgCgRemoveEmpty: s.removeEmpty,
+			return []wire.Handler{
+				cgwire.Create.Handle(s.create), cgwire.Place.Handle(s.place), cgwire.Kill.Handle(s.kill),
+				cgwire.Remove.Handle(s.remove), cgwire.Stat.Handle(s.stat), cgwire.Freeze.Handle(s.freeze),
+				cgwire.RemoveEmpty.Handle(s.removeEmpty),
 			}, nil
 		},
 	}

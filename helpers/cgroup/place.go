@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"os"
 	"strconv"
 	"strings"
@@ -21,8 +22,7 @@ import (
 // v1 requires the writer's uid to match the process's, v2 write access to
 // the common ancestor's cgroup.procs, which only the delegated subtree
 // grants.
-func (s *server) place(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.CgPlace)
+func (s *server) place(_ uint32, req *cgwire.PlaceRequest, fds []*os.File) (*cgwire.PlaceReply, []int, error) {
 	dir, err := s.session(req.Session)
 	if err != nil {
 		return nil, nil, err
@@ -89,7 +89,7 @@ func (s *server) place(_ uint32, m wire.Message, fds []*os.File) (wire.Message, 
 			return nil, nil, fmt.Errorf("cgroup: place into %s in %s: %w", req.Session, h.name, err)
 		}
 	}
-	return &wire.CgPlaceReply{}, nil, nil
+	return &cgwire.PlaceReply{}, nil, nil
 }
 
 // field is the text after "key" on the first line starting with it.

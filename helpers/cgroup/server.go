@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"os"
 	"strconv"
 	"strings"
@@ -241,8 +242,7 @@ func checkName(name string) error {
 // all is the session's hierarchies, v2 first.
 func (s *server) all() []hierarchy { return append([]hierarchy{s.v2}, s.v1...) }
 
-func (s *server) create(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.CgCreate)
+func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (*cgwire.CreateReply, []int, error) {
 	if err := checkName(req.Session); err != nil {
 		return nil, nil, err
 	}
@@ -293,7 +293,7 @@ func (s *server) create(_ uint32, m wire.Message, _ []*os.File) (wire.Message, [
 		return nil, nil, err
 	}
 	s.inodes[req.Session] = st.Ino
-	return &wire.CgCreateReply{Inode: st.Ino}, append([]int{dir}, fds...), nil
+	return &cgwire.CreateReply{Inode: st.Ino}, append([]int{dir}, fds...), nil
 }
 
 // watchFiles opens, read-only, the files the supervisor watches: the v2
@@ -338,7 +338,7 @@ func (s *server) watchFiles(v2dir int, session string) ([]int, error) {
 	return append(fds, cpu), nil
 }
 
-func (s *server) setLimits(req *wire.CgCreate) error {
+func (s *server) setLimits(req *cgwire.CreateRequest) error {
 	type plan struct {
 		h     hierarchy
 		files []limitFile
@@ -389,8 +389,7 @@ func (s *server) session(name string) (int, error) {
 	return dir, nil
 }
 
-func (s *server) kill(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.CgKill)
+func (s *server) kill(_ uint32, req *cgwire.KillRequest, _ []*os.File) (*cgwire.KillReply, []int, error) {
 	dir, err := s.session(req.Session)
 	if err != nil {
 		return nil, nil, err
@@ -400,15 +399,14 @@ func (s *server) kill(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []i
 	if err != nil {
 		return nil, nil, err
 	}
-	return &wire.CgKillReply{Empty: empty}, nil, nil
+	return &cgwire.KillReply{Empty: empty}, nil, nil
 }
 
 // freeze writes the v2 cgroup.freeze and waits, bounded, until
 // cgroup.events reports the state: the kernel freezes tasks
 // asynchronously, and the supervisor must know the session is really
 // stopped before it inspects it.
-func (s *server) freeze(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.CgFreeze)
+func (s *server) freeze(_ uint32, req *cgwire.FreezeRequest, _ []*os.File) (*cgwire.FreezeReply, []int, error) {
 	dir, err := s.session(req.Session)
 	if err != nil {
 		return nil, nil, err
@@ -428,10 +426,10 @@ func (s *server) freeze(_ uint32, m wire.Message, _ []*os.File) (wire.Message, [
 			return nil, nil, fmt.Errorf("cgroup: events of %s: %w", req.Session, err)
 		}
 		if strings.Contains("\n"+ev, "\nfrozen "+want+"\n") {
-			return &wire.CgFreezeReply{Settled: true}, nil, nil
+			return &cgwire.FreezeReply{Settled: true}, nil, nil
 		}
 		if time.Now().After(deadline) {
-			return &wire.CgFreezeReply{Settled: false}, nil, nil
+			return &cgwire.FreezeReply{Settled: false}, nil, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -482,8 +480,7 @@ func (s *server) empty(dir int, name string) (bool, error) {
 	return true, nil
 }
 
-func (s *server) remove(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.CgRemove)
+func (s *server) remove(_ uint32, req *cgwire.RemoveRequest, _ []*os.File) (*cgwire.RemoveReply, []int, error) {
 	dir, err := s.session(req.Session)
 	var we *wire.Error
 	switch {
@@ -509,7 +506,7 @@ func (s *server) remove(_ uint32, m wire.Message, _ []*os.File) (wire.Message, [
 		}
 	}
 	delete(s.inodes, req.Session)
-	return &wire.CgRemoveReply{}, nil, nil
+	return &cgwire.RemoveReply{}, nil, nil
 }
 
 // removeEmpty removes the session's cgroups if they hold no process,
@@ -518,8 +515,7 @@ func (s *server) remove(_ uint32, m wire.Message, _ []*os.File) (wire.Message, [
 // and acted on in one step; then v1, where the same holds. Threat: a
 // sweep of left-over cgroups (gloved's recovery) turned into a kill of a
 // session it does not know, such as another supervisor's being started.
-func (s *server) removeEmpty(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.CgRemoveEmpty)
+func (s *server) removeEmpty(_ uint32, req *cgwire.RemoveEmptyRequest, _ []*os.File) (*cgwire.RemoveEmptyReply, []int, error) {
 	dir, err := s.session(req.Session)
 	var we *wire.Error
 	switch {
@@ -540,17 +536,16 @@ func (s *server) removeEmpty(_ uint32, m wire.Message, _ []*os.File) (wire.Messa
 		}
 	}
 	delete(s.inodes, req.Session)
-	return &wire.CgRemoveEmptyReply{}, nil, nil
+	return &cgwire.RemoveEmptyReply{}, nil, nil
 }
 
-func (s *server) stat(_ uint32, m wire.Message, _ []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.CgStat)
+func (s *server) stat(_ uint32, req *cgwire.StatRequest, _ []*os.File) (*cgwire.StatReply, []int, error) {
 	dir, err := s.session(req.Session)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer unix.Close(dir)
-	var r wire.CgStatReply
+	var r cgwire.StatReply
 	cpu, err := readFile(dir, "cpu.stat")
 	if err != nil {
 		return nil, nil, fmt.Errorf("cgroup: stat %s: %w", req.Session, err)

@@ -13,8 +13,8 @@
 //   - drops to exactly its capability table row on every thread, sets
 //     no_new_privs and installs its seccomp allowlist (Restrict).
 //
-// Then it answers one request at a time through the wire package's
-// dispatch table, exits 0 on EOF, and exits non-zero on any protocol error.
+// Then it answers one request at a time of its protocol (declared in
+// helpers/wire/NAMEwire), exits 0 on EOF, and exits non-zero on any protocol error.
 package helperkit
 
 import (
@@ -43,20 +43,22 @@ const (
 
 // Spec describes one helper.
 type Spec struct {
-	// Name is the executable and wire name; it must have a captable row.
+	// Name is the executable name; it must have a captable row.
 	Name string
+	// Protocol is the helper's protocol; its name is Name.
+	Protocol *wire.Protocol
 	// ConfigFile is the file name of its bounds under ConfigDir.
 	ConfigFile string
 	// Config receives the decoded bounds (a pointer).
 	Config Config
 	// Syscalls are the helper's additions to BaseSyscalls (its own file).
 	Syscalls []bpf.Rule
-	// Handlers returns the handlers of the helper's messages other than
-	// Hello. It runs once the configuration is loaded and BEFORE the
+	// Handlers returns the handlers of the helper's routes other than
+	// Hello (each made by the route's Handle). It runs once the configuration is loaded and BEFORE the
 	// helper restricts itself, so it may open what the handlers will need
 	// (bound roots, /dev/loop-control) while those calls are still
 	// allowed. peer is the control socket's peer (SO_PEERCRED).
-	Handlers func(peer *unix.Ucred) (map[wire.MsgType]wire.Handler, error)
+	Handlers func(peer *unix.Ucred) ([]wire.Handler, error)
 }
 
 // Main runs the helper and exits with its status.
@@ -104,8 +106,8 @@ func start(spec Spec) (*wire.Server, error) {
 	// allowlist (rightly) kills.
 	time.Local = time.UTC
 	row, ok := captable.Lookup(spec.Name)
-	if !ok || !row.Helper {
-		return nil, fmt.Errorf("start: %q has no helper row in the capability table", spec.Name)
+	if !ok || !row.Helper || spec.Protocol == nil || spec.Protocol.Name != spec.Name {
+		return nil, fmt.Errorf("start: %q has no helper row in the capability table or no protocol of its name", spec.Name)
 	}
 	// Threat: anything inherited beyond the control socket (a descriptor
 	// a compromised or buggy supervisor forgot to mark close-on-exec) is
@@ -133,13 +135,13 @@ func start(spec Spec) (*wire.Server, error) {
 	if err := LoadConfig(spec.ConfigFile, spec.Config); err != nil {
 		return nil, err
 	}
-	handlers := map[wire.MsgType]wire.Handler{}
+	var handlers []wire.Handler
 	if spec.Handlers != nil {
 		if handlers, err = spec.Handlers(peer); err != nil {
 			return nil, fmt.Errorf("start: %w", err)
 		}
 	}
-	handlers[wire.MsgHello] = helloHandler(spec.Name)
+	handlers = append(handlers, helloHandler(spec.Name))
 	conn, err := wire.FromFile(os.NewFile(ControlFD, "control"))
 	if err != nil {
 		return nil, fmt.Errorf("start: control socket: %w", err)
@@ -149,7 +151,7 @@ func start(spec Spec) (*wire.Server, error) {
 		conn.Close()
 		return nil, err
 	}
-	return &wire.Server{Name: spec.Name, Conn: conn, Handlers: handlers}, nil
+	return &wire.Server{Protocol: spec.Protocol, Conn: conn, Handlers: handlers}, nil
 }
 
 // checkControl checks descriptor 3 is a socket whose peer has our uid or
@@ -168,11 +170,11 @@ func checkControl() (*unix.Ucred, error) {
 }
 
 func helloHandler(name string) wire.Handler {
-	return func(_ uint32, _ wire.Message, _ []*os.File) (wire.Message, []int, error) {
+	return wire.HelloRoute.Handle(func(uint32, *wire.Hello, []*os.File) (*wire.HelloReply, []int, error) {
 		eff, prm, err := CurrentCaps()
 		if err != nil {
 			return nil, nil, err
 		}
 		return &wire.HelloReply{Name: name, Protocol: wire.Version, CapEffective: eff, CapPermitted: prm}, nil, nil
-	}
+	})
 }

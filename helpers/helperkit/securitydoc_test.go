@@ -10,49 +10,67 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/mounter"
-	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 )
 
 var update = flag.Bool("update", false, "rewrite SECURITY.md's generated tables from the code")
 
-const securityDoc = "../../SECURITY.md"
+const (
+	securityDoc = "../../SECURITY.md"
+	helpersDoc  = "../../docs/helpers.md"
+)
 
 // TestSecurityDoc fails when SECURITY.md's generated tables differ from
 // the capability table, the dispatch table, the seccomp allowlists and
 // the helpers' audit units as measured from the code:
 // the document auditors read must be the code's own statement.
 func TestSecurityDoc(t *testing.T) {
-	data, err := os.ReadFile(securityDoc)
+	checkGenerated(t, securityDoc, map[string]string{
+		"captable":   captable.Markdown(),
+		"helpers":    helpersMarkdown(),
+		"auditunits": auditUnitsMarkdown(t),
+	})
+	checkGenerated(t, helpersDoc, map[string]string{"protocols": protocolsMarkdown()})
+}
+
+// protocolsMarkdown is each helper's protocol table.
+func protocolsMarkdown() string {
+	var b strings.Builder
+	for _, f := range specs {
+		s := f()
+		fmt.Fprintf(&b, "\n`%s`:\n\n%s", s.Name, s.Protocol.Markdown())
+	}
+	return b.String()
+}
+
+// checkGenerated compares (or with -update rewrites) the generated blocks
+// of the document at path.
+func checkGenerated(t *testing.T, path string, blocks map[string]string) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(data)
-	blocks := map[string]string{
-		"captable":   captable.Markdown(),
-		"helpers":    helpersMarkdown(),
-		"auditunits": auditUnitsMarkdown(t),
-	}
 	for name, body := range blocks {
 		begin := "<!-- generated:" + name + ":begin -->\n"
 		end := "<!-- generated:" + name + ":end -->"
 		i := strings.Index(doc, begin)
 		j := strings.Index(doc, end)
 		if i < 0 || j < i {
-			t.Fatalf("SECURITY.md lacks the %q markers", name)
+			t.Fatalf("%s lacks the %q markers", path, name)
 		}
 		cur := doc[i+len(begin) : j]
 		if cur == body {
 			continue
 		}
 		if !*update {
-			t.Errorf("SECURITY.md's %q table is out of date; run go test ./helpers/helperkit -run TestSecurityDoc -update\nwant:\n%s", name, body)
+			t.Errorf("%s's %q table is out of date; run go test ./helpers/helperkit -run TestSecurityDoc -update\nwant:\n%s", path, name, body)
 			continue
 		}
 		doc = doc[:i+len(begin)] + body + doc[j:]
 	}
 	if *update {
-		if err := os.WriteFile(securityDoc, []byte(doc), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,14 +83,6 @@ func helpersMarkdown() string {
 	fmt.Fprintf(&b, "| every helper | — | base, `helpers/helperkit/seccomp_base.go`: %s |\n", ruleNames(helperkit.BaseSyscalls))
 	for _, f := range specs {
 		s := f()
-		var acc []string
-		for _, a := range wire.Accepts[s.Name] {
-			x := a.Type.String()
-			if a.Once {
-				x += " (once)"
-			}
-			acc = append(acc, x)
-		}
 		own := "base only"
 		if len(s.Syscalls) > 0 {
 			own = "base and " + ruleNames(s.Syscalls)
@@ -83,7 +93,7 @@ func helpersMarkdown() string {
 			own = "base and " + ruleNames(append(append([]bpf.Rule{}, mounter.Syscalls...), mounter.AttrSyscalls...)) +
 				"; before Linux 6.15, instead of `open_tree_attr*`: " + ruleNames(mounter.FallbackSyscalls)
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, strings.Join(acc, ", "), own)
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, s.Protocol.Accepts(), own)
 	}
 	return b.String()
 }

@@ -34,6 +34,10 @@ func TestSpecsMatchTables(t *testing.T) {
 			t.Errorf("%s: configuration file %s shared with another helper", s.Name, s.ConfigFile)
 		}
 		files[s.ConfigFile] = true
+		if s.Protocol == nil || s.Protocol.Name != s.Name {
+			t.Errorf("%s: no protocol of its name", s.Name)
+			continue
+		}
 		handled := map[wire.MsgType]bool{wire.MsgHello: true}
 		if s.Handlers != nil {
 			hs, err := s.Handlers(&unix.Ucred{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
@@ -44,17 +48,17 @@ func TestSpecsMatchTables(t *testing.T) {
 				t.Logf("%s: handlers not built here: %v", s.Name, err)
 				continue
 			}
-			for m := range hs {
-				handled[m] = true
+			for _, h := range hs {
+				handled[h.Type()] = true
 			}
 		}
-		accepts := wire.Accepts[s.Name]
+		accepts := s.Protocol.Types()
 		if len(accepts) != len(handled) {
-			t.Errorf("%s: handles %d message types, dispatch table accepts %d", s.Name, len(handled), len(accepts))
+			t.Errorf("%s: handles %d message types, its protocol declares %d", s.Name, len(handled), len(accepts))
 		}
 		for _, a := range accepts {
-			if !handled[a.Type] {
-				t.Errorf("%s: dispatch table accepts %d, no handler", s.Name, a.Type)
+			if !handled[a] {
+				t.Errorf("%s: protocol declares %#04x, no handler", s.Name, uint16(a))
 			}
 		}
 		if _, err := bpf.Compile(append(append([]bpf.Rule{}, helperkit.BaseSyscalls...), s.Syscalls...),

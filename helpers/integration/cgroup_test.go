@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"io"
 	"os"
 	"os/exec"
@@ -24,9 +25,7 @@ import (
 type cgHelper struct {
 	t   testing.TB
 	env *testenv.Env
-	c   interface {
-		Call(wire.Message, []int) (wire.Message, []*os.File, error)
-	}
+	c   *wire.Client
 	log *testenv.SyncBuffer
 	// lastFiles are the descriptors of the last Create reply (directory,
 	// cgroup.events, memory events, cpu.stat); closed when the test ends.
@@ -40,15 +39,15 @@ func startCgroup(t testing.TB, env *testenv.Env) *cgHelper {
 }
 
 func (h *cgHelper) call(req wire.Message, fds ...int) (wire.Message, error) {
-	reply, files, err := h.c.Call(req, fds)
+	reply, files, err := cgwire.Protocol.Call(h.c, req, fds)
 	closeAll(files)
 	return reply, err
 }
 
 // create makes a session and removes it when the test ends.
-func (h *cgHelper) create(name string, mem, pids uint64) *wire.CgCreateReply {
+func (h *cgHelper) create(name string, mem, pids uint64) *cgwire.CreateReply {
 	h.t.Helper()
-	reply, files, err := h.c.Call(&wire.CgCreate{Session: name, MemoryBytes: mem, Pids: pids}, nil)
+	reply, files, err := cgwire.Create.Call(h.c, &cgwire.CreateRequest{Session: name, MemoryBytes: mem, Pids: pids}, nil)
 	if err != nil {
 		h.t.Fatalf("create %s: %v\nhelper log: %s", name, err, h.log)
 	}
@@ -58,11 +57,11 @@ func (h *cgHelper) create(name string, mem, pids uint64) *wire.CgCreateReply {
 		h.t.Fatalf("create reply carries %d descriptors, want 4", len(files))
 	}
 	h.t.Cleanup(func() {
-		if _, err := h.call(&wire.CgRemove{Session: name}); err != nil {
+		if _, err := h.call(&cgwire.RemoveRequest{Session: name}); err != nil {
 			h.t.Errorf("remove %s: %v\nhelper log: %s", name, err, h.log)
 		}
 	})
-	return reply.(*wire.CgCreateReply)
+	return reply
 }
 
 func (h *cgHelper) mustCall(req wire.Message, fds ...int) wire.Message {
@@ -255,7 +254,7 @@ func TestCgroupPlaceAndLimits(t *testing.T) {
 	}
 
 	tg := startTarget(t, env, "/bin/sh", "-c", `read x; i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo forked; read x`)
-	h.mustCall(&wire.CgPlace{Session: "bomb"}, tg.pidfd)
+	h.mustCall(&cgwire.PlaceRequest{Session: "bomb"}, tg.pidfd)
 	cg := readTrim(t, fmt.Sprintf("/proc/%d/cgroup", tg.cmd.Process.Pid))
 	parent := testenv.CgroupParent(env.Base)
 	wantLines := []string{"0::" + parent + "/bomb", "memory:" + parent + "/bomb", "pids:" + parent + "/bomb"}
@@ -272,7 +271,7 @@ func TestCgroupPlaceAndLimits(t *testing.T) {
 	if line != "forked\n" {
 		t.Logf("shell said %q (it may stop at the first failed fork)", line)
 	}
-	stat := h.mustCall(&wire.CgStat{Session: "bomb"}).(*wire.CgStatReply)
+	stat := h.mustCall(&cgwire.StatRequest{Session: "bomb"}).(*cgwire.StatReply)
 	events := readTrim(t, filepath.Join(sessionPath(t, env, "pids", "bomb"), "pids.events"))
 	t.Logf("fork bomb: pids limit %d, Stat PidsCurrent %d PidsPeak %d, pids.events %q", pids, stat.PidsCurrent, stat.PidsPeak, events)
 	if stat.PidsPeak != pids || stat.PidsCurrent > pids {
@@ -282,7 +281,7 @@ func TestCgroupPlaceAndLimits(t *testing.T) {
 		t.Errorf("no fork refused: pids.events %q", events)
 	}
 	procs := strings.Fields(readTrim(t, filepath.Join(sessionPath(t, env, "unified", "bomb"), "cgroup.procs")))
-	kill := h.mustCall(&wire.CgKill{Session: "bomb"}).(*wire.CgKillReply)
+	kill := h.mustCall(&cgwire.KillRequest{Session: "bomb"}).(*cgwire.KillReply)
 	if !kill.Empty {
 		t.Error("Kill: session not empty")
 	}
@@ -304,11 +303,11 @@ func TestCgroupOOM(t *testing.T) {
 	const limit = 32 << 20
 	h.create("hog", limit, 32)
 	tg := startTarget(t, env, "/usr/bin/python3", "-c", "import sys\nsys.stdin.readline()\nx = b'\\x01' * (256 << 20)\nprint('survived')")
-	h.mustCall(&wire.CgPlace{Session: "hog"}, tg.pidfd)
+	h.mustCall(&cgwire.PlaceRequest{Session: "hog"}, tg.pidfd)
 	fmt.Fprintln(tg.in)
 	tg.wait(t, 30*time.Second)
 	ws := tg.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	stat := h.mustCall(&wire.CgStat{Session: "hog"}).(*wire.CgStatReply)
+	stat := h.mustCall(&cgwire.StatRequest{Session: "hog"}).(*cgwire.StatReply)
 	t.Logf("memory hog: limit %d, signal %v, Stat OOMKills %d MemoryPeakBytes %d", limit, ws.Signal(), stat.OOMKills, stat.MemoryPeakBytes)
 	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("hog ended with %v, want SIGKILL", ws)
@@ -357,7 +356,7 @@ func TestCgroupCPUTime(t *testing.T) {
 	h.create("cpu", 64<<20, 8)
 	tg := startTarget(t, env, "/usr/bin/python3", "-c",
 		"import sys, time\nsys.stdin.readline()\nt = time.process_time()\nwhile time.process_time() - t < 1: pass\nprint('done', flush=True)\nsys.stdin.readline()")
-	h.mustCall(&wire.CgPlace{Session: "cpu"}, tg.pidfd)
+	h.mustCall(&cgwire.PlaceRequest{Session: "cpu"}, tg.pidfd)
 	fmt.Fprintln(tg.in)
 	if line, err := tg.out.ReadString('\n'); err != nil || line != "done\n" {
 		t.Fatalf("busy loop: %q %v", line, err)
@@ -367,7 +366,7 @@ func TestCgroupCPUTime(t *testing.T) {
 	utime, _ := strconv.ParseUint(f[11], 10, 64)
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
 	procNS := float64(utime+stime) * 1e9 / 100 // USER_HZ is 100 on Linux
-	reply := h.mustCall(&wire.CgStat{Session: "cpu"}).(*wire.CgStatReply)
+	reply := h.mustCall(&cgwire.StatRequest{Session: "cpu"}).(*cgwire.StatReply)
 	ratio := float64(reply.CPUTimeNS) / procNS
 	t.Logf("busy loop: Stat CPUTimeNS %d, /proc utime+stime %.0f ns, ratio %.3f", reply.CPUTimeNS, procNS, ratio)
 	if ratio < 0.9 || ratio > 1.1 {
@@ -389,11 +388,11 @@ func TestCgroupRemove(t *testing.T) {
 	env := testenv.Get(t)
 	testenv.CheckLeaks(t, env.UID)
 	h := startCgroup(t, env)
-	if _, err := h.call(&wire.CgCreate{Session: "rm", MemoryBytes: 64 << 20, Pids: 8}); err != nil {
+	if _, err := h.call(&cgwire.CreateRequest{Session: "rm", MemoryBytes: 64 << 20, Pids: 8}); err != nil {
 		t.Fatal(err)
 	}
 	tg := startTarget(t, env, "/bin/sh", "-c", "read x; sleep 30 & sleep 30 & echo started; read x")
-	h.mustCall(&wire.CgPlace{Session: "rm"}, tg.pidfd)
+	h.mustCall(&cgwire.PlaceRequest{Session: "rm"}, tg.pidfd)
 	fmt.Fprintln(tg.in)
 	if line, _ := tg.out.ReadString('\n'); line != "started\n" {
 		t.Fatalf("target said %q", line)
@@ -402,7 +401,7 @@ func TestCgroupRemove(t *testing.T) {
 	if len(procs) != 3 {
 		t.Errorf("session holds %v, want the shell and two sleeps", procs)
 	}
-	h.mustCall(&wire.CgRemove{Session: "rm"})
+	h.mustCall(&cgwire.RemoveRequest{Session: "rm"})
 	tg.wait(t, 5*time.Second)
 	waitReaped(t, procs)
 	for _, hier := range []string{"unified", "memory", "pids"} {
@@ -410,8 +409,8 @@ func TestCgroupRemove(t *testing.T) {
 			t.Errorf("%s: session directory after Remove: %v", hier, err)
 		}
 	}
-	h.mustCall(&wire.CgRemove{Session: "rm"})
-	if _, err := h.call(&wire.CgStat{Session: "rm"}); wireCode(err) != wire.ErrRefused {
+	h.mustCall(&cgwire.RemoveRequest{Session: "rm"})
+	if _, err := h.call(&cgwire.StatRequest{Session: "rm"}); wireCode(err) != wire.ErrRefused {
 		t.Errorf("Stat of a removed session: %v", err)
 	}
 }
@@ -426,12 +425,12 @@ func TestCgroupRemoveEmpty(t *testing.T) {
 	h.create("busy", 64<<20, 8)
 	h.create("idle", 64<<20, 8)
 	tg := startTarget(t, env, "/bin/sh", "-c", "read x; echo started; read x")
-	h.mustCall(&wire.CgPlace{Session: "busy"}, tg.pidfd)
+	h.mustCall(&cgwire.PlaceRequest{Session: "busy"}, tg.pidfd)
 	fmt.Fprintln(tg.in)
 	if line, _ := tg.out.ReadString('\n'); line != "started\n" {
 		t.Fatalf("target said %q", line)
 	}
-	if _, err := h.call(&wire.CgRemoveEmpty{Session: "busy"}); wireCode(err) != wire.ErrRefused {
+	if _, err := h.call(&cgwire.RemoveEmptyRequest{Session: "busy"}); wireCode(err) != wire.ErrRefused {
 		t.Errorf("RemoveEmpty of a populated session: %v, want refused", err)
 	}
 	for _, hier := range []string{"unified", "memory", "pids"} {
@@ -443,17 +442,17 @@ func TestCgroupRemoveEmpty(t *testing.T) {
 			t.Errorf("%s: after a refused RemoveEmpty the session holds %v, want the shell", hier, procs)
 		}
 	}
-	h.mustCall(&wire.CgRemoveEmpty{Session: "idle"})
+	h.mustCall(&cgwire.RemoveEmptyRequest{Session: "idle"})
 	for _, hier := range []string{"unified", "memory", "pids"} {
 		if _, err := os.Stat(sessionPath(t, env, hier, "idle")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: session directory after RemoveEmpty: %v", hier, err)
 		}
 	}
-	h.mustCall(&wire.CgRemoveEmpty{Session: "idle"})
-	if _, err := h.call(&wire.CgRemoveEmpty{Session: "../x"}); wireCode(err) != wire.ErrBadRequest {
+	h.mustCall(&cgwire.RemoveEmptyRequest{Session: "idle"})
+	if _, err := h.call(&cgwire.RemoveEmptyRequest{Session: "../x"}); wireCode(err) != wire.ErrBadRequest {
 		t.Errorf("RemoveEmpty of a path: %v, want bad request", err)
 	}
-	h.mustCall(&wire.CgRemove{Session: "busy"})
+	h.mustCall(&cgwire.RemoveRequest{Session: "busy"})
 	tg.wait(t, 5*time.Second)
 }
 
@@ -491,28 +490,28 @@ func TestCgroupCompromisedSupervisor(t *testing.T) {
 		fd   int
 		want wire.ErrorCode
 	}{
-		{"name ..", &wire.CgCreate{Session: "..", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
-		{"name with /", &wire.CgCreate{Session: "a/b", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
-		{"name ../x", &wire.CgCreate{Session: "../x", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
-		{"name uppercase", &wire.CgCreate{Session: "Abc", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
-		{"name empty", &wire.CgCreate{Session: "", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
-		{"name leading dash", &wire.CgCreate{Session: "-a", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
-		{"name 64 bytes, too long with a dot", &wire.CgCreate{Session: long[:63] + ".", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
-		{"memory over the bound", &wire.CgCreate{Session: "x", MemoryBytes: 1<<30 + 1, Pids: 1}, -1, wire.ErrRefused},
-		{"pids over the bound", &wire.CgCreate{Session: "x", MemoryBytes: 1 << 20, Pids: 257}, -1, wire.ErrRefused},
-		{"zero memory", &wire.CgCreate{Session: "x", MemoryBytes: 0, Pids: 1}, -1, wire.ErrBadRequest},
-		{"zero pids", &wire.CgCreate{Session: "x", MemoryBytes: 1 << 20, Pids: 0}, -1, wire.ErrBadRequest},
-		{"existing session", &wire.CgCreate{Session: "live", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrRefused},
-		{"place root's process", &wire.CgPlace{Session: "live"}, rootPidfd, wire.ErrRefused},
-		{"place an exited process", &wire.CgPlace{Session: "live"}, gone.pidfd, wire.ErrRefused},
-		{"place a pipe", &wire.CgPlace{Session: "live"}, int(r.Fd()), wire.ErrBadRequest},
-		{"place a regular file", &wire.CgPlace{Session: "live"}, file, wire.ErrBadRequest},
-		{"place into a missing session", &wire.CgPlace{Session: "nosuch"}, ok.pidfd, wire.ErrRefused},
-		{"place into session ..", &wire.CgPlace{Session: ".."}, ok.pidfd, wire.ErrBadRequest},
-		{"kill a missing session", &wire.CgKill{Session: "nosuch"}, -1, wire.ErrRefused},
-		{"kill the parent", &wire.CgKill{Session: "."}, -1, wire.ErrBadRequest},
-		{"stat session /", &wire.CgStat{Session: "/"}, -1, wire.ErrBadRequest},
-		{"remove ..", &wire.CgRemove{Session: ".."}, -1, wire.ErrBadRequest},
+		{"name ..", &cgwire.CreateRequest{Session: "..", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name with /", &cgwire.CreateRequest{Session: "a/b", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name ../x", &cgwire.CreateRequest{Session: "../x", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name uppercase", &cgwire.CreateRequest{Session: "Abc", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name empty", &cgwire.CreateRequest{Session: "", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name leading dash", &cgwire.CreateRequest{Session: "-a", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"name 64 bytes, too long with a dot", &cgwire.CreateRequest{Session: long[:63] + ".", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrBadRequest},
+		{"memory over the bound", &cgwire.CreateRequest{Session: "x", MemoryBytes: 1<<30 + 1, Pids: 1}, -1, wire.ErrRefused},
+		{"pids over the bound", &cgwire.CreateRequest{Session: "x", MemoryBytes: 1 << 20, Pids: 257}, -1, wire.ErrRefused},
+		{"zero memory", &cgwire.CreateRequest{Session: "x", MemoryBytes: 0, Pids: 1}, -1, wire.ErrBadRequest},
+		{"zero pids", &cgwire.CreateRequest{Session: "x", MemoryBytes: 1 << 20, Pids: 0}, -1, wire.ErrBadRequest},
+		{"existing session", &cgwire.CreateRequest{Session: "live", MemoryBytes: 1 << 20, Pids: 1}, -1, wire.ErrRefused},
+		{"place root's process", &cgwire.PlaceRequest{Session: "live"}, rootPidfd, wire.ErrRefused},
+		{"place an exited process", &cgwire.PlaceRequest{Session: "live"}, gone.pidfd, wire.ErrRefused},
+		{"place a pipe", &cgwire.PlaceRequest{Session: "live"}, int(r.Fd()), wire.ErrBadRequest},
+		{"place a regular file", &cgwire.PlaceRequest{Session: "live"}, file, wire.ErrBadRequest},
+		{"place into a missing session", &cgwire.PlaceRequest{Session: "nosuch"}, ok.pidfd, wire.ErrRefused},
+		{"place into session ..", &cgwire.PlaceRequest{Session: ".."}, ok.pidfd, wire.ErrBadRequest},
+		{"kill a missing session", &cgwire.KillRequest{Session: "nosuch"}, -1, wire.ErrRefused},
+		{"kill the parent", &cgwire.KillRequest{Session: "."}, -1, wire.ErrBadRequest},
+		{"stat session /", &cgwire.StatRequest{Session: "/"}, -1, wire.ErrBadRequest},
+		{"remove ..", &cgwire.RemoveRequest{Session: ".."}, -1, wire.ErrBadRequest},
 	}
 	for _, c := range cases {
 		var fds []int
@@ -524,7 +523,7 @@ func TestCgroupCompromisedSupervisor(t *testing.T) {
 		}
 	}
 	// Still serving; root's process was not moved.
-	h.mustCall(&wire.CgStat{Session: "live"})
+	h.mustCall(&cgwire.StatRequest{Session: "live"})
 	if cg := readTrim(t, "/proc/self/cgroup"); strings.Contains(cg, "/live") {
 		t.Errorf("the test process was moved: %s", cg)
 	}
@@ -543,10 +542,10 @@ func TestCgroupDescriptorCounts(t *testing.T) {
 		nfds  int
 		valid wire.Message
 	}{
-		{"place without a pidfd", wire.MsgCgPlace, 0, &wire.CgPlace{Session: "s"}},
-		{"place with two", wire.MsgCgPlace, 2, &wire.CgPlace{Session: "s"}},
-		{"create with one", wire.MsgCgCreate, 1, &wire.CgCreate{Session: "s", MemoryBytes: 1 << 20, Pids: 1}},
-		{"kill with one", wire.MsgCgKill, 1, &wire.CgKill{Session: "s"}},
+		{"place without a pidfd", cgwire.Place.Type(), 0, &cgwire.PlaceRequest{Session: "s"}},
+		{"place with two", cgwire.Place.Type(), 2, &cgwire.PlaceRequest{Session: "s"}},
+		{"create with one", cgwire.Create.Type(), 1, &cgwire.CreateRequest{Session: "s", MemoryBytes: 1 << 20, Pids: 1}},
+		{"kill with one", cgwire.Kill.Type(), 1, &cgwire.KillRequest{Session: "s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			testenv.CheckLeaks(t, env.UID)
@@ -554,7 +553,7 @@ func TestCgroupDescriptorCounts(t *testing.T) {
 			if _, err := p.Hello(); err != nil {
 				t.Fatal(err)
 			}
-			good, err := wire.EncodeFrame(2, c.valid)
+			good, err := cgwire.Protocol.Frame(2, c.valid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -567,7 +566,7 @@ func TestCgroupDescriptorCounts(t *testing.T) {
 			if err := p.Conn().SendRaw(frame, fds); err != nil {
 				t.Fatal(err)
 			}
-			if fr, err := p.Conn().Recv(); err == nil {
+			if fr, err := p.Conn().Recv(wire.OnlyErrors); err == nil {
 				closeAll(fr.FDs)
 			}
 			code, sig := testenv.WaitExit(t, p, 10*time.Second)
@@ -611,7 +610,7 @@ func TestCgroupFreeze(t *testing.T) {
 	h.create("frz", 64<<20, 8)
 	tg := startTarget(t, env, "/usr/bin/python3", "-c",
 		"import sys, time\nsys.stdin.readline()\nwhile True:\n  print('tick', flush=True)\n  time.sleep(0.01)")
-	h.mustCall(&wire.CgPlace{Session: "frz"}, tg.pidfd)
+	h.mustCall(&cgwire.PlaceRequest{Session: "frz"}, tg.pidfd)
 	fmt.Fprintln(tg.in)
 	ticks := make(chan struct{}, 1024)
 	go func() {
@@ -644,21 +643,21 @@ func TestCgroupFreeze(t *testing.T) {
 		}
 	}
 	first("before the freeze")
-	if r := h.mustCall(&wire.CgFreeze{Session: "frz", Frozen: true}).(*wire.CgFreezeReply); !r.Settled {
+	if r := h.mustCall(&cgwire.FreezeRequest{Session: "frz", Frozen: true}).(*cgwire.FreezeReply); !r.Settled {
 		t.Fatal("freeze did not settle")
 	}
 	count(300 * time.Millisecond) // lines already in the pipe (slow to drain in an emulated guest)
 	if n := count(500 * time.Millisecond); n != 0 {
 		t.Errorf("frozen session printed %d ticks in 500 ms", n)
 	}
-	if r := h.mustCall(&wire.CgFreeze{Session: "frz", Frozen: false}).(*wire.CgFreezeReply); !r.Settled {
+	if r := h.mustCall(&cgwire.FreezeRequest{Session: "frz", Frozen: false}).(*cgwire.FreezeReply); !r.Settled {
 		t.Fatal("thaw did not settle")
 	}
 	first("thawed")
-	if _, err := h.call(&wire.CgFreeze{Session: "nope", Frozen: true}); wireCodeOf(err) == 0 {
+	if _, err := h.call(&cgwire.FreezeRequest{Session: "nope", Frozen: true}); wireCodeOf(err) == 0 {
 		t.Errorf("freeze of an unknown session: %v, want a refusal", err)
 	}
-	if _, err := h.call(&wire.CgFreeze{Session: "../frz", Frozen: true}); wireCodeOf(err) != wire.ErrBadRequest {
+	if _, err := h.call(&cgwire.FreezeRequest{Session: "../frz", Frozen: true}); wireCodeOf(err) != wire.ErrBadRequest {
 		t.Errorf("freeze of ../frz: %v, want ErrBadRequest", err)
 	}
 }

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,7 +99,7 @@ func checkThreads(t *testing.T, pid int, want map[string]string) int {
 func TestHelperProtocolFaults(t *testing.T) {
 	env := testenv.Get(t)
 	hello := func(id uint32) []byte {
-		b, err := wire.EncodeFrame(id, &wire.Hello{})
+		b, err := wire.HelloRoute.Frame(id, &wire.Hello{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +142,7 @@ func TestHelperProtocolFaults(t *testing.T) {
 					if err := conn.SendRaw(b, nil); err != nil {
 						t.Fatalf("send: %v", err)
 					}
-					fr, err := conn.Recv()
+					fr, err := conn.Recv(wire.HelloRoute.Replies())
 					if err != nil {
 						t.Fatalf("reply to the frame before the fault: %v\nhelper log: %s", err, log)
 					}
@@ -159,11 +161,11 @@ func TestHelperProtocolFaults(t *testing.T) {
 				}
 				frame := f.frame
 				if f.foreign {
-					var m wire.Message = &wire.Freeze{}
+					frame, err = loopwire.Freeze.Frame(1, &loopwire.FreezeRequest{})
 					if name == "glove-loopext4" {
-						m = &wire.Bind{}
+						frame, err = mountwire.Bind.Frame(1, &mountwire.BindRequest{})
 					}
-					if frame, err = wire.EncodeFrame(1, m); err != nil {
+					if err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -174,7 +176,7 @@ func TestHelperProtocolFaults(t *testing.T) {
 				}
 				// The helper answers a protocol fault with an Error of
 				// code ErrProtocol (best effort) and exits.
-				if fr, err := conn.Recv(); err == nil {
+				if fr, err := conn.Recv(wire.OnlyErrors); err == nil {
 					closeAll(fr.FDs)
 					if e, ok := fr.Msg.(*wire.Error); !ok || e.Code != wire.ErrProtocol {
 						t.Errorf("answer to the fault: %#v, want an Error with code %d", fr.Msg, wire.ErrProtocol)

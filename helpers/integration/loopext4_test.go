@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,7 @@ func l4Call(p *helperproc.Proc, m wire.Message, fds ...*os.File) (wire.Message, 
 	for _, f := range fds {
 		raw = append(raw, int(f.Fd()))
 	}
-	return p.Client.Call(m, raw)
+	return loopwire.Protocol.Call(p.Client, m, raw)
 }
 
 // l4WantRefusal checks err is an Error reply with code.
@@ -80,7 +81,7 @@ func l4WantRefusal(t testing.TB, err error, code wire.ErrorCode) {
 func l4Create(t testing.TB, env *testenv.Env, p *helperproc.Proc, root *os.File, name string, size uint64) {
 	t.Helper()
 	t.Cleanup(func() { os.Remove(filepath.Join(l4ImagesDir(env), name)) })
-	if _, _, err := l4Call(p, &wire.Create{Name: name, SizeBytes: size}, root); err != nil {
+	if _, _, err := l4Call(p, &loopwire.CreateRequest{Name: name, SizeBytes: size}, root); err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
 }
@@ -89,7 +90,7 @@ func l4Create(t testing.TB, env *testenv.Env, p *helperproc.Proc, root *os.File,
 // closed when the test ends unless the test closed it first.
 func l4Attach(t testing.TB, p *helperproc.Proc, root *os.File, name string, readOnly bool) *os.File {
 	t.Helper()
-	_, fds, err := l4Call(p, &wire.Attach{Name: name, ReadOnly: readOnly}, root)
+	_, fds, err := l4Call(p, &loopwire.AttachRequest{Name: name, ReadOnly: readOnly}, root)
 	if err != nil {
 		t.Fatalf("attach %s: %v", name, err)
 	}
@@ -354,7 +355,7 @@ func TestLoopext4ReadOnlyAndFreeze(t *testing.T) {
 	if err := writeFile(ro, "a"); !errors.Is(err, unix.EROFS) {
 		t.Errorf("write through a read-only attachment: %v, want EROFS", err)
 	}
-	_, _, err := l4Call(p, &wire.Attach{Name: name}, root)
+	_, _, err := l4Call(p, &loopwire.AttachRequest{Name: name}, root)
 	l4WantRefusal(t, err, wire.ErrRefused)
 	ro.Close()
 	l4WaitLoopsGone(t, l4ImagesDir(env))
@@ -363,7 +364,7 @@ func TestLoopext4ReadOnlyAndFreeze(t *testing.T) {
 	if err := writeFile(rw, "before"); err != nil {
 		t.Fatalf("write before Freeze: %v", err)
 	}
-	if _, _, err := l4Call(p, &wire.Freeze{}, rw); err != nil {
+	if _, _, err := l4Call(p, &loopwire.FreezeRequest{}, rw); err != nil {
 		t.Fatalf("freeze: %v", err)
 	}
 	if err := writeFile(rw, "after"); !errors.Is(err, unix.EROFS) {
@@ -393,7 +394,7 @@ func TestLoopext4MkfsFailureLeavesNothing(t *testing.T) {
 	p, log := l4Start(t, env)
 	root := l4OpenDirPath(t, l4ImagesDir(env))
 	before := l4ListDir(t, l4ImagesDir(env))
-	_, _, err := l4Call(p, &wire.Create{Name: "tiny.img", SizeBytes: 4096}, root)
+	_, _, err := l4Call(p, &loopwire.CreateRequest{Name: "tiny.img", SizeBytes: 4096}, root)
 	var e *wire.Error
 	if !errors.As(err, &e) || !strings.Contains(e.Message, "mkfs.ext4") {
 		t.Fatalf("create of a 4 KiB image: %v, want an error naming mkfs.ext4\nhelper log: %s", err, log)
@@ -699,20 +700,20 @@ func TestLoopext4CompromisedSupervisor(t *testing.T) {
 	}
 	create := func(name string, size uint64, root descriptor) sender {
 		return func(t *testing.T, c *l4AttackCtx) error {
-			_, _, err := l4Call(c.p, &wire.Create{Name: name, SizeBytes: size}, root(t, c))
+			_, _, err := l4Call(c.p, &loopwire.CreateRequest{Name: name, SizeBytes: size}, root(t, c))
 			return err
 		}
 	}
 	attach := func(name string, ro bool, root descriptor) sender {
 		return func(t *testing.T, c *l4AttackCtx) error {
-			_, fds, err := l4Call(c.p, &wire.Attach{Name: name, ReadOnly: ro}, root(t, c))
+			_, fds, err := l4Call(c.p, &loopwire.AttachRequest{Name: name, ReadOnly: ro}, root(t, c))
 			closeAll(fds)
 			return err
 		}
 	}
 	freeze := func(fd descriptor) func(t *testing.T, c *l4AttackCtx) {
 		return func(t *testing.T, c *l4AttackCtx) {
-			_, _, err := l4Call(c.p, &wire.Freeze{}, fd(t, c))
+			_, _, err := l4Call(c.p, &loopwire.FreezeRequest{}, fd(t, c))
 			l4WantRefusal(t, err, wire.ErrRefused)
 			if !l4RootWritable(t) {
 				t.Fatalf("/ is read-only after the refused Freeze")
@@ -726,7 +727,7 @@ func TestLoopext4CompromisedSupervisor(t *testing.T) {
 			if err := c.p.Conn().SendRaw(b, fds); err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			if fr, err := c.p.Conn().Recv(); err == nil {
+			if fr, err := c.p.Conn().Recv(wire.OnlyErrors); err == nil {
 				closeAll(fr.FDs)
 				if e, ok := fr.Msg.(*wire.Error); !ok || e.Code != wire.ErrProtocol {
 					t.Errorf("answer: %#v, want an Error with code %d", fr.Msg, wire.ErrProtocol)
@@ -774,16 +775,16 @@ func TestLoopext4CompromisedSupervisor(t *testing.T) {
 		{"create: name exists", refused(wire.ErrRefused, create("exists.img", mib, theRoot))},
 		{"create: name is a symlink out of the root", refused(wire.ErrRefused, create("escape.img", mib, theRoot))},
 		{"create: name with NUL (wire rejects)", protocol(func(c *l4AttackCtx) ([]byte, []int) {
-			return l4RawRequest(wire.MsgCreate, 1, 1, l4RawString("a\x00.img"), l4RawU64(mib)), []int{int(c.root.Fd())}
+			return l4RawRequest(loopwire.Create.Type(), 1, 1, l4RawString("a\x00.img"), l4RawU64(mib)), []int{int(c.root.Fd())}
 		})},
 		{"create: name of 65 bytes (wire rejects)", protocol(func(c *l4AttackCtx) ([]byte, []int) {
-			return l4RawRequest(wire.MsgCreate, 1, 1, l4RawString(strings.Repeat("a", 61)+".img"), l4RawU64(mib)), []int{int(c.root.Fd())}
+			return l4RawRequest(loopwire.Create.Type(), 1, 1, l4RawString(strings.Repeat("a", 61)+".img"), l4RawU64(mib)), []int{int(c.root.Fd())}
 		})},
 		{"create: no descriptor", protocol(func(c *l4AttackCtx) ([]byte, []int) {
-			return l4RawRequest(wire.MsgCreate, 1, 0, l4RawString("a.img"), l4RawU64(mib)), nil
+			return l4RawRequest(loopwire.Create.Type(), 1, 0, l4RawString("a.img"), l4RawU64(mib)), nil
 		})},
 		{"attach: two descriptors", protocol(func(c *l4AttackCtx) ([]byte, []int) {
-			return l4RawRequest(wire.MsgAttach, 1, 2, l4RawString("good.img"), []byte{0}), []int{int(c.root.Fd()), int(c.root.Fd())}
+			return l4RawRequest(loopwire.Attach.Type(), 1, 2, l4RawString("good.img"), []byte{0}), []int{int(c.root.Fd()), int(c.root.Fd())}
 		})},
 		{"attach: root descriptor is /tmp", refused(wire.ErrRefused, attach("good.img", false, dirOf("/tmp")))},
 		{"attach: root descriptor is the root's parent", refused(wire.ErrRefused, attach("good.img", false, dirOf(env.Base)))},
@@ -867,10 +868,10 @@ func BenchmarkLoopext4CreateAttach(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("bench%d.img", i)
 		start := time.Now()
-		if _, _, err := l4Call(p, &wire.Create{Name: name, SizeBytes: size}, root); err != nil {
+		if _, _, err := l4Call(p, &loopwire.CreateRequest{Name: name, SizeBytes: size}, root); err != nil {
 			b.Fatalf("create: %v", err)
 		}
-		_, fds, err := l4Call(p, &wire.Attach{Name: name}, root)
+		_, fds, err := l4Call(p, &loopwire.AttachRequest{Name: name}, root)
 		if err != nil {
 			b.Fatalf("attach: %v", err)
 		}

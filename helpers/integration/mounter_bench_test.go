@@ -1,11 +1,11 @@
 package integration
 
 import (
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +34,7 @@ func BenchmarkMounterBind(b *testing.B) {
 	b.Run("helper", func(b *testing.B) {
 		m := startMounter(b, env)
 		for b.Loop() {
-			f, err := m.bind(src, wire.BindReadOnly|wire.BindNoExec)
+			f, err := m.bind(src, mountwire.BindReadOnly|mountwire.BindNoExec)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func BenchmarkMounterTmpfs(b *testing.B) {
 	b.Run("helper", func(b *testing.B) {
 		m := startMounter(b, env)
 		for b.Loop() {
-			f, err := m.tmpfs(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o700})
+			f, err := m.tmpfs(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o700})
 			if err != nil {
 				b.Fatal(err)
 			}

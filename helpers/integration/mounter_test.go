@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"net"
 	"os"
 	"os/exec"
@@ -66,13 +68,13 @@ func TestMounterAttackTableFallback(t *testing.T) { withFallback(t, TestMounterA
 // be compared.
 func (m *mounter) barrier(t *testing.T) {
 	t.Helper()
-	if _, err := m.call(&wire.Tmpfs{}, nil); wireCode(err) != wire.ErrBadRequest {
+	if _, err := m.call(&mountwire.TmpfsRequest{}, nil); wireCode(err) != wire.ErrBadRequest {
 		t.Fatalf("barrier request: %v", err)
 	}
 }
 
 func (m *mounter) call(req wire.Message, fds []int) (*os.File, error) {
-	reply, files, err := m.p.Client.Call(req, fds)
+	reply, files, err := mountwire.Protocol.Call(m.p.Client, req, fds)
 	if err != nil {
 		return nil, err
 	}
@@ -84,10 +86,10 @@ func (m *mounter) call(req wire.Message, fds []int) (*os.File, error) {
 }
 
 func (m *mounter) bind(src int, flags uint32) (*os.File, error) {
-	return m.call(&wire.Bind{Flags: flags}, []int{src})
+	return m.call(&mountwire.BindRequest{Flags: flags}, []int{src})
 }
 
-func (m *mounter) tmpfs(req wire.Tmpfs) (*os.File, error) {
+func (m *mounter) tmpfs(req mountwire.TmpfsRequest) (*os.File, error) {
 	return m.call(&req, nil)
 }
 
@@ -172,7 +174,7 @@ func TestMounterTmpfs(t *testing.T) {
 
 	t.Run("byte quota", func(t *testing.T) {
 		const size = 1 << 20
-		mnt := m.mustMount(m.tmpfs(wire.Tmpfs{SizeBytes: size, Inodes: 64, Mode: 0o700}))
+		mnt := m.mustMount(m.tmpfs(mountwire.TmpfsRequest{SizeBytes: size, Inodes: 64, Mode: 0o700}))
 		fd, err := unix.Openat(int(mnt.Fd()), "fill", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			t.Fatalf("create through the mount: %v", err)
@@ -200,7 +202,7 @@ func TestMounterTmpfs(t *testing.T) {
 
 	t.Run("inode limit", func(t *testing.T) {
 		const inodes = 16
-		mnt := m.mustMount(m.tmpfs(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: inodes, Mode: 0o700}))
+		mnt := m.mustMount(m.tmpfs(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: inodes, Mode: 0o700}))
 		created := 0
 		var err error
 		for created <= 2*inodes {
@@ -223,8 +225,8 @@ func TestMounterTmpfs(t *testing.T) {
 			mode   uint32
 			flags  uint32
 			noexec bool
-		}{{0o1777, 0, false}, {0o750, wire.TmpfsNoExec, true}, {0, 0, false}} {
-			mnt := m.mustMount(m.tmpfs(wire.Tmpfs{SizeBytes: 16 * page, Inodes: 8, Mode: c.mode, Flags: c.flags}))
+		}{{0o1777, 0, false}, {0o750, mountwire.TmpfsNoExec, true}, {0, 0, false}} {
+			mnt := m.mustMount(m.tmpfs(mountwire.TmpfsRequest{SizeBytes: 16 * page, Inodes: 8, Mode: c.mode, Flags: c.flags}))
 			var st unix.Statx_t
 			if err := unix.Statx(int(mnt.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &st); err != nil {
 				t.Fatal(err)
@@ -302,7 +304,7 @@ func TestMounterBind(t *testing.T) {
 	})
 
 	t.Run("read-only", func(t *testing.T) {
-		mnt := m.mustMount(m.bind(srcDir, wire.BindReadOnly))
+		mnt := m.mustMount(m.bind(srcDir, mountwire.BindReadOnly))
 		_, err := unix.Openat(int(mnt.Fd()), "data", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if !errors.Is(err, unix.EROFS) {
 			t.Errorf("open for writing through a read-only bind: %v, want EROFS", err)
@@ -322,7 +324,7 @@ func TestMounterBind(t *testing.T) {
 	})
 
 	t.Run("noexec", func(t *testing.T) {
-		mnt := m.mustMount(m.bind(srcPath, wire.BindNoExec|wire.BindReadOnly))
+		mnt := m.mustMount(m.bind(srcPath, mountwire.BindNoExec|mountwire.BindReadOnly))
 		if flags := statfsThrough(t, mnt); flags&unix.ST_NOEXEC == 0 {
 			t.Errorf("mount flags %#x lack noexec", flags)
 		}
@@ -334,7 +336,7 @@ func TestMounterBind(t *testing.T) {
 	t.Run("regular file", func(t *testing.T) {
 		for _, flags := range []int{unix.O_PATH | unix.O_NOFOLLOW, unix.O_RDONLY} {
 			src := openFD(t, filepath.Join(dir, "data"), flags)
-			mnt := m.mustMount(m.bind(src, wire.BindReadOnly))
+			mnt := m.mustMount(m.bind(src, mountwire.BindReadOnly))
 			data, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", mnt.Fd()))
 			if err != nil || string(data) != "data" {
 				t.Errorf("read through the file bind: %q, %v", data, err)
@@ -349,7 +351,7 @@ func TestMounterBind(t *testing.T) {
 	t.Run("the root itself and a directory of /usr", func(t *testing.T) {
 		for _, p := range []string{"/usr", "/usr/bin", filepath.Join(env.Base, "sources")} {
 			src := openFD(t, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
-			m.mustMount(m.bind(src, wire.BindReadOnly))
+			m.mustMount(m.bind(src, mountwire.BindReadOnly))
 		}
 	})
 
@@ -373,7 +375,7 @@ func TestMounterBind(t *testing.T) {
 	// Between requests, after binds of every kind and a tmpfs, no thread
 	// holds CAP_SYS_ADMIN effective: it is raised for each call only
 	// (captable OnDemand, helperkit.Raised), and still permitted.
-	m.mustMount(m.tmpfs(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}))
+	m.mustMount(m.tmpfs(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}))
 	row, _ := captable.Lookup("glove-mounter")
 	if n := checkThreads(t, m.p.Pid(), map[string]string{"CapEff": captable.MaskString(0), "CapPrm": captable.MaskString(row.Mask())}); n < 2 {
 		t.Errorf("saw %d threads of glove-mounter", n)
@@ -459,20 +461,20 @@ func TestMounterAttackTable(t *testing.T) {
 	m := startMounter(t, env)
 	// Mount descriptors the helper itself handed out earlier: binding
 	// them again would be a way to drop read-only or reach a tmpfs.
-	roBind := m.mustMount(m.bind(openFD(t, inside, unix.O_PATH|unix.O_DIRECTORY), wire.BindReadOnly))
-	tmp := m.mustMount(m.tmpfs(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700}))
+	roBind := m.mustMount(m.bind(openFD(t, inside, unix.O_PATH|unix.O_DIRECTORY), mountwire.BindReadOnly))
+	tmp := m.mustMount(m.tmpfs(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700}))
 
 	path := func(p string, flags int) func(t *testing.T) (wire.Message, []int) {
 		return func(t *testing.T) (wire.Message, []int) {
-			return &wire.Bind{Flags: wire.BindReadOnly}, []int{openFD(t, p, flags)}
+			return &mountwire.BindRequest{Flags: mountwire.BindReadOnly}, []int{openFD(t, p, flags)}
 		}
 	}
 	fd := func(f func(t *testing.T) int) func(t *testing.T) (wire.Message, []int) {
 		return func(t *testing.T) (wire.Message, []int) {
-			return &wire.Bind{Flags: wire.BindReadOnly}, []int{f(t)}
+			return &mountwire.BindRequest{Flags: mountwire.BindReadOnly}, []int{f(t)}
 		}
 	}
-	tmpfsReq := func(r wire.Tmpfs) func(t *testing.T) (wire.Message, []int) {
+	tmpfsReq := func(r mountwire.TmpfsRequest) func(t *testing.T) (wire.Message, []int) {
 		return func(*testing.T) (wire.Message, []int) { return &r, nil }
 	}
 	const dirPath = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW
@@ -553,21 +555,21 @@ func TestMounterAttackTable(t *testing.T) {
 			return f
 		}), wire.ErrRefused},
 		{"bind: undefined flags", func(t *testing.T) (wire.Message, []int) {
-			return &wire.Bind{Flags: 1 << 2}, []int{openFD(t, sources, dirPath)}
+			return &mountwire.BindRequest{Flags: 1 << 2}, []int{openFD(t, sources, dirPath)}
 		}, wire.ErrBadRequest},
 		{"bind: every flag bit", func(t *testing.T) (wire.Message, []int) {
-			return &wire.Bind{Flags: ^uint32(0)}, []int{openFD(t, sources, dirPath)}
+			return &mountwire.BindRequest{Flags: ^uint32(0)}, []int{openFD(t, sources, dirPath)}
 		}, wire.ErrBadRequest},
-		{"tmpfs: size over the cap", tmpfsReq(wire.Tmpfs{SizeBytes: 64<<20 + page, Inodes: 16, Mode: 0o700}), wire.ErrRefused},
-		{"tmpfs: size at the hard ceiling", tmpfsReq(wire.Tmpfs{SizeBytes: 1 << 40, Inodes: 16, Mode: 0o700}), wire.ErrRefused},
-		{"tmpfs: inodes over the cap", tmpfsReq(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 4097, Mode: 0o700}), wire.ErrRefused},
-		{"tmpfs: size 0 (unlimited to tmpfs)", tmpfsReq(wire.Tmpfs{SizeBytes: 0, Inodes: 16, Mode: 0o700}), wire.ErrBadRequest},
-		{"tmpfs: inodes 0 (unlimited to tmpfs)", tmpfsReq(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 0, Mode: 0o700}), wire.ErrBadRequest},
-		{"tmpfs: size not a multiple of the page size", tmpfsReq(wire.Tmpfs{SizeBytes: 1<<20 + 1, Inodes: 16, Mode: 0o700}), wire.ErrBadRequest},
-		{"tmpfs: mode with the setuid bit", tmpfsReq(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o4755}), wire.ErrBadRequest},
-		{"tmpfs: mode with the setgid bit", tmpfsReq(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o2775}), wire.ErrBadRequest},
-		{"tmpfs: mode with file type bits", tmpfsReq(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 16, Mode: unix.S_IFDIR | 0o755}), wire.ErrBadRequest},
-		{"tmpfs: undefined flags", tmpfsReq(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700, Flags: 1 << 1}), wire.ErrBadRequest},
+		{"tmpfs: size over the cap", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 64<<20 + page, Inodes: 16, Mode: 0o700}), wire.ErrRefused},
+		{"tmpfs: size at the hard ceiling", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1 << 40, Inodes: 16, Mode: 0o700}), wire.ErrRefused},
+		{"tmpfs: inodes over the cap", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 4097, Mode: 0o700}), wire.ErrRefused},
+		{"tmpfs: size 0 (unlimited to tmpfs)", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 0, Inodes: 16, Mode: 0o700}), wire.ErrBadRequest},
+		{"tmpfs: inodes 0 (unlimited to tmpfs)", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 0, Mode: 0o700}), wire.ErrBadRequest},
+		{"tmpfs: size not a multiple of the page size", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1<<20 + 1, Inodes: 16, Mode: 0o700}), wire.ErrBadRequest},
+		{"tmpfs: mode with the setuid bit", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o4755}), wire.ErrBadRequest},
+		{"tmpfs: mode with the setgid bit", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o2775}), wire.ErrBadRequest},
+		{"tmpfs: mode with file type bits", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: unix.S_IFDIR | 0o755}), wire.ErrBadRequest},
+		{"tmpfs: undefined flags", tmpfsReq(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700, Flags: 1 << 1}), wire.ErrBadRequest},
 	}
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
@@ -600,7 +602,7 @@ func TestMounterAttackTable(t *testing.T) {
 		})
 	}
 	// Still serving after every refusal.
-	m.mustMount(m.tmpfs(wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700}))
+	m.mustMount(m.tmpfs(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700}))
 }
 
 // otherNamespace starts a process in a new mount namespace (a copy of
@@ -639,30 +641,38 @@ func helperFDs(t testing.TB, pid int) []string {
 func TestMounterProtocolFaults(t *testing.T) {
 	env := testenv.Get(t)
 	sources := filepath.Join(env.Base, "sources")
-	frame := func(id uint32, m wire.Message, declared uint16) []byte {
-		b, err := wire.EncodeFrame(id, m)
+	// redeclare puts a valid frame's payload under a header declaring
+	// another descriptor count, to forge a mismatching frame.
+	redeclare := func(b []byte, err error, declared uint16) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The same payload under a header declaring another
-		// descriptor count, to forge a mismatching frame.
 		payload := b[wire.HeaderSize:]
-		return append(wire.EncodeRawHeader(wire.Version, uint16(m.Type()), id, uint32(len(payload)), declared, 0), payload...)
+		typ, id := binary.LittleEndian.Uint16(b[2:]), binary.LittleEndian.Uint32(b[4:])
+		return append(wire.EncodeRawHeader(wire.Version, typ, id, uint32(len(payload)), declared, 0), payload...)
 	}
-	tmpfs := &wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700}
+	frame := func(id uint32, m wire.Message, declared uint16) []byte {
+		b, err := mountwire.Protocol.Frame(id, m)
+		return redeclare(b, err, declared)
+	}
+	tmpfs := &mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700}
+	reply, err := mountwire.Bind.ReplyFrame(2, &mountwire.BindReply{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		before [][]byte
 		frame  []byte
 		fds    int
 	}{
-		{name: "bind with no descriptor", frame: frame(2, &wire.Bind{}, 0)},
-		{name: "bind declaring one descriptor, sending none", frame: frame(2, &wire.Bind{}, 1)},
-		{name: "bind with two descriptors", frame: frame(2, &wire.Bind{}, 2), fds: 2},
+		{name: "bind with no descriptor", frame: frame(2, &mountwire.BindRequest{}, 0)},
+		{name: "bind declaring one descriptor, sending none", frame: frame(2, &mountwire.BindRequest{}, 1)},
+		{name: "bind with two descriptors", frame: frame(2, &mountwire.BindRequest{}, 2), fds: 2},
 		{name: "tmpfs with a descriptor", frame: frame(2, tmpfs, 1), fds: 1},
 		{name: "replayed request id", before: [][]byte{frame(2, tmpfs, 0)}, frame: frame(2, tmpfs, 0)},
 		{name: "decreasing request id", before: [][]byte{frame(7, tmpfs, 0)}, frame: frame(3, tmpfs, 0)},
-		{name: "a reply type (BindReply)", frame: frame(2, &wire.BindReply{}, 1), fds: 1},
+		{name: "a reply type (BindReply)", frame: reply, fds: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -677,7 +687,7 @@ func TestMounterProtocolFaults(t *testing.T) {
 				if err := conn.SendRaw(b, nil); err != nil {
 					t.Fatal(err)
 				}
-				fr, err := conn.Recv()
+				fr, err := conn.Recv(mountwire.Tmpfs.Replies())
 				if err != nil {
 					t.Fatalf("reply before the fault: %v\nhelper log: %s", err, log)
 				}
@@ -690,7 +700,7 @@ func TestMounterProtocolFaults(t *testing.T) {
 			if err := conn.SendRaw(c.frame, fds); err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			if fr, err := conn.Recv(); err == nil {
+			if fr, err := conn.Recv(wire.OnlyErrors); err == nil {
 				closeAll(fr.FDs)
 				if e, ok := fr.Msg.(*wire.Error); !ok || e.Code != wire.ErrProtocol {
 					t.Errorf("answer %#v, want an Error with code %d", fr.Msg, wire.ErrProtocol)
@@ -764,7 +774,7 @@ func TestMounterFallbackNamespace(t *testing.T) {
 		dir := sourceDir(t, env, fmt.Sprintf("threads-%v", fallback))
 		src := openFD(t, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 		for i := 0; i < 300; i++ {
-			f, err := m.bind(src, wire.BindReadOnly)
+			f, err := m.bind(src, mountwire.BindReadOnly)
 			if err != nil {
 				t.Fatalf("fallback %v: bind %d: %v\nhelper log: %s", fallback, i, err, m.log)
 			}

@@ -25,6 +25,7 @@ package loopext4
 import (
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"io"
 	"os"
 	"strconv"
@@ -70,16 +71,13 @@ func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
 		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
-		Handlers: func(*unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+		Protocol: loopwire.Protocol,
+		Handlers: func(*unix.Ucred) ([]wire.Handler, error) {
 			h, err := newHelper(cfg)
 			if err != nil {
 				return nil, err
 			}
-			return map[wire.MsgType]wire.Handler{
-				wire.MsgCreate: h.create,
-				wire.MsgAttach: h.attach,
-				wire.MsgFreeze: h.freeze,
-			}, nil
+			return []wire.Handler{loopwire.Create.Handle(h.create), loopwire.Attach.Handle(h.attach), loopwire.Freeze.Handle(h.freeze)}, nil
 		},
 	}
 }
@@ -197,8 +195,7 @@ func (h *helper) checkRequest(op, name string, fds []*os.File) error {
 // create handles Create: a new image of exactly the requested size,
 // allocated, owned by the service user, mode 0600, formatted ext4. On any
 // failure after the file was made, the file is removed again.
-func (h *helper) create(_ uint32, m wire.Message, fds []*os.File) (_ wire.Message, _ []int, err error) {
-	req := m.(*wire.Create)
+func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (_ *loopwire.CreateReply, _ []int, err error) {
 	const op = "create"
 	if err := h.checkRequest(op, req.Name, fds); err != nil {
 		return nil, nil, err
@@ -246,7 +243,7 @@ func (h *helper) create(_ uint32, m wire.Message, fds []*os.File) (_ wire.Messag
 		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
 	}
 	done = true
-	return &wire.CreateReply{}, nil, nil
+	return &loopwire.CreateReply{}, nil, nil
 }
 
 // allocate gives the new image its size with real blocks, and checks the
@@ -354,8 +351,7 @@ const loopRetries = 8
 // descriptors are closed before replying; the mount keeps the device
 // busy, and when the supervisor's last reference to the mount goes the
 // device unbinds itself.
-func (h *helper) attach(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.Attach)
+func (h *helper) attach(_ uint32, req *loopwire.AttachRequest, fds []*os.File) (*loopwire.AttachReply, []int, error) {
 	const op = "attach"
 	if err := h.checkRequest(op, req.Name, fds); err != nil {
 		return nil, nil, err
@@ -398,7 +394,7 @@ func (h *helper) attach(_ uint32, m wire.Message, fds []*os.File) (wire.Message,
 		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
 	}
 	// The server sends the mount descriptor and then closes it.
-	return &wire.AttachReply{}, []int{mnt}, nil
+	return &loopwire.AttachReply{}, []int{mnt}, nil
 }
 
 // openImage opens an existing image relative to the helper's root. It
@@ -484,7 +480,7 @@ const maxRootEntries = 1 << 16
 // mount that is not in the helper's mount table, i.e. detached, (b) ext4,
 // (c) on a loop device whose backing file is an image of the
 // materialization root: what Attach made, and nothing else.
-func (h *helper) freeze(_ uint32, _ wire.Message, fds []*os.File) (wire.Message, []int, error) {
+func (h *helper) freeze(_ uint32, _ *loopwire.FreezeRequest, fds []*os.File) (*loopwire.FreezeReply, []int, error) {
 	const op = "freeze"
 	fd := int(fds[0].Fd())
 	mi, err := statMount(fd)
@@ -530,7 +526,7 @@ func (h *helper) freeze(_ uint32, _ wire.Message, fds []*os.File) (wire.Message,
 	if err := setReadOnly(fd); err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", op, name, err)
 	}
-	return &wire.FreezeReply{}, nil, nil
+	return &loopwire.FreezeReply{}, nil, nil
 }
 
 // inMountTable reports whether mount id appears in the helper's

@@ -2,6 +2,7 @@ package loopext4
 
 import (
 	"errors"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +14,7 @@ import (
 )
 
 func TestValidName(t *testing.T) {
-	long := strings.Repeat("a", wire.MaxImageName-len(imageSuffix)) + imageSuffix
+	long := strings.Repeat("a", loopwire.MaxImageName-len(imageSuffix)) + imageSuffix
 	for _, c := range []struct {
 		name string
 		ok   bool

@@ -2,6 +2,7 @@ package loopext4
 
 import (
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -23,8 +24,8 @@ const imageSuffix = ".img"
 // taken for a hidden file or an option. A name is one path component by
 // construction.
 func validName(name string) error {
-	if len(name) == 0 || len(name) > wire.MaxImageName {
-		return fmt.Errorf("image name is %d bytes, want 1..%d", len(name), wire.MaxImageName)
+	if len(name) == 0 || len(name) > loopwire.MaxImageName {
+		return fmt.Errorf("image name is %d bytes, want 1..%d", len(name), loopwire.MaxImageName)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]

@@ -2,6 +2,7 @@ package mounter
 
 import (
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"runtime"
 	"strings"
@@ -18,8 +19,8 @@ const maxWalk = 4096
 // know could be one a newer supervisor meant as a restriction, and
 // ignoring it would hand out a mount with less protection than asked.
 func checkBindFlags(flags uint32) error {
-	if flags&^wire.BindAll != 0 {
-		return refuse(wire.ErrBadRequest, "bind: undefined flags %#x", flags&^wire.BindAll)
+	if flags&^mountwire.BindAll != 0 {
+		return refuse(wire.ErrBadRequest, "bind: undefined flags %#x", flags&^mountwire.BindAll)
 	}
 	return nil
 }
@@ -30,10 +31,10 @@ func checkBindFlags(flags uint32) error {
 // sandbox) propagates between the host and the clone.
 func bindAttr(flags uint32) *unix.MountAttr {
 	set := uint64(alwaysAttrs)
-	if flags&wire.BindReadOnly != 0 {
+	if flags&mountwire.BindReadOnly != 0 {
 		set |= unix.MOUNT_ATTR_RDONLY
 	}
-	if flags&wire.BindNoExec != 0 {
+	if flags&mountwire.BindNoExec != 0 {
 		set |= unix.MOUNT_ATTR_NOEXEC
 	}
 	return &unix.MountAttr{Attr_set: set, Propagation: unix.MS_PRIVATE}
@@ -42,11 +43,7 @@ func bindAttr(flags uint32) *unix.MountAttr {
 // bind answers Bind: a detached recursive clone of the source descriptor,
 // once the source is shown to lie beneath a source root by identity. The
 // server closes the received descriptor.
-func (s *server) bind(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
-	req, ok := m.(*wire.Bind)
-	if !ok || len(fds) != 1 {
-		return nil, nil, fmt.Errorf("bind: dispatched %T with %d descriptors", m, len(fds))
-	}
+func (s *server) bind(_ uint32, req *mountwire.BindRequest, fds []*os.File) (*mountwire.BindReply, []int, error) {
 	if err := checkBindFlags(req.Flags); err != nil {
 		return nil, nil, err
 	}
@@ -79,7 +76,7 @@ func (s *server) bind(_ uint32, m wire.Message, fds []*os.File) (wire.Message, [
 	if err != nil {
 		return nil, nil, fmt.Errorf("bind: %w", err)
 	}
-	return &wire.BindReply{}, []int{mfd}, nil
+	return &mountwire.BindReply{}, []int{mfd}, nil
 }
 
 // checkSource decides whether the object src refers to lies beneath one

@@ -22,6 +22,7 @@ package mounter
 
 import (
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"strings"
 
@@ -83,12 +84,13 @@ func Spec() helperkit.Spec {
 	}
 	return helperkit.Spec{
 		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: rules,
-		Handlers: func(peer *unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+		Protocol: mountwire.Protocol,
+		Handlers: func(peer *unix.Ucred) ([]wire.Handler, error) {
 			s, err := newServer(cfg, peer, fallback)
 			if err != nil {
 				return nil, err
 			}
-			return map[wire.MsgType]wire.Handler{wire.MsgBind: s.bind, wire.MsgTmpfs: s.tmpfs}, nil
+			return []wire.Handler{mountwire.Bind.Handle(s.bind), mountwire.Tmpfs.Handle(s.tmpfs)}, nil
 		},
 	}
 }

@@ -2,6 +2,7 @@ package mounter
 
 import (
 	"errors"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
@@ -25,11 +26,11 @@ func TestCheckBindFlags(t *testing.T) {
 		want  wire.ErrorCode
 	}{
 		{0, 0},
-		{wire.BindReadOnly, 0},
-		{wire.BindNoExec, 0},
-		{wire.BindAll, 0},
+		{mountwire.BindReadOnly, 0},
+		{mountwire.BindNoExec, 0},
+		{mountwire.BindAll, 0},
 		{1 << 2, wire.ErrBadRequest},
-		{wire.BindAll | 1<<31, wire.ErrBadRequest},
+		{mountwire.BindAll | 1<<31, wire.ErrBadRequest},
 		{^uint32(0), wire.ErrBadRequest},
 	} {
 		if got := codeOf(checkBindFlags(c.flags)); got != c.want {
@@ -41,13 +42,13 @@ func TestCheckBindFlags(t *testing.T) {
 // TestBindAttr checks nosuid, nodev and private propagation are set
 // whatever the flags, and nothing is ever cleared.
 func TestBindAttr(t *testing.T) {
-	for flags := uint32(0); flags <= wire.BindAll; flags++ {
+	for flags := uint32(0); flags <= mountwire.BindAll; flags++ {
 		a := bindAttr(flags)
 		if a.Attr_set&alwaysAttrs != alwaysAttrs || a.Attr_clr != 0 || a.Propagation != unix.MS_PRIVATE || a.Userns_fd != 0 {
 			t.Errorf("flags %#x: %+v", flags, a)
 		}
-		if (a.Attr_set&unix.MOUNT_ATTR_RDONLY != 0) != (flags&wire.BindReadOnly != 0) ||
-			(a.Attr_set&unix.MOUNT_ATTR_NOEXEC != 0) != (flags&wire.BindNoExec != 0) {
+		if (a.Attr_set&unix.MOUNT_ATTR_RDONLY != 0) != (flags&mountwire.BindReadOnly != 0) ||
+			(a.Attr_set&unix.MOUNT_ATTR_NOEXEC != 0) != (flags&mountwire.BindNoExec != 0) {
 			t.Errorf("flags %#x: attr_set %#x", flags, a.Attr_set)
 		}
 	}
@@ -57,39 +58,39 @@ func TestBindAttr(t *testing.T) {
 func TestCheckTmpfs(t *testing.T) {
 	cfg := &Config{SchemaVersion: 1, SourceRoots: []string{"/srv"}, MaxTmpfsBytes: 64 << 20, MaxTmpfsInodes: 4096}
 	const page = 4096
-	ok := wire.Tmpfs{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o700}
-	with := func(f func(*wire.Tmpfs)) wire.Tmpfs {
+	ok := mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o700}
+	with := func(f func(*mountwire.TmpfsRequest)) mountwire.TmpfsRequest {
 		r := ok
 		f(&r)
 		return r
 	}
 	for _, c := range []struct {
 		name string
-		req  wire.Tmpfs
+		req  mountwire.TmpfsRequest
 		want wire.ErrorCode
 	}{
 		{"valid", ok, 0},
-		{"noexec", with(func(r *wire.Tmpfs) { r.Flags = wire.TmpfsNoExec }), 0},
-		{"exactly the caps", with(func(r *wire.Tmpfs) { r.SizeBytes, r.Inodes = 64<<20, 4096 }), 0},
-		{"one page", with(func(r *wire.Tmpfs) { r.SizeBytes = page }), 0},
-		{"sticky world-writable", with(func(r *wire.Tmpfs) { r.Mode = 0o1777 }), 0},
-		{"mode 0", with(func(r *wire.Tmpfs) { r.Mode = 0 }), 0},
-		{"undefined flag", with(func(r *wire.Tmpfs) { r.Flags = 1 << 1 }), wire.ErrBadRequest},
-		{"every flag", with(func(r *wire.Tmpfs) { r.Flags = ^uint32(0) }), wire.ErrBadRequest},
-		{"setuid", with(func(r *wire.Tmpfs) { r.Mode = 0o4700 }), wire.ErrBadRequest},
-		{"setgid", with(func(r *wire.Tmpfs) { r.Mode = 0o2770 }), wire.ErrBadRequest},
-		{"file type bits", with(func(r *wire.Tmpfs) { r.Mode = unix.S_IFDIR | 0o755 }), wire.ErrBadRequest},
-		{"mode overflow", with(func(r *wire.Tmpfs) { r.Mode = ^uint32(0) }), wire.ErrBadRequest},
-		{"size 0", with(func(r *wire.Tmpfs) { r.SizeBytes = 0 }), wire.ErrBadRequest},
-		{"size 1", with(func(r *wire.Tmpfs) { r.SizeBytes = 1 }), wire.ErrBadRequest},
-		{"size a page minus one", with(func(r *wire.Tmpfs) { r.SizeBytes = page - 1 }), wire.ErrBadRequest},
-		{"size unaligned", with(func(r *wire.Tmpfs) { r.SizeBytes = 1<<20 + 512 }), wire.ErrBadRequest},
-		{"inodes 0", with(func(r *wire.Tmpfs) { r.Inodes = 0 }), wire.ErrBadRequest},
-		{"size a page over the cap", with(func(r *wire.Tmpfs) { r.SizeBytes = 64<<20 + page }), wire.ErrRefused},
-		{"size at the hard ceiling", with(func(r *wire.Tmpfs) { r.SizeBytes = HardMaxTmpfsBytes }), wire.ErrRefused},
-		{"size max uint64 rounded to pages", with(func(r *wire.Tmpfs) { r.SizeBytes = ^uint64(0) &^ (page - 1) }), wire.ErrRefused},
-		{"inodes one over the cap", with(func(r *wire.Tmpfs) { r.Inodes = 4097 }), wire.ErrRefused},
-		{"inodes max uint64", with(func(r *wire.Tmpfs) { r.Inodes = ^uint64(0) }), wire.ErrRefused},
+		{"noexec", with(func(r *mountwire.TmpfsRequest) { r.Flags = mountwire.TmpfsNoExec }), 0},
+		{"exactly the caps", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes, r.Inodes = 64<<20, 4096 }), 0},
+		{"one page", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = page }), 0},
+		{"sticky world-writable", with(func(r *mountwire.TmpfsRequest) { r.Mode = 0o1777 }), 0},
+		{"mode 0", with(func(r *mountwire.TmpfsRequest) { r.Mode = 0 }), 0},
+		{"undefined flag", with(func(r *mountwire.TmpfsRequest) { r.Flags = 1 << 1 }), wire.ErrBadRequest},
+		{"every flag", with(func(r *mountwire.TmpfsRequest) { r.Flags = ^uint32(0) }), wire.ErrBadRequest},
+		{"setuid", with(func(r *mountwire.TmpfsRequest) { r.Mode = 0o4700 }), wire.ErrBadRequest},
+		{"setgid", with(func(r *mountwire.TmpfsRequest) { r.Mode = 0o2770 }), wire.ErrBadRequest},
+		{"file type bits", with(func(r *mountwire.TmpfsRequest) { r.Mode = unix.S_IFDIR | 0o755 }), wire.ErrBadRequest},
+		{"mode overflow", with(func(r *mountwire.TmpfsRequest) { r.Mode = ^uint32(0) }), wire.ErrBadRequest},
+		{"size 0", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = 0 }), wire.ErrBadRequest},
+		{"size 1", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = 1 }), wire.ErrBadRequest},
+		{"size a page minus one", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = page - 1 }), wire.ErrBadRequest},
+		{"size unaligned", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = 1<<20 + 512 }), wire.ErrBadRequest},
+		{"inodes 0", with(func(r *mountwire.TmpfsRequest) { r.Inodes = 0 }), wire.ErrBadRequest},
+		{"size a page over the cap", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = 64<<20 + page }), wire.ErrRefused},
+		{"size at the hard ceiling", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = HardMaxTmpfsBytes }), wire.ErrRefused},
+		{"size max uint64 rounded to pages", with(func(r *mountwire.TmpfsRequest) { r.SizeBytes = ^uint64(0) &^ (page - 1) }), wire.ErrRefused},
+		{"inodes one over the cap", with(func(r *mountwire.TmpfsRequest) { r.Inodes = 4097 }), wire.ErrRefused},
+		{"inodes max uint64", with(func(r *mountwire.TmpfsRequest) { r.Inodes = ^uint64(0) }), wire.ErrRefused},
 	} {
 		if got := codeOf(checkTmpfs(&c.req, cfg, page)); got != c.want {
 			t.Errorf("%s: code %v, want %v", c.name, got, c.want)
@@ -106,7 +107,7 @@ func FuzzCheckTmpfs(f *testing.F) {
 	cfg := &Config{SchemaVersion: 1, SourceRoots: []string{"/srv"}, MaxTmpfsBytes: 64<<20 + 1, MaxTmpfsInodes: 4096}
 	const page = 4096
 	f.Fuzz(func(t *testing.T, size, inodes uint64, mode, flags uint32) {
-		req := &wire.Tmpfs{SizeBytes: size, Inodes: inodes, Mode: mode, Flags: flags}
+		req := &mountwire.TmpfsRequest{SizeBytes: size, Inodes: inodes, Mode: mode, Flags: flags}
 		err := checkTmpfs(req, cfg, page)
 		if err != nil {
 			if c := codeOf(err); c != wire.ErrBadRequest && c != wire.ErrRefused {
@@ -115,7 +116,7 @@ func FuzzCheckTmpfs(f *testing.F) {
 			return
 		}
 		if size == 0 || size%page != 0 || size > cfg.MaxTmpfsBytes || inodes == 0 || inodes > cfg.MaxTmpfsInodes ||
-			mode&^0o1777 != 0 || flags&^wire.TmpfsAll != 0 {
+			mode&^0o1777 != 0 || flags&^mountwire.TmpfsAll != 0 {
 			t.Fatalf("accepted %+v", req)
 		}
 	})

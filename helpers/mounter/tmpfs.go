@@ -2,6 +2,7 @@ package mounter
 
 import (
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"strconv"
 
@@ -24,10 +25,10 @@ const maxTmpfsMode = 0o1777
 // size= up to whole pages, so an unaligned size would give a larger
 // quota than asked (and possibly than the cap). Zero is refused because
 // tmpfs reads size=0 and nr_inodes=0 as "unlimited".
-func checkTmpfs(req *wire.Tmpfs, cfg *Config, pageSize uint64) error {
+func checkTmpfs(req *mountwire.TmpfsRequest, cfg *Config, pageSize uint64) error {
 	switch {
-	case req.Flags&^wire.TmpfsAll != 0:
-		return refuse(wire.ErrBadRequest, "tmpfs: undefined flags %#x", req.Flags&^wire.TmpfsAll)
+	case req.Flags&^mountwire.TmpfsAll != 0:
+		return refuse(wire.ErrBadRequest, "tmpfs: undefined flags %#x", req.Flags&^mountwire.TmpfsAll)
 	case req.Mode&^maxTmpfsMode != 0:
 		return refuse(wire.ErrBadRequest, "tmpfs: mode %#o has bits outside %#o (set-id or file type)", req.Mode, maxTmpfsMode)
 	case req.SizeBytes == 0:
@@ -48,16 +49,12 @@ func checkTmpfs(req *wire.Tmpfs, cfg *Config, pageSize uint64) error {
 // inode limit, its root directory of the requested mode and owned by the
 // control socket's peer (SO_PEERCRED at start-up, never an id from the
 // request), mounted nosuid,nodev and noexec on request.
-func (s *server) tmpfs(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
-	req, ok := m.(*wire.Tmpfs)
-	if !ok || len(fds) != 0 {
-		return nil, nil, fmt.Errorf("tmpfs: dispatched %T with %d descriptors", m, len(fds))
-	}
+func (s *server) tmpfs(_ uint32, req *mountwire.TmpfsRequest, _ []*os.File) (*mountwire.TmpfsReply, []int, error) {
 	if err := checkTmpfs(req, s.cfg, s.pageSize); err != nil {
 		return nil, nil, err
 	}
 	attrs := alwaysAttrs
-	if req.Flags&wire.TmpfsNoExec != 0 {
+	if req.Flags&mountwire.TmpfsNoExec != 0 {
 		attrs |= unix.MOUNT_ATTR_NOEXEC
 	}
 	mfd, err := newTmpfs(tmpfsOptions{
@@ -70,5 +67,5 @@ func (s *server) tmpfs(_ uint32, m wire.Message, fds []*os.File) (wire.Message, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("tmpfs: %w", err)
 	}
-	return &wire.TmpfsReply{}, []int{mfd}, nil
+	return &mountwire.TmpfsReply{}, []int{mfd}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"io"
 	"os"
 	"sync"
@@ -66,12 +67,8 @@ func newServer(cfg *Config) *server {
 	return &server{cfg: cfg, uid: uint32(os.Getuid())}
 }
 
-func (s *server) handlers() map[wire.MsgType]wire.Handler {
-	return map[wire.MsgType]wire.Handler{
-		wire.MsgStreamOpen:   s.streamOpen,
-		wire.MsgStreamStatus: s.streamStatus,
-		wire.MsgStreamClose:  s.streamClose,
-	}
+func (s *server) handlers() []wire.Handler {
+	return []wire.Handler{streamwire.Open.Handle(s.streamOpen), streamwire.Status.Handle(s.streamStatus), streamwire.Close.Handle(s.streamClose)}
 }
 
 func refuse(code wire.ErrorCode, format string, args ...any) error {
@@ -170,8 +167,7 @@ func dup(f *os.File) (int, error) {
 	return fd, err
 }
 
-func (s *server) streamOpen(_ uint32, m wire.Message, fds []*os.File) (wire.Message, []int, error) {
-	req := m.(*wire.StreamOpen)
+func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, fds []*os.File) (*streamwire.OpenReply, []int, error) {
 	if !names.Name(req.Session) {
 		return nil, nil, refuse(wire.ErrBadRequest, "session %q does not match %s", req.Session, names.NamePattern)
 	}
@@ -203,7 +199,7 @@ func (s *server) streamOpen(_ uint32, m wire.Message, fds []*os.File) (wire.Mess
 }
 
 // start builds the relay from checked descriptors and runs it.
-func (s *server) start(req *wire.StreamOpen, fds []*os.File, peer unix.Ucred) (wire.Message, []int, error) {
+func (s *server) start(req *streamwire.OpenRequest, fds []*os.File, peer unix.Ucred) (*streamwire.OpenReply, []int, error) {
 	auditFD, err := dup(fds[2])
 	if err != nil {
 		return nil, nil, fmt.Errorf("streamproxy: keep audit file: %w", err)
@@ -252,7 +248,7 @@ func (s *server) start(req *wire.StreamOpen, fds []*os.File, peer unix.Ucred) (w
 		s.mu.Unlock()
 		close(done)
 	}()
-	return &wire.StreamOpenReply{}, nil, nil
+	return &streamwire.OpenReply{}, nil, nil
 }
 
 // checkPeer is the relay's CheckUpstream: the upstream's SO_PEERCRED must
@@ -274,20 +270,20 @@ func (s *server) delivered() {
 	s.mu.Unlock()
 }
 
-func (s *server) streamStatus(uint32, wire.Message, []*os.File) (wire.Message, []int, error) {
+func (s *server) streamStatus(uint32, *streamwire.StatusRequest, []*os.File) (*streamwire.StatusReply, []int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.opened {
 		return nil, nil, refuse(wire.ErrBadRequest, "no stream is open")
 	}
-	return &wire.StreamStatusReply{Open: s.open, Exchanges: s.exchanges, Err: s.code}, nil, nil
+	return &streamwire.StatusReply{Open: s.open, Exchanges: s.exchanges, Err: s.code}, nil, nil
 }
 
 // streamClose cancels the relay and answers once it has stopped, so the
 // supervisor reads a final audit file after the reply. An fdatasync the
 // kernel blocks cannot be interrupted; past one exchange budget the
 // helper says so instead of waiting on.
-func (s *server) streamClose(uint32, wire.Message, []*os.File) (wire.Message, []int, error) {
+func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*streamwire.CloseReply, []int, error) {
 	s.mu.Lock()
 	opened, cancel, done := s.opened, s.cancel, s.done
 	s.mu.Unlock()
@@ -297,7 +293,7 @@ func (s *server) streamClose(uint32, wire.Message, []*os.File) (wire.Message, []
 	cancel()
 	select {
 	case <-done:
-		return &wire.StreamCloseReply{}, nil, nil
+		return &streamwire.CloseReply{}, nil, nil
 	case <-time.After(time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond):
 		return nil, nil, errors.New("streamproxy: the relay did not stop within max_exchange_ms")
 	}

@@ -23,6 +23,7 @@ package streamproxy
 import (
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,7 +64,8 @@ func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
 		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
-		Handlers: func(_ *unix.Ucred) (map[wire.MsgType]wire.Handler, error) {
+		Protocol: streamwire.Protocol,
+		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
 			return newServer(cfg).handlers(), nil
 		},
 	}

@@ -7,26 +7,27 @@ import (
 )
 
 // Client is the supervisor's side of a connection: one outstanding request
-// at a time, with request ids 1, 2, 3, ...
+// at a time, with request ids 1, 2, 3, ... Requests are made through a
+// route of the helper's protocol ([Route.Call]).
 type Client struct {
 	Conn *Conn
 	next uint32
 }
 
-// Call sends req with fds (which the caller still owns) and waits for the
-// reply. If the helper answers with an *Error, that is returned as the error.
-// The returned files are owned by the caller.
-func (c *Client) Call(req Message, fds []int) (Message, []*os.File, error) {
+// call sends req on route r and waits for its reply, which must be r's
+// reply type or an Error (returned as the error); any other type is
+// refused from the frame's header.
+func (c *Client) call(r *route, req Message, fds []int) (Message, []*os.File, error) {
 	if c.next == ^uint32(0) {
 		// Wrapping to 0 would break the strictly-increasing id rule.
 		return nil, nil, fmt.Errorf("wire: call: request ids exhausted")
 	}
 	c.next++
 	id := c.next
-	if err := c.Conn.Send(id, req, fds); err != nil {
+	if err := c.Conn.send(id, &r.req, req, fds); err != nil {
 		return nil, nil, fmt.Errorf("wire: call %d: %w", id, err)
 	}
-	fr, err := c.Conn.Recv()
+	fr, err := c.Conn.Recv(replyOf{r})
 	if err != nil {
 		return nil, nil, fmt.Errorf("wire: call %d: %w", id, err)
 	}

@@ -17,12 +17,6 @@ import (
 // system call on its own buffers.
 type Conn struct {
 	uc *net.UnixConn
-	// accepts, when set (Server.Serve does), is the set of request types
-	// this end admits: Recv refuses any other type from the frame's
-	// header, before the payload is decoded, so a helper never parses a
-	// message it does not accept (threat: a compromised supervisor
-	// reaching another helper's decoder).
-	accepts map[MsgType]Accept
 }
 
 // Frame is one received, fully validated message. FDs holds the received
@@ -31,6 +25,7 @@ type Conn struct {
 // int; the receiver owns them and should Close them.
 type Frame struct {
 	ReqID uint32
+	Type  MsgType
 	Msg   Message
 	FDs   []*os.File
 }
@@ -95,39 +90,31 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// Send sends m with request id reqID as one datagram, with fds attached in a
-// single SCM_RIGHTS control message. len(fds) must equal m.FDs(). Send does
-// not close fds; the caller still owns them. Local validation failures wrap
-// [ErrInvalidMessage]; nothing is sent in that case.
-func (c *Conn) Send(reqID uint32, m Message, fds []int) error {
-	buf, err := EncodeFrame(reqID, m)
+// send sends m, of kind k, with request id reqID as one datagram, with
+// fds attached in a single SCM_RIGHTS control message. len(fds) must be
+// the kind's count. send does not close fds; the caller still owns them.
+// Local validation failures wrap [ErrInvalidMessage]; nothing is sent in
+// that case.
+func (c *Conn) send(reqID uint32, k *kind, m Message, fds []int) error {
+	buf, err := encodeFrame(reqID, k, m)
 	if err != nil {
 		return fmt.Errorf("wire: send: %w", err)
 	}
-	if len(fds) != m.FDs() {
-		return fmt.Errorf("wire: send type %#04x: %w: %d descriptors, type carries %d", uint16(m.Type()), ErrInvalidMessage, len(fds), m.FDs())
+	if len(fds) != k.fds {
+		return fmt.Errorf("wire: send %s: %w: %d descriptors, type carries %d", k, ErrInvalidMessage, len(fds), k.fds)
 	}
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	n, oobn, err := c.uc.WriteMsgUnix(buf, oob, nil)
-	if err != nil {
-		return fmt.Errorf("wire: send type %#04x: %w", uint16(m.Type()), err)
-	}
-	if n != len(buf) || oobn != len(oob) {
-		// Cannot happen on SEQPACKET (datagrams are atomic), but a partial
-		// frame must never be reported as sent.
-		return fmt.Errorf("wire: send type %#04x: %w", uint16(m.Type()), io.ErrShortWrite)
+	if err := c.SendRaw(buf, fds); err != nil {
+		return fmt.Errorf("wire: send %s: %w", k, err)
 	}
 	return nil
 }
 
-// Recv receives and validates one frame. It returns io.EOF when the peer
-// has closed the connection, a *ProtocolError for any peer fault, and a
-// plain wrapped error for local I/O failures. On every error path each
-// descriptor that arrived is closed before returning.
-func (c *Conn) Recv() (Frame, error) {
+// Recv receives and validates one frame of a type a Admits (a *Protocol
+// Admits its requests; [OnlyErrors] an Error). It returns io.EOF when the
+// peer has closed the connection, a *ProtocolError for any peer fault,
+// and a plain wrapped error for local I/O failures. On every error path
+// each descriptor that arrived is closed before returning.
+func (c *Conn) Recv(a Admits) (Frame, error) {
 	const op = "recv"
 	// MaxMessage bytes exactly: anything longer sets MSG_TRUNC, which is
 	// how an oversized datagram is detected without a bigger buffer.
@@ -177,7 +164,8 @@ func (c *Conn) Recv() (Frame, error) {
 	if flags&unix.MSG_TRUNC != 0 {
 		return fail(protoErr(op, ErrTruncated, "datagram exceeds %d bytes", MaxMessage))
 	}
-	reqID, m, err := decodeFrame(buf[:n], len(fds), c.accepts)
+	reqID, m, err := decodeFrame(buf[:n], len(fds), a)
+	typ := MsgType(binary.LittleEndian.Uint16(buf[offType:]))
 	if err != nil {
 		return fail(err)
 	}
@@ -185,7 +173,7 @@ func (c *Conn) Recv() (Frame, error) {
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), "wire-fd")
 	}
-	return Frame{ReqID: reqID, Msg: m, FDs: files}, nil
+	return Frame{ReqID: reqID, Type: typ, Msg: m, FDs: files}, nil
 }
 
 // takeControl walks every control message and returns every descriptor

@@ -14,21 +14,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Test-only message types. They live outside every reserved range and are
-// registered only in the test binary, so production code never accepts
-// them; they exist because no production message carries descriptors or
-// bools yet.
+// The test protocols. Their types lie outside every reserved range, so
+// no helper accepts them; testProto has messages with descriptors, bools
+// and byte fields, and otherProto stands for another helper's protocol.
 const (
-	msgTestPing MsgType = 0xfff0
-	msgTestFD   MsgType = 0xfff1
+	msgTestPing  MsgType = 0xfff0
+	msgTestFD    MsgType = 0xfff2
+	msgTestOther MsgType = 0x0f01
+)
+
+var (
+	pingRoute  = NewRoute[testPing, testPong](msgTestPing, 0, 0, false)
+	fdRoute    = NewRoute[testFD, testFDReply](msgTestFD, 1, 1, false)
+	testProto  = NewProtocol("glove-test", pingRoute, fdRoute)
+	otherRoute = NewRoute[testOther, testOtherReply](msgTestOther, 0, 0, false)
+	otherProto = NewProtocol("glove-other", otherRoute)
 )
 
 type testPing struct{ Tag uint32 }
 
-func (*testPing) Type() MsgType       { return msgTestPing }
-func (*testPing) FDs() int            { return 0 }
-func (m *testPing) encode(e *Encoder) { e.U32(m.Tag) }
-func (m *testPing) decode(d *Decoder) { m.Tag = d.U32() }
+func (m *testPing) Encode(e *Encoder) { e.U32(m.Tag) }
+func (m *testPing) Decode(d *Decoder) { m.Tag = d.U32() }
+
+type testPong struct{ Tag uint32 }
+
+func (m *testPong) Encode(e *Encoder) { e.U32(m.Tag) }
+func (m *testPong) Decode(d *Decoder) { m.Tag = d.U32() }
 
 type testFD struct {
 	Flag bool
@@ -36,24 +47,63 @@ type testFD struct {
 	Blob []byte
 }
 
-func (*testFD) Type() MsgType { return msgTestFD }
-func (*testFD) FDs() int      { return 1 }
-func (m *testFD) encode(e *Encoder) {
+func (m *testFD) Encode(e *Encoder) {
 	e.Bool(m.Flag)
 	e.U32(m.Tag)
 	e.Bytes(m.Blob, 32)
 }
-func (m *testFD) decode(d *Decoder) {
+func (m *testFD) Decode(d *Decoder) {
 	m.Flag = d.Bool()
 	m.Tag = d.U32()
 	m.Blob = d.Bytes(32)
 }
 
-func init() {
-	registry[msgTestPing] = func() Message { return &testPing{} }
-	registry[msgTestFD] = func() Message { return &testFD{} }
-	Accepts["glove-test"] = []Accept{{MsgHello, true}, {msgTestPing, false}, {msgTestFD, false}}
+type testFDReply struct{ Tag uint32 }
+
+func (m *testFDReply) Encode(e *Encoder) { e.U32(m.Tag) }
+func (m *testFDReply) Decode(d *Decoder) { m.Tag = d.U32() }
+
+type testOther struct{ Session string }
+
+func (m *testOther) Encode(e *Encoder) { e.String(m.Session, MaxSessionName) }
+func (m *testOther) Decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
+
+type testOtherReply struct{ Empty }
+
+// testAll admits every type of both test protocols, requests and replies,
+// so the frame rules can be tested apart from which end admits what.
+var testAll = func() anyKinds {
+	a := anyKinds{}
+	for _, p := range []*Protocol{testProto, otherProto} {
+		for t, k := range p.all {
+			a[t] = k
+		}
+	}
+	return a
+}()
+
+type anyKinds map[MsgType]*kind
+
+func (a anyKinds) kind(t MsgType) (*kind, bool) {
+	k, ok := a[t]
+	return k, ok
 }
+
+// kindOf finds a test message's kind by its Go type (each is unique).
+func kindOf(m Message) *kind {
+	for _, k := range testAll {
+		if k.goT == reflect.TypeOf(m) {
+			return k
+		}
+	}
+	return &errorKind
+}
+
+// sendMsg sends m as its kind.
+func sendMsg(c *Conn, id uint32, m Message, fds []int) error { return c.send(id, kindOf(m), m, fds) }
+
+// encodeMsg encodes m as its kind.
+func encodeMsg(id uint32, m Message) ([]byte, error) { return encodeFrame(id, kindOf(m), m) }
 
 // rawPair returns a SOCK_SEQPACKET pair as raw descriptors, closed at the
 // end of the test unless the caller takes them.
@@ -174,14 +224,14 @@ func TestRoundTrip(t *testing.T) {
 		&HelloReply{Name: "glove-mounter", Protocol: Version, CapEffective: 1 << 21, CapPermitted: 1<<21 | 1},
 		&HelloReply{},
 		&Error{Code: ErrRefused, Message: "path outside /var/lib/glove: ünïcode ok"},
-		&testPing{Tag: 0xdeadbeef},
+		&testPing{Tag: 0xdeadbeef}, &testPong{Tag: 7},
 	}
 	for i, m := range msgs {
 		id := uint32(i + 1)
-		if err := a.Send(id, m, nil); err != nil {
+		if err := sendMsg(a, id, m, nil); err != nil {
 			t.Fatalf("send %T: %v", m, err)
 		}
-		fr, err := b.Recv()
+		fr, err := b.Recv(testAll)
 		if err != nil {
 			t.Fatalf("recv %T: %v", m, err)
 		}
@@ -199,7 +249,7 @@ func TestPassDescriptors(t *testing.T) {
 	}
 	defer r.Close()
 	sent := &testFD{Flag: true, Tag: 42, Blob: []byte{1, 2, 3}}
-	if err := a.Send(9, sent, []int{int(w.Fd())}); err != nil {
+	if err := sendMsg(a, 9, sent, []int{int(w.Fd())}); err != nil {
 		t.Fatal(err)
 	}
 	// Send must not close the caller's descriptor.
@@ -208,7 +258,7 @@ func TestPassDescriptors(t *testing.T) {
 	}
 	w.Close()
 
-	fr, err := b.Recv()
+	fr, err := b.Recv(testAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,14 +305,14 @@ func TestRejectedDescriptorsClosed(t *testing.T) {
 	before := openFDs(t)
 	// A Hello that declares no descriptors but carries three.
 	sendRaw(t, raw, EncodeRawHeader(Version, uint16(MsgHello), 1, 0, 0, 0), unix.UnixRights(fds...))
-	_, err := c.Recv()
+	_, err := c.Recv(testAll)
 	if !errors.Is(err, ErrFDCount) {
 		t.Fatalf("got %v, want ErrFDCount", err)
 	}
 	checkNoLeak(t, before)
 	// The connection stays usable; a valid frame still decodes.
 	sendRaw(t, raw, EncodeRawHeader(Version, uint16(MsgHello), 2, 0, 0, 0), nil)
-	if fr, err := c.Recv(); err != nil || fr.ReqID != 2 {
+	if fr, err := c.Recv(testAll); err != nil || fr.ReqID != 2 {
 		t.Fatalf("valid frame after rejection: %v", err)
 	}
 }
@@ -270,7 +320,7 @@ func TestRejectedDescriptorsClosed(t *testing.T) {
 func TestRecvEOF(t *testing.T) {
 	a, b := connPair(t)
 	a.Close()
-	if _, err := b.Recv(); err != io.EOF {
+	if _, err := b.Recv(testAll); err != io.EOF {
 		t.Fatalf("got %v, want io.EOF", err)
 	}
 }
@@ -287,7 +337,7 @@ func TestSendWrongFDCount(t *testing.T) {
 		{&testFD{}, fds},
 	}
 	for _, tc := range cases {
-		if err := a.Send(1, tc.m, tc.fds); !errors.Is(err, ErrInvalidMessage) {
+		if err := sendMsg(a, 1, tc.m, tc.fds); !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("%T with %d fds: got %v, want ErrInvalidMessage", tc.m, len(tc.fds), err)
 		}
 	}
@@ -296,7 +346,7 @@ func TestSendWrongFDCount(t *testing.T) {
 	}
 	// Nothing may have been sent.
 	b.SetDeadline(time.Now().Add(50 * time.Millisecond))
-	if _, err := b.Recv(); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := b.Recv(testAll); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("peer received something: %v", err)
 	}
 }
@@ -315,7 +365,7 @@ func TestSendInvalidFields(t *testing.T) {
 		{nil, ErrInvalidMessage},
 	}
 	for _, tc := range cases {
-		err := a.Send(1, tc.m, nil)
+		err := sendMsg(a, 1, tc.m, nil)
 		if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidMessage) {
 			t.Errorf("%#v: got %v, want %v", tc.m, err, tc.want)
 		}
@@ -354,7 +404,7 @@ func TestFromFileRejectsWrongSockets(t *testing.T) {
 }
 
 func TestEncodeFrameLayout(t *testing.T) {
-	buf, err := EncodeFrame(0x01020304, &Error{Code: ErrRefused, Message: "no"})
+	buf, err := encodeMsg(0x01020304, &Error{Code: ErrRefused, Message: "no"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ type badFrame struct {
 	name string
 	buf  []byte
 	nfds int   // descriptors received with buf
-	want error // from DecodeFrame
+	want error // from decodeFrame
 	// sockWant, if set, is what Recv must report when buf is really sent
 	// with nfds descriptors; the kernel sees some faults first.
 	sockWant error
@@ -58,16 +58,16 @@ func badFrames() []badFrame {
 		{name: "payload length over MaxPayload", buf: EncodeRawHeader(Version, uint16(MsgHello), 1, MaxPayload+1, 0, 0), want: ErrTooLarge},
 		{name: "payload length 0xffffffff", buf: EncodeRawHeader(Version, uint16(MsgHello), 1, ^uint32(0), 0, 0), want: ErrTooLarge},
 		{name: "frame over MaxMessage", buf: oversized, want: ErrTooLarge, sockWant: ErrTruncated},
-		{name: "unknown type 0", buf: frame(0, 0), want: ErrUnknownType},
-		{name: "unknown type in mounter range", buf: frame(0x0100, 0), want: ErrUnknownType},
-		{name: "unknown type 0xffff", buf: frame(0xffff, 0), want: ErrUnknownType},
+		{name: "unaccepted type 0", buf: frame(0, 0), want: ErrNotAccepted},
+		{name: "unaccepted type in mounter range", buf: frame(0x0100, 0), want: ErrNotAccepted},
+		{name: "unaccepted type 0xffff", buf: frame(0xffff, 0), want: ErrNotAccepted},
 		{name: "fd count declared 1 received 0", buf: frame(MsgHello, 1), want: ErrFDCount},
 		{name: "fd count declared 0 received 1", buf: frame(MsgHello, 0), nfds: 1, want: ErrFDCount},
 		{name: "fd count declared over MaxFDs", buf: frame(MsgHello, MaxFDs+1), want: ErrTooManyFDs},
 		{name: "more than MaxFDs received", buf: frame(MsgHello, MaxFDs+1), nfds: MaxFDs + 1, want: ErrTooManyFDs, sockWant: ErrControlTruncated},
 		{name: "Hello carrying a descriptor", buf: frame(MsgHello, 1), nfds: 1, want: ErrFDCount},
 		{name: "fd message without descriptor", buf: frame(msgTestFD, 0, []byte{0}, le32(0), str("")), want: ErrFDCount},
-		{name: "unknown type with descriptors", buf: frame(0x0200, 2), nfds: 2, want: ErrUnknownType},
+		{name: "unaccepted type with descriptors", buf: frame(0x0200, 2), nfds: 2, want: ErrNotAccepted},
 		{name: "Hello with trailing byte", buf: frame(MsgHello, 0, []byte{0}), want: ErrTrailing},
 		{name: "HelloReply with trailing byte", buf: frame(MsgHelloReply, 0, helloReply(str("m")), []byte{0}), want: ErrTrailing},
 		{name: "HelloReply string length past end", buf: frame(MsgHelloReply, 0, le16(10), []byte("abc")), want: ErrShortPayload},
@@ -90,7 +90,7 @@ func badFrames() []badFrame {
 func TestDecodeFrameRejects(t *testing.T) {
 	for _, tc := range badFrames() {
 		t.Run(tc.name, func(t *testing.T) {
-			_, m, err := DecodeFrame(tc.buf, tc.nfds)
+			_, m, err := decodeFrame(tc.buf, tc.nfds, testAll)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -122,7 +122,7 @@ func TestRecvRejects(t *testing.T) {
 			if tc.sockWant != nil {
 				want = tc.sockWant
 			}
-			fr, err := c.Recv()
+			fr, err := c.Recv(testAll)
 			if !errors.Is(err, want) {
 				t.Fatalf("got %v (frame %+v), want %v", err, fr, want)
 			}
@@ -196,7 +196,7 @@ func TestRecvRejectsControl(t *testing.T) {
 			}
 			before := openFDs(t)
 			sendRaw(t, raw, tc.buf, oob)
-			_, err := c.Recv()
+			_, err := c.Recv(testAll)
 			var pe *ProtocolError
 			if !errors.Is(err, tc.want) || !errors.As(err, &pe) {
 				t.Fatalf("got %v, want %v", err, tc.want)
@@ -219,7 +219,7 @@ func TestDecodeFrameAccepts(t *testing.T) {
 		{frame(msgTestFD, 1, []byte{1}, le32(7), str("ab")), 1, &testFD{Flag: true, Tag: 7, Blob: []byte("ab")}},
 	}
 	for _, tc := range cases {
-		id, m, err := DecodeFrame(tc.buf, tc.nfds)
+		id, m, err := decodeFrame(tc.buf, tc.nfds, testAll)
 		if err != nil || id != 1 {
 			t.Errorf("%T: id %d err %v", tc.want, id, err)
 			continue
@@ -227,7 +227,7 @@ func TestDecodeFrameAccepts(t *testing.T) {
 		if !reflect.DeepEqual(m, tc.want) {
 			t.Errorf("decoded %#v, want %#v", m, tc.want)
 		}
-		if got, _ := EncodeFrame(id, m); !bytes.Equal(got, tc.buf) {
+		if got, _ := encodeMsg(id, m); !bytes.Equal(got, tc.buf) {
 			t.Errorf("%T: decoded %#v, re-encodes differently", tc.want, m)
 		}
 	}

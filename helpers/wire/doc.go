@@ -43,12 +43,13 @@
 //	|                 payload (payload length bytes)                | 16
 //	+---------------------------------------------------------------+
 //
-// Field rules ([DecodeFrame] checks the frame itself; [Server] checks request
-// ids and which types a helper accepts):
+// Field rules ([Conn.Recv] checks the frame itself and which types the
+// receiver admits; [Server] checks request ids and once-only requests):
 //
 //   - version must equal [Version].
-//   - type is a [MsgType]; it must be known and, on the helper side,
-//     accepted by that helper (see [Accepts]).
+//   - type is a [MsgType] the receiver admits: on the helper side a
+//     request of its [Protocol], on the supervisor's the reply it waits
+//     for or an Error.
 //   - request id: requests carry strictly increasing non-zero ids; a reply
 //     echoes the id of its request. A protocol-error reply uses id 0.
 //   - payload length must equal the bytes received minus [HeaderSize] and
@@ -80,62 +81,33 @@
 //	0x0300-0x03ff   glove-cgroup
 //	0x0400-0x04ff   glove-streamproxy
 //
-// Currently defined:
+// The common types are Hello (1, once per connection), its HelloReply
+// (2: Name string(64), Protocol u16, CapEffective u64, CapPermitted
+// u64) and Error (3: Code u16, Message string(512)), the negative reply
+// to any request.
 //
-//	type  name        direction            fds  payload
-//	1     Hello       supervisor -> helper  0   (empty)
-//	2     HelloReply  helper -> supervisor  0   Name string(64), Protocol u16,
-//	                                            CapEffective u64, CapPermitted u64
-//	3     Error       helper -> supervisor  0   Code u16, Message string(512)
-//	0x0101 Bind        supervisor -> mounter  1   Flags u32 (1 read-only, 2 noexec); fd: source
-//	0x0102 BindReply   mounter -> supervisor  1   (empty); fd: detached mount
-//	0x0103 Tmpfs       supervisor -> mounter  0   SizeBytes u64, Inodes u64, Mode u32, Flags u32 (1 noexec)
-//	0x0104 TmpfsReply  mounter -> supervisor  1   (empty); fd: detached tmpfs
-//	0x0201 Create      supervisor -> loopext4 1   Name string(64), SizeBytes u64; fd: materialization root
-//	0x0202 CreateReply loopext4 -> supervisor 0   (empty)
-//	0x0203 Attach      supervisor -> loopext4 1   Name string(64), ReadOnly bool; fd: materialization root
-//	0x0204 AttachReply loopext4 -> supervisor 1   (empty); fd: detached ext4 mount
-//	0x0205 Freeze      supervisor -> loopext4 1   (empty); fd: the image mount
-//	0x0206 FreezeReply loopext4 -> supervisor 0   (empty)
-//	0x0301 CgCreate      supervisor -> cgroup 0   Session string(64), MemoryBytes u64, Pids u64
-//	0x0302 CgCreateReply cgroup -> supervisor 4   Inode u64; fds: v2 session directory, cgroup.events,
-//	                                              memory events, cpu.stat
-//	0x0303 CgPlace       supervisor -> cgroup 1   Session string(64); fd: pidfd of the process
-//	0x0304 CgPlaceReply  cgroup -> supervisor 0   (empty)
-//	0x0305 CgKill        supervisor -> cgroup 0   Session string(64)
-//	0x0306 CgKillReply   cgroup -> supervisor 0   Empty bool
-//	0x0307 CgRemove      supervisor -> cgroup 0   Session string(64)
-//	0x0308 CgRemoveReply cgroup -> supervisor 0   (empty)
-//	0x0309 CgStat        supervisor -> cgroup 0   Session string(64)
-//	0x030a CgStatReply   cgroup -> supervisor 0   MemoryPeakBytes u64, OOMKills u64, PidsCurrent u64,
-//	                                              PidsPeak u64, CPUTimeNS u64
-//	0x030b CgFreeze      supervisor -> cgroup 0   Session string(64), Frozen bool
-//	0x030c CgFreezeReply cgroup -> supervisor 0   Settled bool
-//	0x030d CgRemoveEmpty      supervisor -> cgroup 0   Session string(64)
-//	0x030e CgRemoveEmptyReply cgroup -> supervisor 0   (empty)
-//	0x0401 StreamOpen        supervisor -> streamproxy 3  Session string(64), Alias string(64);
-//	                                                      fds: guest end, upstream, audit file
-//	0x0402 StreamOpenReply   streamproxy -> supervisor 0  (empty)
-//	0x0403 StreamStatus      supervisor -> streamproxy 0  (empty)
-//	0x0404 StreamStatusReply streamproxy -> supervisor 0  Open bool, Exchanges u64, Err string(32)
-//	0x0405 StreamClose       supervisor -> streamproxy 0  (empty)
-//	0x0406 StreamCloseReply  streamproxy -> supervisor 0  (empty)
+// # Each helper's protocol, declared once
 //
-// # Which helper accepts which message
+// A helper's protocol is one declaration in its own package
+// (helpers/wire/mountwire, loopwire, cgwire, streamwire): a [Route] per
+// request, holding the request's type number (its reply is the next
+// number), the request and reply structs, the descriptors each carries
+// and whether the request may come only once per connection, and a
+// [Protocol] listing the routes. Everything else is built from it: the
+// helper's typed handlers ([Route.Handle]) and the [Server] that checks
+// they cover exactly the routes, the supervisor's typed calls
+// ([Route.Call]), the frame decoder's admitted types, and the tables of
+// docs/helpers.md and SECURITY.md (generated, checked by tests). A helper
+// links the wire core and its own protocol package only, so the decoders
+// of other helpers' messages are not in its executable.
 //
-// A helper only dispatches the request types listed for it in [Accepts];
-// anything else, including reply types sent by the supervisor, is a protocol
-// error, found from the frame's header: [Server] has its [Conn] refuse the
-// type before the payload is decoded, so a helper never runs the decoder
-// of a message it does not accept. "once" means a second such request on the same connection is a
-// protocol error too.
-//
-//	helper              accepts
-//	glove-mounter       Hello (once), Bind, Tmpfs
-//	glove-loopext4      Hello (once), Create, Attach, Freeze
-//	glove-cgroup        Hello (once), CgCreate, CgPlace, CgKill, CgRemove, CgStat, CgFreeze,
-//	                    CgRemoveEmpty
-//	glove-streamproxy   Hello (once), StreamOpen (once), StreamStatus, StreamClose
+// A helper refuses a type its protocol does not declare, including reply
+// types sent by the supervisor, from the frame's header: [Conn.Recv]
+// checks the type against what the receiver admits before the payload is
+// decoded, so a helper never runs the decoder of a message it does not
+// accept. "once" means a second such request on the same connection is a
+// protocol error too. The supervisor's [Client] likewise admits only the
+// reply of the request it sent, or an Error.
 //
 // # Error codes
 //

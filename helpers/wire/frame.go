@@ -38,50 +38,39 @@ func EncodeRawHeader(version, typ uint16, reqID, payloadLen uint32, nfds, flags 
 	return h
 }
 
-// EncodeFrame encodes m as a complete frame (header and payload) with
-// request id reqID. The header's fd count is m.FDs(). Errors wrap
-// [ErrInvalidMessage].
-func EncodeFrame(reqID uint32, m Message) ([]byte, error) {
+// encodeFrame encodes m, of kind k, as a complete frame (header and
+// payload) with request id reqID. Errors wrap [ErrInvalidMessage].
+func encodeFrame(reqID uint32, k *kind, m Message) ([]byte, error) {
 	if m == nil {
 		return nil, fmt.Errorf("wire: encode frame: %w: nil message", ErrInvalidMessage)
 	}
-	if _, known := registry[m.Type()]; !known {
-		return nil, fmt.Errorf("wire: encode frame: %w: unregistered type %#04x", ErrInvalidMessage, uint16(m.Type()))
-	}
-	if n := m.FDs(); n < 0 || n > MaxFDs {
-		return nil, fmt.Errorf("wire: encode frame: %w: type %#04x carries %d descriptors", ErrInvalidMessage, uint16(m.Type()), n)
-	}
-	e := NewEncoder(EncodeRawHeader(Version, uint16(m.Type()), reqID, 0, uint16(m.FDs()), 0))
-	m.encode(e)
+	e := NewEncoder(EncodeRawHeader(Version, uint16(k.t), reqID, 0, uint16(k.fds), 0))
+	m.Encode(e)
 	if err := e.Err(); err != nil {
-		return nil, fmt.Errorf("wire: encode frame type %#04x: %w: %w", uint16(m.Type()), ErrInvalidMessage, err)
+		return nil, fmt.Errorf("wire: encode frame %s: %w: %w", k, ErrInvalidMessage, err)
 	}
 	buf := e.Encoded()
 	if len(buf) > MaxMessage {
-		return nil, fmt.Errorf("wire: encode frame type %#04x: %w: %d bytes exceeds %d", uint16(m.Type()), ErrInvalidMessage, len(buf), MaxMessage)
+		return nil, fmt.Errorf("wire: encode frame %s: %w: %d bytes exceeds %d", k, ErrInvalidMessage, len(buf), MaxMessage)
 	}
 	binary.LittleEndian.PutUint32(buf[offLength:], uint32(len(buf)-HeaderSize))
 	return buf, nil
-}
-
-// DecodeFrame validates one received frame and decodes its message, given
-// the number of descriptors that arrived with it. It is the pure part of
-// [Conn.Recv]: it touches no descriptors. Every failure is a
-// *ProtocolError wrapping the sentinel of the rule that failed. Checks run
-// cheapest-first and nothing is allocated for the payload until the header
-// has been fully validated.
-func DecodeFrame(buf []byte, nfds int) (reqID uint32, m Message, err error) {
-	return decodeFrame(buf, nfds, nil)
 }
 
 // testHookDecode, when set by a test, is called with each type whose
 // payload is about to be decoded.
 var testHookDecode func(MsgType)
 
-// decodeFrame is DecodeFrame for a receiver that admits only the types in
-// accepts (nil: any known type): another type is refused with
-// ErrNotAccepted from the header alone, its payload never decoded.
-func decodeFrame(buf []byte, nfds int, accepts map[MsgType]Accept) (reqID uint32, m Message, err error) {
+// decodeFrame validates one received frame and decodes its message, given
+// the number of descriptors that arrived with it and the types this end
+// Admits: any other type is refused with ErrNotAccepted from the header
+// alone, its payload never decoded (threat: a compromised supervisor
+// reaching the decoder of a message the helper does not accept). It is
+// the pure part of [Conn.Recv]: it touches no descriptors. Every failure
+// is a *ProtocolError wrapping the sentinel of the rule that failed.
+// Checks run cheapest-first and nothing is allocated for the payload
+// until the header has been fully validated.
+func decodeFrame(buf []byte, nfds int, a Admits) (reqID uint32, m Message, err error) {
 	const op = "decode frame"
 	if len(buf) < HeaderSize {
 		return 0, nil, protoErr(op, ErrShortFrame, "%d bytes", len(buf))
@@ -109,23 +98,21 @@ func decodeFrame(buf []byte, nfds int, accepts map[MsgType]Accept) (reqID uint32
 	case declFDs != nfds:
 		return 0, nil, protoErr(op, ErrFDCount, "declared %d, received %d", declFDs, nfds)
 	}
-	m, ok := New(typ)
+	k, ok := a.kind(typ)
 	if !ok {
-		return 0, nil, protoErr(op, ErrUnknownType, "%#04x", uint16(typ))
-	}
-	if _, ok := accepts[typ]; accepts != nil && !ok {
 		return 0, nil, protoErr(op, ErrNotAccepted, "type %#04x", uint16(typ))
 	}
-	if m.FDs() != declFDs {
-		return 0, nil, protoErr(op, ErrFDCount, "type %#04x carries %d, frame has %d", uint16(typ), m.FDs(), declFDs)
+	if k.fds != declFDs {
+		return 0, nil, protoErr(op, ErrFDCount, "%s carries %d, frame has %d", k, k.fds, declFDs)
 	}
 	if testHookDecode != nil {
 		testHookDecode(typ)
 	}
+	m = k.make()
 	d := NewDecoder(buf[HeaderSize:])
-	m.decode(d)
+	m.Decode(d)
 	if err := d.Finish(); err != nil {
-		return 0, nil, &ProtocolError{Op: fmt.Sprintf("%s type %#04x", op, uint16(typ)), Err: err}
+		return 0, nil, &ProtocolError{Op: fmt.Sprintf("%s %s", op, k), Err: err}
 	}
 	return reqID, m, nil
 }

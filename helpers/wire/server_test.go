@@ -39,28 +39,34 @@ const (
 	tagProtocolError = 4
 )
 
-func fakeHandlers() map[MsgType]Handler {
-	return map[MsgType]Handler{
-		MsgHello: func(uint32, Message, []*os.File) (Message, []int, error) {
+// fakeHandlers are glove-test's handlers.
+func fakeHandlers() []Handler {
+	return []Handler{
+		HelloRoute.Handle(func(uint32, *Hello, []*os.File) (*HelloReply, []int, error) {
 			return &HelloReply{Name: "glove-test", Protocol: Version}, nil, nil
-		},
-		msgTestPing: func(_ uint32, m Message, _ []*os.File) (Message, []int, error) {
-			switch tag := m.(*testPing).Tag; tag {
+		}),
+		pingRoute.Handle(func(_ uint32, m *testPing, _ []*os.File) (*testPong, []int, error) {
+			switch m.Tag {
 			case tagRefuse:
 				return nil, nil, &Error{Code: ErrRefused, Message: "outside bounds"}
 			case tagFail:
 				return nil, nil, errors.New("mount /\xff\x00: " + strings.Repeat("x", 600))
 			case tagBadReply:
-				return &testFD{}, nil, nil // needs one descriptor, has none
+				// A descriptor the reply type does not carry.
+				fd, err := unix.Dup(0)
+				if err != nil {
+					return nil, nil, err
+				}
+				return &testPong{}, []int{fd}, nil
 			case tagProtocolError:
 				return nil, nil, &Error{Code: ErrProtocol, Message: "handler says stop"}
 			default:
-				return &testPing{Tag: tag + 100}, nil, nil
+				return &testPong{Tag: m.Tag + 100}, nil, nil
 			}
-		},
+		}),
 		// Writes to the received descriptor and replies with the write end
-		// of a fresh pipe whose read end is published in lastReplyPipe.
-		msgTestFD: func(_ uint32, m Message, fds []*os.File) (Message, []int, error) {
+		// of a fresh pipe whose read end is published in replyPipeRead.
+		fdRoute.Handle(func(_ uint32, m *testFD, fds []*os.File) (*testFDReply, []int, error) {
 			if _, err := fds[0].Write([]byte("from handler")); err != nil {
 				return nil, nil, err
 			}
@@ -70,15 +76,28 @@ func fakeHandlers() map[MsgType]Handler {
 				return nil, nil, err
 			}
 			replyPipeRead <- os.NewFile(uintptr(p[0]), "reply-pipe-read")
-			return &testFD{Tag: m.(*testFD).Tag}, []int{p[1]}, nil
-		},
+			return &testFDReply{Tag: m.Tag}, []int{p[1]}, nil
+		}),
+	}
+}
+
+// otherHandlers are glove-other's: it answers its one request with an
+// Error.
+func otherHandlers() []Handler {
+	return []Handler{
+		HelloRoute.Handle(func(uint32, *Hello, []*os.File) (*HelloReply, []int, error) {
+			return &HelloReply{Name: "glove-other", Protocol: Version}, nil, nil
+		}),
+		otherRoute.Handle(func(uint32, *testOther, []*os.File) (*testOtherReply, []int, error) {
+			return nil, nil, &Error{Code: ErrUnsupported, Message: "test"}
+		}),
 	}
 }
 
 var replyPipeRead = make(chan *os.File, 1)
 
-// startServer runs Serve for helper name on one end of a socket pair and
-// returns the other end and Serve's result.
+// startServer runs Serve for helper name (glove-test or glove-other) on
+// one end of a socket pair and returns the other end and Serve's result.
 func startServer(t *testing.T, name string) (peer, <-chan error) {
 	t.Helper()
 	a, b := rawPair(t)
@@ -86,23 +105,12 @@ func startServer(t *testing.T, name string) (peer, <-chan error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers := fakeHandlers()
-	for typ := range handlers {
-		if !slices.ContainsFunc(Accepts[name], func(a Accept) bool { return a.Type == typ }) {
-			delete(handlers, typ)
-		}
-	}
-	// Every accepted type needs a handler (Serve checks); the ones the
-	// fake table lacks answer with an Error.
-	for _, a := range Accepts[name] {
-		if _, ok := handlers[a.Type]; !ok {
-			handlers[a.Type] = func(uint32, Message, []*os.File) (Message, []int, error) {
-				return nil, nil, &Error{Code: ErrUnsupported, Message: "test"}
-			}
-		}
+	proto, handlers := testProto, fakeHandlers()
+	if name == "glove-other" {
+		proto, handlers = otherProto, otherHandlers()
 	}
 	logf := func(msg string, kv ...any) { t.Log(append([]any{"server:", msg}, kv...)...) }
-	s := &Server{Name: name, Conn: connOf(t, b), Handlers: handlers, Log: logf}
+	s := &Server{Protocol: proto, Conn: connOf(t, b), Handlers: handlers, Log: logf}
 	done := make(chan error, 1)
 	finished := make(chan struct{})
 	go func() {
@@ -133,10 +141,10 @@ func wait(t *testing.T, done <-chan error) error {
 // call sends m with id and returns the reply frame.
 func (p peer) call(t *testing.T, id uint32, m Message) Frame {
 	t.Helper()
-	if err := p.c.Send(id, m, nil); err != nil {
+	if err := sendMsg(p.c, id, m, nil); err != nil {
 		t.Fatal(err)
 	}
-	fr, err := p.c.Recv()
+	fr, err := p.c.Recv(testAll)
 	if err != nil {
 		t.Fatalf("reply to %d: %v", id, err)
 	}
@@ -152,7 +160,7 @@ func expectProtocolFault(t *testing.T, p peer, done <-chan error, want error) {
 	if !errors.As(err, &pe) || !errors.Is(err, want) {
 		t.Fatalf("Serve returned %v, want *ProtocolError wrapping %v", err, want)
 	}
-	fr, err := p.c.Recv()
+	fr, err := p.c.Recv(testAll)
 	if err != nil {
 		t.Fatalf("no protocol error reply: %v", err)
 	}
@@ -174,7 +182,7 @@ func TestServeEOF(t *testing.T) {
 func TestServeUnknownType(t *testing.T) {
 	p, done := startServer(t, "glove-test")
 	sendRaw(t, p.raw, frame(0x0999, 0), nil)
-	expectProtocolFault(t, p, done, ErrUnknownType)
+	expectProtocolFault(t, p, done, ErrNotAccepted)
 }
 
 func TestServeMalformedFrame(t *testing.T) {
@@ -184,9 +192,9 @@ func TestServeMalformedFrame(t *testing.T) {
 }
 
 func TestServeKnownTypeNotAccepted(t *testing.T) {
-	// testPing is a known type, but glove-mounter does not accept it.
-	p, done := startServer(t, "glove-mounter")
-	if err := p.c.Send(1, &testPing{}, nil); err != nil {
+	// testPing is glove-test's request; glove-other does not accept it.
+	p, done := startServer(t, "glove-other")
+	if err := sendMsg(p.c, 1, &testPing{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	expectProtocolFault(t, p, done, ErrNotAccepted)
@@ -195,7 +203,7 @@ func TestServeKnownTypeNotAccepted(t *testing.T) {
 func TestServeReplayedID(t *testing.T) {
 	p, done := startServer(t, "glove-test")
 	p.call(t, 5, &Hello{})
-	if err := p.c.Send(5, &testPing{}, nil); err != nil {
+	if err := sendMsg(p.c, 5, &testPing{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	expectProtocolFault(t, p, done, ErrRequestID)
@@ -204,7 +212,7 @@ func TestServeReplayedID(t *testing.T) {
 func TestServeDecreasingID(t *testing.T) {
 	p, done := startServer(t, "glove-test")
 	p.call(t, 7, &testPing{})
-	if err := p.c.Send(3, &testPing{}, nil); err != nil {
+	if err := sendMsg(p.c, 3, &testPing{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	expectProtocolFault(t, p, done, ErrRequestID)
@@ -212,7 +220,7 @@ func TestServeDecreasingID(t *testing.T) {
 
 func TestServeZeroID(t *testing.T) {
 	p, done := startServer(t, "glove-test")
-	if err := p.c.Send(0, &Hello{}, nil); err != nil {
+	if err := sendMsg(p.c, 0, &Hello{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	expectProtocolFault(t, p, done, ErrRequestID)
@@ -221,7 +229,7 @@ func TestServeZeroID(t *testing.T) {
 func TestServeOnceTwice(t *testing.T) {
 	p, done := startServer(t, "glove-test")
 	p.call(t, 1, &Hello{})
-	if err := p.c.Send(2, &Hello{}, nil); err != nil {
+	if err := sendMsg(p.c, 2, &Hello{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	expectProtocolFault(t, p, done, ErrRepeated)
@@ -231,7 +239,7 @@ func TestServeReplyTypeFromPeer(t *testing.T) {
 	for _, m := range []Message{&HelloReply{Name: "x"}, &Error{Code: ErrRefused}} {
 		t.Run(reflect.TypeOf(m).Elem().Name(), func(t *testing.T) {
 			p, done := startServer(t, "glove-test")
-			if err := p.c.Send(1, m, nil); err != nil {
+			if err := sendMsg(p.c, 1, m, nil); err != nil {
 				t.Fatal(err)
 			}
 			expectProtocolFault(t, p, done, ErrNotAccepted)
@@ -260,7 +268,7 @@ func TestServeHandlerErrorKeepsServing(t *testing.T) {
 	}
 	// A reply the handler got wrong is reported, not sent half-valid.
 	checkErr(p.call(t, 3, &testPing{Tag: tagBadReply}), 3, ErrInternal)
-	if fr := p.call(t, 4, &testPing{Tag: 9}); fr.ReqID != 4 || fr.Msg.(*testPing).Tag != 109 {
+	if fr := p.call(t, 4, &testPing{Tag: 9}); fr.ReqID != 4 || fr.Msg.(*testPong).Tag != 109 {
 		t.Fatalf("got %#v id %d after errors", fr.Msg, fr.ReqID)
 	}
 	p.close()
@@ -291,15 +299,15 @@ func TestServeDescriptorOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if err := p.c.Send(1, &testFD{Tag: 5}, []int{int(w.Fd())}); err != nil {
+	if err := sendMsg(p.c, 1, &testFD{Tag: 5}, []int{int(w.Fd())}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
-	fr, err := p.c.Recv()
+	fr, err := p.c.Recv(testAll)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fr.Msg.(*testFD).Tag != 5 || len(fr.FDs) != 1 {
+	if fr.Msg.(*testFDReply).Tag != 5 || len(fr.FDs) != 1 {
 		t.Fatalf("got %#v with %d fds", fr.Msg, len(fr.FDs))
 	}
 	fr.FDs[0].Close()
@@ -328,23 +336,23 @@ func TestServeDescriptorOwnership(t *testing.T) {
 
 func TestServeRefusesHandlerMismatch(t *testing.T) {
 	a, _ := connPair(t)
-	missing := fakeHandlers()
-	delete(missing, msgTestPing)
-	nilHandler := fakeHandlers()
-	nilHandler[msgTestPing] = nil
+	all := fakeHandlers()
+	missing := slices.DeleteFunc(fakeHandlers(), func(h Handler) bool { return h.Type() == msgTestPing })
 	cases := []struct {
 		name     string
-		helper   string
-		handlers map[MsgType]Handler
+		proto    *Protocol
+		handlers []Handler
 	}{
-		{"unknown helper", "glove-nonesuch", fakeHandlers()},
-		{"extra handler", "glove-mounter", fakeHandlers()},
-		{"missing handler", "glove-test", missing},
-		{"nil handler", "glove-test", nilHandler},
-		{"no handlers", "glove-mounter", nil},
+		{"no protocol", nil, all},
+		{"extra handler", otherProto, append(otherHandlers(), all[1])},
+		{"another protocol's handlers", otherProto, all},
+		{"missing handler", testProto, missing},
+		{"zero handler", testProto, append(missing, Handler{})},
+		{"two handlers of a type", testProto, append(fakeHandlers(), all[1])},
+		{"no handlers", testProto, nil},
 	}
 	for _, tc := range cases {
-		s := &Server{Name: tc.helper, Conn: a, Handlers: tc.handlers}
+		s := &Server{Protocol: tc.proto, Conn: a, Handlers: tc.handlers}
 		if err := s.Serve(); err == nil || errors.As(err, new(*ProtocolError)) {
 			t.Errorf("%s: Serve returned %v, want a configuration error", tc.name, err)
 		}
@@ -354,18 +362,21 @@ func TestServeRefusesHandlerMismatch(t *testing.T) {
 func TestClientCall(t *testing.T) {
 	p, done := startServer(t, "glove-test")
 	cl := &Client{Conn: p.c}
-	m, fds, err := cl.Call(&Hello{}, nil)
-	if hr, ok := m.(*HelloReply); err != nil || !ok || hr.Name != "glove-test" || len(fds) != 0 {
-		t.Fatalf("Hello: %#v, %v", m, err)
+	hr, fds, err := HelloRoute.Call(cl, &Hello{}, nil)
+	if err != nil || hr.Name != "glove-test" || len(fds) != 0 {
+		t.Fatalf("Hello: %#v, %v", hr, err)
 	}
-	_, _, err = cl.Call(&testPing{Tag: tagRefuse}, nil)
+	if pong, _, err := pingRoute.Call(cl, &testPing{Tag: 9}, nil); err != nil || pong.Tag != 109 {
+		t.Fatalf("ping: %#v, %v", pong, err)
+	}
+	_, _, err = pingRoute.Call(cl, &testPing{Tag: tagRefuse}, nil)
 	var e *Error
 	if !errors.As(err, &e) || e.Code != ErrRefused {
 		t.Fatalf("refusal: got %v", err)
 	}
 	// A second Hello is a protocol fault: the client surfaces the helper's
 	// explanation, sent with id 0.
-	_, _, err = cl.Call(&Hello{}, nil)
+	_, _, err = HelloRoute.Call(cl, &Hello{}, nil)
 	if !errors.Is(err, ErrRequestID) || !errors.As(err, &e) || e.Code != ErrProtocol {
 		t.Fatalf("protocol fault: got %v", err)
 	}
@@ -377,14 +388,15 @@ func TestClientCall(t *testing.T) {
 func TestClientRejectsWrongReplyID(t *testing.T) {
 	a, b := connPair(t)
 	cl := &Client{Conn: a}
-	fds := pipes(t, 1)
+	fds, req := pipes(t, 1), pipes(t, 1)
 	go func() {
-		if fr, err := b.Recv(); err == nil {
-			b.Send(fr.ReqID+1, &testFD{}, fds) // echoes the wrong id, with a descriptor
+		if fr, err := b.Recv(testAll); err == nil {
+			closeFiles(fr.FDs)
+			sendMsg(b, fr.ReqID+1, &testFDReply{}, fds) // echoes the wrong id, with a descriptor
 		}
 	}()
 	before := openFDs(t)
-	_, _, err := cl.Call(&Hello{}, nil)
+	_, _, err := fdRoute.Call(cl, &testFD{}, req)
 	var pe *ProtocolError
 	if !errors.Is(err, ErrRequestID) || !errors.As(err, &pe) {
 		t.Fatalf("got %v, want ErrRequestID", err)
@@ -394,9 +406,11 @@ func TestClientRejectsWrongReplyID(t *testing.T) {
 
 // TestServeRefusesBeforeDecoding: a helper refuses a type it does not
 // accept from the frame's header, without entering that type's decoder:
-// a CgCreate sent to glove-mounter, well formed or not, is refused as not
-// accepted (a malformed one would otherwise fail in the decoder), and the
-// decoder hook never sees the type.
+// another protocol's request sent to glove-test, well formed or not, is
+// refused as not accepted (a malformed one would otherwise fail in the
+// decoder), and the decoder hook never sees the type. (A helper links
+// only its own protocol's messages, so it has no such decoder at all;
+// this shows the server would not reach one.)
 func TestServeRefusesBeforeDecoding(t *testing.T) {
 	var mu sync.Mutex
 	var decoded []MsgType
@@ -411,22 +425,22 @@ func TestServeRefusesBeforeDecoding(t *testing.T) {
 		"malformed":   {0xff, 0xff, 0xff},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p, done := startServer(t, "glove-mounter")
+			p, done := startServer(t, "glove-test")
 			if payload == nil {
 				var err error
-				if payload, err = EncodeFrame(1, &CgCreate{Session: "s-1", MemoryBytes: 1, Pids: 1}); err != nil {
+				if payload, err = otherRoute.Frame(1, &testOther{Session: "s-1"}); err != nil {
 					t.Fatal(err)
 				}
 				payload = payload[HeaderSize:]
 			}
-			sendRaw(t, p.raw, frame(MsgCgCreate, 0, payload), nil)
+			sendRaw(t, p.raw, frame(msgTestOther, 0, payload), nil)
 			expectProtocolFault(t, p, done, ErrNotAccepted)
 		})
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if slices.Contains(decoded, MsgCgCreate) {
-		t.Errorf("glove-mounter entered CgCreate's decoder (decoded %v)", decoded)
+	if slices.Contains(decoded, msgTestOther) {
+		t.Errorf("glove-test entered another protocol's decoder (decoded %v)", decoded)
 	}
 	if !slices.Contains(decoded, MsgError) {
 		t.Errorf("the hook saw no decode at all (%v): it does not measure anything", decoded)

@@ -3,6 +3,8 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"io"
 	"os"
 	"path"
@@ -132,7 +134,7 @@ func (d *Daemon) sweepCgroups() {
 		return
 	}
 	for _, name := range names {
-		_, files, err := cg.Client.Call(&wire.CgRemoveEmpty{Session: name}, nil)
+		_, files, err := cgwire.RemoveEmpty.Call(cg.Client, &cgwire.RemoveEmptyRequest{Session: name}, nil)
 		for _, f := range files {
 			f.Close()
 		}
@@ -270,7 +272,7 @@ func (d *Daemon) recoverOne(sess store.Session, reserved bool, reason string) er
 	if err != nil {
 		return err
 	}
-	_, files, err := cg.Client.Call(&wire.CgRemove{Session: sess.ID}, nil)
+	_, files, err := cgwire.Remove.Call(cg.Client, &cgwire.RemoveRequest{Session: sess.ID}, nil)
 	for _, f := range files {
 		f.Close()
 	}
@@ -347,7 +349,7 @@ func (d *Daemon) freezeImages(id string) (err error) {
 	}
 	defer unix.Close(root)
 	for _, img := range m {
-		_, files, err := lx.Client.Call(&wire.Attach{Name: filepath.Base(img)}, []int{root})
+		_, files, err := loopwire.Attach.Call(lx.Client, &loopwire.AttachRequest{Name: filepath.Base(img)}, []int{root})
 		if err != nil {
 			return fmt.Errorf("attach a retained image: %w", err)
 		}
@@ -357,7 +359,7 @@ func (d *Daemon) freezeImages(id string) (err error) {
 			}
 			return errors.New("attach a retained image: no mount")
 		}
-		_, more, ferr := lx.Client.Call(&wire.Freeze{}, []int{int(files[0].Fd())})
+		_, more, ferr := loopwire.Freeze.Call(lx.Client, &loopwire.FreezeRequest{}, []int{int(files[0].Fd())})
 		for _, f := range append(files, more...) {
 			f.Close()
 		}

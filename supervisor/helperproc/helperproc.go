@@ -86,16 +86,9 @@ func (p *Proc) Conn() *wire.Conn { return p.conn }
 
 // Hello asks the helper who it is.
 func (p *Proc) Hello() (*wire.HelloReply, error) {
-	m, fds, err := p.Client.Call(&wire.Hello{}, nil)
-	for _, f := range fds {
-		f.Close()
-	}
+	r, _, err := wire.HelloRoute.Call(p.Client, &wire.Hello{}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("hello: %w", err)
-	}
-	r, ok := m.(*wire.HelloReply)
-	if !ok {
-		return nil, fmt.Errorf("hello: unexpected reply type %d", m.Type())
 	}
 	return r, nil
 }

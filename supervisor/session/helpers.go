@@ -84,37 +84,50 @@ type callOpts struct {
 	replace bool
 }
 
-// call sends one request and returns the reply and its descriptors (as
-// many as the reply type carries, or an error).
-func (h *helper) call(op string, req wire.Message, o callOpts, fds ...int) (wire.Message, []*os.File, error) {
+// request sends one request of route r through h and returns the reply
+// and its descriptors (see helper.call).
+func request[Q, R wire.Message](h *helper, op string, r wire.Route[Q, R], req Q, o callOpts, fds ...int) (R, []*os.File, error) {
+	var reply R
+	files, err := h.call(op, o, func(c *wire.Client) ([]*os.File, error) {
+		rep, files, err := r.Call(c, req, fds)
+		reply = rep
+		return files, err
+	})
+	return reply, files, err
+}
+
+// call runs one request (do, on a helper's client) and returns the
+// reply's descriptors: on the session's helper, or, when that one is
+// lost and o.replace is set, on a fresh one.
+func (h *helper) call(op string, o callOpts, do func(*wire.Client) ([]*os.File, error)) ([]*os.File, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.proc == nil {
-		return nil, nil, fmt.Errorf("%s %s: the session has no %s", h.name, op, h.name)
+		return nil, fmt.Errorf("%s %s: the session has no %s", h.name, op, h.name)
 	}
 	if h.lost == nil {
-		reply, files, err := callOne(h.proc, req, o.timeout, fds)
+		files, err := callOne(h.proc, o.timeout, do)
 		if err == nil || !connectionFailed(err) {
-			return reply, files, err
+			return files, err
 		}
 		h.markLost(op, err)
 	}
 	if !o.replace || h.start == nil {
-		return nil, nil, h.lost
+		return nil, h.lost
 	}
 	if h.fresh == nil {
 		p, err := h.start(h.name)
 		if err != nil {
-			return nil, nil, errors.Join(h.lost, fmt.Errorf("start a fresh %s for %s: %w", h.name, op, err))
+			return nil, errors.Join(h.lost, fmt.Errorf("start a fresh %s for %s: %w", h.name, op, err))
 		}
 		h.fresh = p
 	}
-	reply, files, err := callOne(h.fresh, req, o.timeout, fds)
+	files, err := callOne(h.fresh, o.timeout, do)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fresh %s: %s: %w", h.name, op, err)
+		return nil, fmt.Errorf("fresh %s: %s: %w", h.name, op, err)
 	}
 	h.served = append(h.served, h.name+":"+op)
-	return reply, files, nil
+	return files, nil
 }
 
 // markLost records the loss and makes sure the process is gone: a helper
@@ -186,27 +199,20 @@ func (h *helper) close() error {
 }
 
 // callOne is one request on p, bounded by timeout when it is not 0.
-func callOne(p *helperproc.Proc, req wire.Message, timeout time.Duration, fds []int) (wire.Message, []*os.File, error) {
+func callOne(p *helperproc.Proc, timeout time.Duration, do func(*wire.Client) ([]*os.File, error)) ([]*os.File, error) {
 	if timeout > 0 {
 		if err := p.Conn().SetDeadline(time.Now().Add(timeout)); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	reply, files, err := p.Client.Call(req, fds)
+	files, err := do(p.Client)
 	if timeout > 0 {
 		if derr := p.Conn().SetDeadline(time.Time{}); derr != nil {
 			closeAll(files)
-			return nil, nil, errors.Join(err, derr)
+			return nil, errors.Join(err, derr)
 		}
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(files) != reply.FDs() {
-		closeAll(files)
-		return nil, nil, fmt.Errorf("reply %T carries %d descriptors, want %d", reply, len(files), reply.FDs())
-	}
-	return reply, files, nil
+	return files, err
 }
 
 func closeAll(files []*os.File) {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"io"
 	"os"
 	"os/exec"
@@ -251,7 +254,7 @@ func (p *prepared) release() error {
 		}
 		// A fresh glove-loopext4 if the session's died: Freeze checks
 		// the mount itself, not what its own process attached.
-		if _, files, err := p.lx.call("freeze", &wire.Freeze{}, callOpts{timeout: freezeCallWait, replace: true}, int(img.mnt.Fd())); err != nil {
+		if _, files, err := request(p.lx, "freeze", loopwire.Freeze, &loopwire.FreezeRequest{}, callOpts{timeout: freezeCallWait, replace: true}, int(img.mnt.Fd())); err != nil {
 			errs = append(errs, fmt.Errorf("freeze image %s: %w", img.name, err))
 		} else {
 			closeAll(files)
@@ -260,7 +263,7 @@ func (p *prepared) release() error {
 	if p.cgMade {
 		// A fresh glove-cgroup if the session's died: otherwise the
 		// session's empty cgroups would stay until gloved restarts.
-		if _, files, err := p.cg.call("remove", &wire.CgRemove{Session: p.name}, callOpts{timeout: removeCallWait, replace: true}); err != nil {
+		if _, files, err := request(p.cg, "remove", cgwire.Remove, &cgwire.RemoveRequest{Session: p.name}, callOpts{timeout: removeCallWait, replace: true}); err != nil {
 			errs = append(errs, fmt.Errorf("remove the session's cgroups: %w", err))
 		} else {
 			closeAll(files)
@@ -314,8 +317,8 @@ func (p *prepared) removeImage(img *image) {
 // call sends one request of the start path to a helper and returns the
 // reply's descriptors. No fresh helper replaces a lost one here: the
 // launch fails, naming the helper (HelperLostError).
-func call(h *helper, op string, req wire.Message, fds ...int) ([]*os.File, error) {
-	_, files, err := h.call(op, req, callOpts{}, fds...)
+func call[Q, R wire.Message](h *helper, op string, r wire.Route[Q, R], req Q, fds ...int) ([]*os.File, error) {
+	_, files, err := request(h, op, r, req, callOpts{}, fds...)
 	return files, err
 }
 
@@ -372,16 +375,9 @@ func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
 }
 
 func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
-	reply, files, err := p.cg.call("create", &wire.CgCreate{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, callOpts{})
+	cr, files, err := request(p.cg, "create", cgwire.Create, &cgwire.CreateRequest{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, callOpts{})
 	if err != nil {
 		return nil, fmt.Errorf("create the session's cgroups: %w", err)
-	}
-	cr, ok := reply.(*wire.CgCreateReply)
-	if !ok || len(files) != 4 {
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, fmt.Errorf("create the session's cgroups: unexpected reply %T with %d descriptors", reply, len(files))
 	}
 	p.cgMade, p.cgroup, p.cgInode = true, files, cr.Inode
 	p.env.fault("cgroup")
@@ -398,7 +394,7 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 		p.root = os.NewFile(uintptr(fd), p.env.MaterializationRoot)
 	}
 	if slices.ContainsFunc(l.Mounts, Mount.inScratch) {
-		files, err := call(p.mnt, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(l.Limits.DiskBytes), Inodes: inodesFor(l.Limits.DiskBytes), Mode: 0o755})
+		files, err := call(p.mnt, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(l.Limits.DiskBytes), Inodes: inodesFor(l.Limits.DiskBytes), Mode: 0o755})
 		if err != nil {
 			return nil, fmt.Errorf("the session's scratch: glove-mounter tmpfs of %d bytes: %w", l.Limits.DiskBytes, err)
 		}
@@ -458,7 +454,7 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 		if err := env.guard(m.Target, src); err != nil {
 			return nil, err
 		}
-		files, err := call(mounter, "bind", &wire.Bind{Flags: wire.BindReadOnly}, src)
+		files, err := call(mounter, "bind", mountwire.Bind, &mountwire.BindRequest{Flags: mountwire.BindReadOnly}, src)
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter bind: %w", err)
 		}
@@ -466,7 +462,7 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 	case EphemeralCopy:
 		// A read-only copy: a tmpfs of its own (nothing writes it after
 		// the copy; writable copies are in the scratch).
-		files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
+		files, err := call(mounter, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 		}
@@ -482,7 +478,7 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 // sourceMount makes a LibraryBundles tmpfs and fills it through its
 // descriptor before anything can see it.
 func sourceMount(mounter *helper, m Mount, l *Launch) (*os.File, error) {
-	files, err := call(mounter, "tmpfs", &wire.Tmpfs{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
+	files, err := call(mounter, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
 	if err != nil {
 		return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 	}
@@ -580,7 +576,7 @@ func (p *prepared) descriptors(l *Launch) ([]*os.File, []mountSource) {
 func (p *prepared) retain(session string, m Mount, pio IO) (*os.File, error) {
 	img := &image{target: m.Target, name: ImageName(session, m.Alias)}
 	lx := p.lx
-	files, err := call(lx, "create", &wire.Create{Name: img.name, SizeBytes: roundPage(m.MaxBytes)}, int(p.root.Fd()))
+	files, err := call(lx, "create", loopwire.Create, &loopwire.CreateRequest{Name: img.name, SizeBytes: roundPage(m.MaxBytes)}, int(p.root.Fd()))
 	if err != nil {
 		return nil, fmt.Errorf("glove-loopext4 create %s of %d bytes: %w", img.name, roundPage(m.MaxBytes), err)
 	}
@@ -591,7 +587,7 @@ func (p *prepared) retain(session string, m Mount, pio IO) (*os.File, error) {
 	img.dev, img.ino = st.Dev, st.Ino
 	p.images = append(p.images, img)
 	closeAll(files)
-	files, err = call(lx, "attach", &wire.Attach{Name: img.name}, int(p.root.Fd()))
+	files, err = call(lx, "attach", loopwire.Attach, &loopwire.AttachRequest{Name: img.name}, int(p.root.Fd()))
 	if err != nil {
 		return nil, fmt.Errorf("glove-loopext4 attach %s: %w", img.name, err)
 	}
@@ -861,7 +857,7 @@ func (s *session) kill() {
 		return
 	}
 	errs = append(errs, fmt.Errorf("%w: SIGKILL through pidfds: %w", ErrKill, err))
-	_, files, err := s.p.cg.call("kill", &wire.CgKill{Session: s.l.Name}, callOpts{timeout: killCallWait, replace: true})
+	_, files, err := request(s.p.cg, "kill", cgwire.Kill, &cgwire.KillRequest{Session: s.l.Name}, callOpts{timeout: killCallWait, replace: true})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("%w: glove-cgroup kill: %w", ErrKill, err))
 		return
@@ -1228,15 +1224,11 @@ func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, er
 // cgroup show, returns the names of the fields it could not read, and an
 // error saying why: a dead helper costs figures, never silently.
 func (p *prepared) usage(u *Usage) ([]string, error) {
-	reply, files, err := p.cg.call("stat", &wire.CgStat{Session: p.name}, callOpts{timeout: statCallWait, replace: true})
+	st, files, err := request(p.cg, "stat", cgwire.Stat, &cgwire.StatRequest{Session: p.name}, callOpts{timeout: statCallWait, replace: true})
 	if err == nil {
 		closeAll(files)
-		st, ok := reply.(*wire.CgStatReply)
-		if ok {
-			u.CPUTimeMs, u.MemoryPeakBytes, u.PidsPeak = st.CPUTimeNS/1e6, st.MemoryPeakBytes, st.PidsPeak
-			return nil, nil
-		}
-		err = fmt.Errorf("unexpected reply %T", reply)
+		u.CPUTimeMs, u.MemoryPeakBytes, u.PidsPeak = st.CPUTimeNS/1e6, st.MemoryPeakBytes, st.PidsPeak
+		return nil, nil
 	}
 	var missing []string
 	if us, ok := cpuUsageUsec(p.cgroup[3]); ok {
@@ -1407,7 +1399,7 @@ func place(p *prepared, pid int) error {
 		return fmt.Errorf("pidfd_open: %w", err)
 	}
 	defer unix.Close(pidfd)
-	files, err := call(p.cg, "place", &wire.CgPlace{Session: p.name}, pidfd)
+	files, err := call(p.cg, "place", cgwire.Place, &cgwire.PlaceRequest{Session: p.name}, pidfd)
 	if err != nil {
 		return fmt.Errorf("place glove-shim in the session's cgroups: %w", err)
 	}

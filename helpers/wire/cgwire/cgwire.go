@@ -1,0 +1,194 @@
+// Package cgwire declares glove-cgroup's protocol (types 0x0300-0x03ff).
+// A session is named by a string the helper checks against
+// [a-z0-9][a-z0-9-]{0,63} and only ever uses as one path component
+// relative to its delegated parents. The helper links this package and
+// the wire core, not the other helpers' messages.
+package cgwire
+
+import "github.com/glove-sandbox/glove/helpers/wire"
+
+// Protocol is glove-cgroup's protocol.
+var Protocol = wire.NewProtocol("glove-cgroup", Create, Place, Kill, Remove, Stat, Freeze, RemoveEmpty)
+
+// The routes: each request, its reply and the descriptors they carry.
+var (
+	// Create's reply carries the session's four descriptors.
+	Create = wire.NewRoute[CreateRequest, CreateReply](0x0301, 0, 4, false)
+	// Place carries the pidfd of the process to place.
+	Place       = wire.NewRoute[PlaceRequest, PlaceReply](0x0303, 1, 0, false)
+	Kill        = wire.NewRoute[KillRequest, KillReply](0x0305, 0, 0, false)
+	Remove      = wire.NewRoute[RemoveRequest, RemoveReply](0x0307, 0, 0, false)
+	Stat        = wire.NewRoute[StatRequest, StatReply](0x0309, 0, 0, false)
+	Freeze      = wire.NewRoute[FreezeRequest, FreezeReply](0x030b, 0, 0, false)
+	RemoveEmpty = wire.NewRoute[RemoveEmptyRequest, RemoveEmptyReply](0x030d, 0, 0, false)
+)
+
+// CreateRequest asks for a new session cgroup with a memory limit (swap
+// excluded) and a process limit.
+type CreateRequest struct {
+	Session     string
+	MemoryBytes uint64
+	Pids        uint64
+}
+
+// Encode writes the fields.
+func (m *CreateRequest) Encode(e *wire.Encoder) {
+	e.String(m.Session, wire.MaxSessionName)
+	e.U64(m.MemoryBytes)
+	e.U64(m.Pids)
+}
+
+// Decode reads the fields.
+func (m *CreateRequest) Decode(d *wire.Decoder) {
+	m.Session = d.String(wire.MaxSessionName)
+	m.MemoryBytes = d.U64()
+	m.Pids = d.U64()
+}
+
+// CreateReply carries four descriptors, always all, in this order: the
+// session's cgroup v2 directory (for CLONE_INTO_CGROUP), its
+// cgroup.events (poll for "populated 0"), its memory events (v2
+// memory.events where v2 holds the memory controller, else the v1
+// memory.oom_control, whose oom_kill line counts OOM kills), and its CPU
+// usage (v2 cpu.stat, whose usage_usec exists even without controllers).
+// The supervisor reads them to enforce the CPU budget and report the
+// terminal reason without asking the helper again. Inode is the
+// directory's inode, which tells this cgroup from a later one of the
+// same name.
+type CreateReply struct{ Inode uint64 }
+
+// Encode writes the fields.
+func (m *CreateReply) Encode(e *wire.Encoder) { e.U64(m.Inode) }
+
+// Decode reads the fields.
+func (m *CreateReply) Decode(d *wire.Decoder) { m.Inode = d.U64() }
+
+// PlaceRequest asks to move the process of the carried pidfd into the
+// session's cgroups.
+type PlaceRequest struct{ Session string }
+
+// Encode writes the fields.
+func (m *PlaceRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
+
+// Decode reads the fields.
+func (m *PlaceRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+
+// PlaceReply says the process is in every session cgroup.
+type PlaceReply struct{ wire.Empty }
+
+// KillRequest asks to kill every process of the session.
+type KillRequest struct{ Session string }
+
+// Encode writes the fields.
+func (m *KillRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
+
+// Decode reads the fields.
+func (m *KillRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+
+// KillReply says whether the session was seen empty before the helper's
+// bounded wait ended.
+type KillReply struct{ Empty bool }
+
+// Encode writes the fields.
+func (m *KillReply) Encode(e *wire.Encoder) { e.Bool(m.Empty) }
+
+// Decode reads the fields.
+func (m *KillReply) Decode(d *wire.Decoder) { m.Empty = d.Bool() }
+
+// RemoveRequest asks to kill what is left of the session and remove its
+// cgroups; a session that does not exist is already removed.
+type RemoveRequest struct{ Session string }
+
+// Encode writes the fields.
+func (m *RemoveRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
+
+// Decode reads the fields.
+func (m *RemoveRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+
+// RemoveReply says the session's cgroups are gone.
+type RemoveReply struct{ wire.Empty }
+
+// RemoveEmptyRequest asks to remove the session's cgroups only if no
+// process is in them: it never kills. gloved's recovery sends it for the
+// cgroups a dead helper left; a cgroup that holds a process (another
+// supervisor's session being started, say) is refused, and the kernel's
+// refusal to remove a populated cgroup makes the check and the removal
+// one step. A session that does not exist is already removed.
+type RemoveEmptyRequest struct{ Session string }
+
+// Encode writes the fields.
+func (m *RemoveEmptyRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
+
+// Decode reads the fields.
+func (m *RemoveEmptyRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+
+// RemoveEmptyReply says the session's cgroups are gone.
+type RemoveEmptyReply struct{ wire.Empty }
+
+// StatRequest asks for the session's accounting.
+type StatRequest struct{ Session string }
+
+// Encode writes the fields.
+func (m *StatRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
+
+// Decode reads the fields.
+func (m *StatRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+
+// StatReply is the session's accounting. PidsPeak is 0 where the kernel
+// keeps no peak (v1 pids).
+type StatReply struct {
+	MemoryPeakBytes uint64
+	OOMKills        uint64
+	PidsCurrent     uint64
+	PidsPeak        uint64
+	CPUTimeNS       uint64
+}
+
+// Encode writes the fields.
+func (m *StatReply) Encode(e *wire.Encoder) {
+	e.U64(m.MemoryPeakBytes)
+	e.U64(m.OOMKills)
+	e.U64(m.PidsCurrent)
+	e.U64(m.PidsPeak)
+	e.U64(m.CPUTimeNS)
+}
+
+// Decode reads the fields.
+func (m *StatReply) Decode(d *wire.Decoder) {
+	m.MemoryPeakBytes = d.U64()
+	m.OOMKills = d.U64()
+	m.PidsCurrent = d.U64()
+	m.PidsPeak = d.U64()
+	m.CPUTimeNS = d.U64()
+}
+
+// FreezeRequest asks to freeze (Frozen) or thaw the session through the
+// v2 cgroup.freeze: a frozen session runs nothing and forks nothing while
+// the supervisor inspects or winds it down.
+type FreezeRequest struct {
+	Session string
+	Frozen  bool
+}
+
+// Encode writes the fields.
+func (m *FreezeRequest) Encode(e *wire.Encoder) {
+	e.String(m.Session, wire.MaxSessionName)
+	e.Bool(m.Frozen)
+}
+
+// Decode reads the fields.
+func (m *FreezeRequest) Decode(d *wire.Decoder) {
+	m.Session = d.String(wire.MaxSessionName)
+	m.Frozen = d.Bool()
+}
+
+// FreezeReply says the kernel reported the requested state
+// (cgroup.events "frozen 1" or "frozen 0") within the helper's bounded
+// wait.
+type FreezeReply struct{ Settled bool }
+
+// Encode writes the fields.
+func (m *FreezeReply) Encode(e *wire.Encoder) { e.Bool(m.Settled) }
+
+// Decode reads the fields.
+func (m *FreezeReply) Decode(d *wire.Decoder) { m.Settled = d.Bool() }
