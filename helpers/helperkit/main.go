@@ -59,6 +59,9 @@ type Spec struct {
 	// (bound roots, /dev/loop-control) while those calls are still
 	// allowed. peer is the control socket's peer (SO_PEERCRED).
 	Handlers func(peer *unix.Ucred) ([]wire.Handler, error)
+	// Done, if set, runs once serving has ended, before the helper exits
+	// (glove-loopext4 reaps its formatter there).
+	Done func() error
 }
 
 // Main runs the helper and exits with its status.
@@ -87,6 +90,11 @@ func Run(spec Spec) int {
 	}
 	entry.Info("serving")
 	err = srv.Serve()
+	if spec.Done != nil {
+		if derr := spec.Done(); derr != nil {
+			entry.WithError(derr).Error("ending")
+		}
+	}
 	var perr *wire.ProtocolError
 	switch {
 	case err == nil:

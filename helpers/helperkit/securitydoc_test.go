@@ -9,6 +9,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/loopext4"
 	"github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 )
@@ -94,6 +95,11 @@ func helpersMarkdown() string {
 				"; before Linux 6.15, instead of `open_tree_attr*`: " + ruleNames(mounter.FallbackSyscalls)
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, s.Protocol.Accepts(), own)
+		if s.Name == loopext4.Name {
+			fmt.Fprintf(&b, "| its formatter (`%s`, no capability) | Hello (once), Format | base and %s, and mkfs.ext4's |\n",
+				loopext4.FormatterName, ruleNames(loopext4.FormatterSyscalls))
+			fmt.Fprintf(&b, "| mkfs.ext4, executed by the formatter's child | — | base and %s |\n", ruleNames(loopext4.MkfsSyscalls))
+		}
 	}
 	return b.String()
 }

@@ -25,13 +25,13 @@ package loopext4
 import (
 	"errors"
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"io"
 	"os"
 	"strconv"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"github.com/glove-sandbox/glove/mountinfo"
 	"golang.org/x/sys/unix"
 )
@@ -69,15 +69,22 @@ func (c *Config) Validate() error {
 // Spec is glove-loopext4 for helperkit.Main.
 func Spec() helperkit.Spec {
 	cfg := &Config{}
+	var h *helper
 	return helperkit.Spec{
 		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
 		Protocol: loopwire.Protocol,
 		Handlers: func(*unix.Ucred) ([]wire.Handler, error) {
-			h, err := newHelper(cfg)
-			if err != nil {
+			var err error
+			if h, err = newHelper(cfg); err != nil {
 				return nil, err
 			}
 			return []wire.Handler{loopwire.Create.Handle(h.create), loopwire.Attach.Handle(h.attach), loopwire.Freeze.Handle(h.freeze)}, nil
+		},
+		Done: func() error {
+			if h == nil {
+				return nil
+			}
+			return h.format.stop()
 		},
 	}
 }
@@ -101,6 +108,8 @@ type helper struct {
 	// one executed; mkfsPath is its resolved path, for messages.
 	mkfs     *os.File
 	mkfsPath string
+	// format runs mkfs.ext4 outside the helper's allowlist (format.go).
+	format *formatter
 }
 
 // newHelper runs before the helper restricts itself (see helperkit.Spec):
@@ -126,6 +135,10 @@ func newHelper(cfg *Config) (*helper, error) {
 		h.close()
 		return nil, err
 	}
+	if h.format, err = startFormatter(); err != nil {
+		h.close()
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -134,6 +147,10 @@ func (h *helper) close() {
 		if f != nil {
 			f.Close()
 		}
+	}
+	if h.format != nil {
+		// The formatter exits on EOF.
+		h.format.conn.Close()
 	}
 }
 
@@ -227,7 +244,7 @@ func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (
 	if err := h.allocate(img, req.SizeBytes); err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
 	}
-	if err := runMkfs(h.mkfs, img, h.uid, h.gid); err != nil {
+	if err := h.format.format(h.mkfs, img, h.uid, h.gid); err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
 	}
 	// mkfs.ext4 must have left the file as it found it: same size, still

@@ -1,11 +1,9 @@
 package loopext4
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -233,30 +231,6 @@ func mkfsArgs(uid, gid uint32) []string {
 		"-E", "nodiscard,root_owner=" + strconv.FormatUint(uint64(uid), 10) + ":" + strconv.FormatUint(uint64(gid), 10),
 		"/proc/self/fd/" + strconv.Itoa(mkfsImageFD),
 	}
-}
-
-// runMkfs formats img with the checked mkfs.ext4. The child gets an empty
-// environment (threat: MKE2FS_CONFIG, E2FSPROGS_* and the dynamic loader's
-// variables would let the caller steer it), "/" as its working directory,
-// /dev/null as stdin and stdout, and a pipe as stderr of which the first
-// maxMkfsStderr bytes are kept. It inherits the helper's seccomp filter
-// and no_new_privs, and none of its capabilities: the service user is not
-// root, mke2fs carries no file capabilities and the ambient set is empty,
-// so execve leaves its permitted set empty.
-func runMkfs(exe, img *os.File, uid, gid uint32) error {
-	ctx, cancel := context.WithTimeout(context.Background(), mkfsTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/proc/self/fd/"+strconv.Itoa(mkfsExecFD))
-	cmd.Args = mkfsArgs(uid, gid)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	stderr := &boundedBuffer{max: maxMkfsStderr}
-	cmd.Stderr = stderr
-	cmd.ExtraFiles = []*os.File{img, exe} // descriptors 3 and 4
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("run mkfs.ext4: %w: %s", err, stderr)
-	}
-	return nil
 }
 
 // boundedBuffer keeps the first max bytes written to it and counts the
