@@ -53,3 +53,19 @@ func containsByte(s string, c byte) bool {
 	}
 	return false
 }
+
+// EnvVar reports whether s is a portable environment variable name,
+// [A-Za-z_][A-Za-z0-9_]*: odd bytes in a name are read differently by
+// different shells and loaders, which could let a variable slip past a
+// reviewer's reading of a spec.
+func EnvVar(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}

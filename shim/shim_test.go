@@ -5,16 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"io"
 	"os"
 	"os/exec"
-
-	"github.com/glove-sandbox/glove/helpers/wire"
-	"github.com/glove-sandbox/glove/seccomp"
-	"github.com/glove-sandbox/glove/spec"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -23,8 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
+	"github.com/glove-sandbox/glove/seccomp"
+	"github.com/glove-sandbox/glove/spec"
 	"github.com/glove-sandbox/glove/testenv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/glove-sandbox/glove/names"
 	jsonv2 "github.com/go-json-experiment/json"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -192,25 +193,6 @@ func checkPathList(field string, ps []string) error {
 	return nil
 }
 
-// checkEnvName accepts portable names only ([A-Za-z_][A-Za-z0-9_]*): odd
-// bytes in a name are read differently by different shells and loaders,
-// which could let a variable slip past a reviewer's reading of the spec.
-func checkEnvName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // checkHostname accepts an RFC 1123 host name of at most HOST_NAME_MAX
 // bytes. It is required: a new UTS namespace otherwise keeps the host's name,
 // which discloses the host to the sandboxed program.
@@ -356,7 +338,7 @@ func validateProcess(l Launch) error {
 		if !ok {
 			return invalid(f, "%q is not NAME=value", e)
 		}
-		if !checkEnvName(name) {
+		if !names.EnvVar(name) {
 			return invalid(f, "%q is not a portable variable name", name)
 		}
 		if !noNUL(value) {

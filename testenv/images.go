@@ -2,13 +2,13 @@ package testenv
 
 import (
 	"bytes"
-	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"golang.org/x/sys/unix"
 )
 

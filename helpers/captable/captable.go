@@ -49,6 +49,9 @@ type Entry struct {
 	// socketpair; they are installed mode 0750, group-owned by the
 	// service group, so only that group can execute them.
 	Helper bool
+	// Bounds is a helper's bounds file under the configuration directory
+	// (helperkit.ConfigDir), root's, which it reads at start-up.
+	Bounds string
 	// Caps is the exact file capability set, raised effective at exec.
 	Caps []Cap
 	// OnDemand are the capabilities of Caps the helper keeps permitted
@@ -66,21 +69,21 @@ type Entry struct {
 // Table is the capability table. Order is the order of SECURITY.md.
 var Table = []Entry{
 	{
-		Binary: "glove-mounter", Dir: DirLibexec, Helper: true,
+		Binary: "glove-mounter", Dir: DirLibexec, Helper: true, Bounds: "mounter.json",
 		Caps: []Cap{SysAdmin}, OnDemand: []Cap{SysAdmin},
 		Why: "open_tree_attr (a clone with its attributes; before Linux 6.15 open_tree + mount_setattr from a private copy of the mount namespace) and fsopen/fsconfig/fsmount create detached bind and tmpfs mounts; nothing is attached to, or changed in, the host mount table; once serving, effective only on the thread of the call that uses it, for that call",
 	},
 	{
-		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true,
+		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true, Bounds: "loopext4.json",
 		Caps: []Cap{SysAdmin, DACOverride}, OnDemand: []Cap{SysAdmin, DACOverride},
 		Why: "CAP_SYS_ADMIN for fsopen/fsconfig/fsmount of ext4 and fspick/fsconfig reconfigure read-only (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600, once at start) and /dev/loopN (0660 root:disk); once serving, each is effective only on the thread of the call that uses it, for that call",
 	},
 	{
-		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true,
+		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true, Bounds: "cgroup.json",
 		Why: "none: works only inside the cgroup subtree delegated to the service user",
 	},
 	{
-		Binary: "glove-streamproxy", Dir: DirLibexec, Helper: true,
+		Binary: "glove-streamproxy", Dir: DirLibexec, Helper: true, Bounds: "streamproxy.json",
 		Why: "none: relays bounded frames between descriptors it is given",
 	},
 	{
@@ -95,6 +98,17 @@ var Table = []Entry{
 		Binary: "glove", Dir: DirBin,
 		Why: "none: the operator's command line",
 	},
+}
+
+// MustLookup returns the row for an executable name and panics without
+// one: for the helpers' own packages, whose names are rows by
+// construction (TestSpecsMatchTables).
+func MustLookup(binary string) Entry {
+	e, ok := Lookup(binary)
+	if !ok {
+		panic("captable: no row for " + binary)
+	}
+	return e
 }
 
 // Lookup returns the row for an executable name.
@@ -149,8 +163,8 @@ func MaskString(m uint64) string { return fmt.Sprintf("%016x", m) }
 // Markdown renders the table for SECURITY.md.
 func Markdown() string {
 	var b strings.Builder
-	b.WriteString("| executable | installed in | mode | file capabilities | CapPrm mask; CapEff while serving | why |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| executable | installed in | mode | bounds | file capabilities | CapPrm mask; CapEff while serving | why |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, e := range Table {
 		mode := "0755 root:root"
 		if e.Helper {
@@ -164,8 +178,12 @@ func Markdown() string {
 		if e.Effective() != e.Mask() {
 			masks += "; `" + MaskString(e.Effective()) + "` (raised per call)"
 		}
-		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | `%s` | %s | %s |\n",
-			e.Binary, e.Dir, mode, caps, masks, e.Why)
+		bounds := "—"
+		if e.Bounds != "" {
+			bounds = "`$CONFDIR/" + e.Bounds + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | %s | `%s` | %s | %s |\n",
+			e.Binary, e.Dir, mode, bounds, caps, masks, e.Why)
 	}
 	return b.String()
 }

@@ -14,19 +14,21 @@ package cgroup
 
 import (
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"strings"
 
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"golang.org/x/sys/unix"
 )
 
 // Name is the executable and wire name.
 const Name = "glove-cgroup"
 
-// ConfigFile is the bounds file under helperkit.ConfigDir.
-const ConfigFile = "cgroup.json"
+// ConfigFile is the bounds file under helperkit.ConfigDir, from the
+// capability table's row.
+var ConfigFile = captable.MustLookup(Name).Bounds
 
 // Hard ceilings no configuration may exceed.
 const (
@@ -96,7 +98,7 @@ func (c *Config) Parents() []string { return append([]string{c.Parent}, c.ExtraP
 func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
-		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Name: Name, Config: cfg, Syscalls: Syscalls,
 		Protocol: cgwire.Protocol,
 		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
 			s, err := newServer(cfg)

@@ -2,12 +2,12 @@ package cgroup
 
 import (
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"golang.org/x/sys/unix"
 )
 

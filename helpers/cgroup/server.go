@@ -3,13 +3,13 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"github.com/glove-sandbox/glove/names"
 	"golang.org/x/sys/unix"
 )
@@ -89,7 +89,7 @@ func (s *server) open() error {
 		return errors.New("cgroup: no cgroup2 hierarchy mounted")
 	}
 	// cgroup.kill (Linux 5.14) is how a session is killed.
-	kfd, err := unix.Openat(s.v2.parent, "cgroup.kill", unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	kfd, err := openPathAt(s.v2.parent, "cgroup.kill")
 	if err != nil {
 		return fmt.Errorf("cgroup: v2 parent has no cgroup.kill: %w", err)
 	}
@@ -112,11 +112,11 @@ func (s *server) open() error {
 			s.v1 = append(s.v1, h)
 		}
 	}
-	if s.procFD, err = unix.Open("/proc", parentOpenFlags, 0); err != nil {
-		return fmt.Errorf("cgroup: open /proc: %w", err)
+	if s.procFD, err = openParent("/proc"); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
 	}
-	if s.fdinfoFD, err = unix.Open("/proc/self/fdinfo", parentOpenFlags, 0); err != nil {
-		return fmt.Errorf("cgroup: open /proc/self/fdinfo: %w", err)
+	if s.fdinfoFD, err = openParent("/proc/self/fdinfo"); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
 	}
 	return nil
 }
@@ -308,13 +308,13 @@ func (s *server) watchFiles(v2dir int, session string) ([]int, error) {
 		}
 		return nil, fmt.Errorf("cgroup: open %s of %s: %w", what, session, err)
 	}
-	events, err := unix.Openat(v2dir, "cgroup.events", readOpenFlags, 0)
+	events, err := openRead(v2dir, "cgroup.events")
 	if err != nil {
 		return fail("cgroup.events", err)
 	}
 	fds = append(fds, events)
 	if s.v2Limits {
-		mem, err := unix.Openat(v2dir, "memory.events", readOpenFlags, 0)
+		mem, err := openRead(v2dir, "memory.events")
 		if err != nil {
 			return fail("memory.events", err)
 		}
@@ -324,14 +324,14 @@ func (s *server) watchFiles(v2dir int, session string) ([]int, error) {
 		if err != nil {
 			return fail("the v1 memory cgroup", err)
 		}
-		mem, err := unix.Openat(mdir, "memory.oom_control", readOpenFlags, 0)
+		mem, err := openRead(mdir, "memory.oom_control")
 		unix.Close(mdir)
 		if err != nil {
 			return fail("memory.oom_control", err)
 		}
 		fds = append(fds, mem)
 	}
-	cpu, err := unix.Openat(v2dir, "cpu.stat", readOpenFlags, 0)
+	cpu, err := openRead(v2dir, "cpu.stat")
 	if err != nil {
 		return fail("cpu.stat", err)
 	}
@@ -480,16 +480,26 @@ func (s *server) empty(dir int, name string) (bool, error) {
 	return true, nil
 }
 
-func (s *server) remove(_ uint32, req *cgwire.RemoveRequest, _ []*os.File) (*cgwire.RemoveReply, []int, error) {
-	dir, err := s.session(req.Session)
+// sessionOrAbsent is session, with a session v2 does not have reported
+// as absent (dir -1) rather than refused: the removals finish what may
+// be left in v1.
+func (s *server) sessionOrAbsent(name string) (dir int, absent bool, err error) {
+	dir, err = s.session(name)
 	var we *wire.Error
-	switch {
-	case errors.As(err, &we) && we.Code == wire.ErrRefused && strings.HasPrefix(we.Message, "no session"):
-		// Absent in v2: remove what may be left in v1 (a Create that
-		// failed half-way is undone already; this is recovery).
-	case err != nil:
+	if errors.As(err, &we) && we.Code == wire.ErrRefused && strings.HasPrefix(we.Message, "no session") {
+		return -1, true, nil
+	}
+	return dir, false, err
+}
+
+func (s *server) remove(_ uint32, req *cgwire.RemoveRequest, _ []*os.File) (*cgwire.RemoveReply, []int, error) {
+	// Absent in v2: remove what may be left in v1 (a Create that failed
+	// half-way is undone already; this is recovery).
+	dir, absent, err := s.sessionOrAbsent(req.Session)
+	if err != nil {
 		return nil, nil, err
-	default:
+	}
+	if !absent {
 		empty, err := s.killWait(dir, req.Session)
 		unix.Close(dir)
 		if err != nil {
@@ -516,13 +526,11 @@ func (s *server) remove(_ uint32, req *cgwire.RemoveRequest, _ []*os.File) (*cgw
 // sweep of left-over cgroups (gloved's recovery) turned into a kill of a
 // session it does not know, such as another supervisor's being started.
 func (s *server) removeEmpty(_ uint32, req *cgwire.RemoveEmptyRequest, _ []*os.File) (*cgwire.RemoveEmptyReply, []int, error) {
-	dir, err := s.session(req.Session)
-	var we *wire.Error
-	switch {
-	case errors.As(err, &we) && we.Code == wire.ErrRefused && strings.HasPrefix(we.Message, "no session"):
-	case err != nil:
+	dir, absent, err := s.sessionOrAbsent(req.Session)
+	if err != nil {
 		return nil, nil, err
-	default:
+	}
+	if !absent {
 		unix.Close(dir)
 	}
 	for _, h := range s.all() {

@@ -41,6 +41,17 @@ func openParent(path string) (int, error) {
 	return fd, nil
 }
 
+// openPathAt opens name below dir as a handle only (O_PATH), to see that
+// it exists.
+func openPathAt(dir int, name string) (int, error) {
+	return unix.Openat(dir, name, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+}
+
+// openRead opens an existing control file below dir for reading.
+func openRead(dir int, name string) (int, error) {
+	return unix.Openat(dir, name, readOpenFlags, 0)
+}
+
 func openSession(parent int, name string) (int, error) {
 	return unix.Openat(parent, name, dirOpenFlags, 0)
 }

@@ -47,8 +47,6 @@ type Spec struct {
 	Name string
 	// Protocol is the helper's protocol; its name is Name.
 	Protocol *wire.Protocol
-	// ConfigFile is the file name of its bounds under ConfigDir.
-	ConfigFile string
 	// Config receives the decoded bounds (a pointer).
 	Config Config
 	// Syscalls are the helper's additions to BaseSyscalls (its own file).
@@ -140,7 +138,7 @@ func start(spec Spec) (*wire.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := LoadConfig(spec.ConfigFile, spec.Config); err != nil {
+	if err := LoadConfig(row.Bounds, spec.Config); err != nil {
 		return nil, err
 	}
 	var handlers []wire.Handler

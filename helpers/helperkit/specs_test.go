@@ -30,10 +30,10 @@ func TestSpecsMatchTables(t *testing.T) {
 		if !ok || !row.Helper {
 			t.Errorf("%s: no helper row in the capability table", s.Name)
 		}
-		if files[s.ConfigFile] {
-			t.Errorf("%s: configuration file %s shared with another helper", s.Name, s.ConfigFile)
+		if files[row.Bounds] {
+			t.Errorf("%s: configuration file %s shared with another helper", s.Name, row.Bounds)
 		}
-		files[s.ConfigFile] = true
+		files[row.Bounds] = true
 		if s.Protocol == nil || s.Protocol.Name != s.Name {
 			t.Errorf("%s: no protocol of its name", s.Name)
 			continue
@@ -74,9 +74,10 @@ func TestTestenvConfigsValidate(t *testing.T) {
 	cfgs := testenv.DefaultConfigs("/var/lib/glove-testenv/run-x")
 	for _, f := range specs {
 		s := f()
-		raw, ok := cfgs[s.ConfigFile]
+		row := captable.MustLookup(s.Name)
+		raw, ok := cfgs[row.Bounds]
 		if !ok {
-			t.Errorf("%s: testenv writes no %s", s.Name, s.ConfigFile)
+			t.Errorf("%s: testenv writes no %s", s.Name, row.Bounds)
 			continue
 		}
 		data, _ := json.Marshal(raw)

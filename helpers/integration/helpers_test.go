@@ -2,8 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,8 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
 )

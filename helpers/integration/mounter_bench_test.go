@@ -1,11 +1,11 @@
 package integration
 
 import (
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )

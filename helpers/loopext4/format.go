@@ -51,23 +51,10 @@ var (
 // system's root directory.
 type formatRequest struct{ UID, GID uint32 }
 
-func (m *formatRequest) Encode(e *wire.Encoder) { e.U32(m.UID); e.U32(m.GID) }
-func (m *formatRequest) Decode(d *wire.Decoder) { m.UID = d.U32(); m.GID = d.U32() }
-
 // formatReply is mkfs.ext4's outcome: Failed with its diagnostics.
 type formatReply struct {
 	Failed bool
-	Err    string
-}
-
-func (m *formatReply) Encode(e *wire.Encoder) {
-	e.Bool(m.Failed)
-	e.String(m.Err, wire.MaxErrorLen)
-}
-
-func (m *formatReply) Decode(d *wire.Decoder) {
-	m.Failed = d.Bool()
-	m.Err = d.String(wire.MaxErrorLen)
+	Err    string `wire:"512"`
 }
 
 // formatter is the helper's side: the formatter process and its client.
@@ -81,7 +68,7 @@ type formatter struct {
 // restricts itself, the only time a process without the helper's filter
 // can still be made.
 func startFormatter() (*formatter, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	fds, err := seqpacketPair()
 	if err != nil {
 		return nil, fmt.Errorf("start the formatter: socketpair: %w", err)
 	}
@@ -215,7 +202,7 @@ func mkfsExec() error {
 	if _, prm, err := helperkit.CurrentCaps(); err != nil || prm != 0 {
 		return fmt.Errorf("must run without capabilities (permitted %#x, %v)", prm, err)
 	}
-	if nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0); err != nil || nnp != 1 {
+	if nnp, err := noNewPrivs(); err != nil || nnp != 1 {
 		return fmt.Errorf("must run with no_new_privs (%d, %v)", nnp, err)
 	}
 	prog, err := bpf.Compile(append(append([]bpf.Rule{}, helperkit.BaseSyscalls...), MkfsSyscalls...), bpf.Action(unix.SECCOMP_RET_KILL_PROCESS))
@@ -226,7 +213,7 @@ func mkfsExec() error {
 		return fmt.Errorf("install the mkfs.ext4 allowlist: %w", err)
 	}
 	exe := "/proc/self/fd/" + strconv.Itoa(mkfsExecFD)
-	return fmt.Errorf("execute mkfs.ext4: %w", unix.Exec(exe, mkfsArgs(uint32(uid), uint32(gid)), []string{}))
+	return fmt.Errorf("execute mkfs.ext4: %w", execEmptyEnv(exe, mkfsArgs(uint32(uid), uint32(gid))))
 }
 
 // sanitize makes a diagnostic an encodable string field: valid UTF-8,

@@ -27,8 +27,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
@@ -39,8 +39,9 @@ import (
 // Name is the executable and wire name.
 const Name = "glove-loopext4"
 
-// ConfigFile is the bounds file under helperkit.ConfigDir.
-const ConfigFile = "loopext4.json"
+// ConfigFile is the bounds file under helperkit.ConfigDir, from the
+// capability table's row.
+var ConfigFile = captable.MustLookup(Name).Bounds
 
 // HardMaxImageBytes is the ceiling no configuration may exceed (1 TiB).
 const HardMaxImageBytes = 1 << 40
@@ -71,7 +72,7 @@ func Spec() helperkit.Spec {
 	cfg := &Config{}
 	var h *helper
 	return helperkit.Spec{
-		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Name: Name, Config: cfg, Syscalls: Syscalls,
 		Protocol: loopwire.Protocol,
 		Handlers: func(*unix.Ucred) ([]wire.Handler, error) {
 			var err error
@@ -120,7 +121,7 @@ func newHelper(cfg *Config) (*helper, error) {
 	// one must not loosen an image's 0600, a hostile one must not make
 	// images unusable. Nothing the helper creates is meant for anyone
 	// but the service user.
-	unix.Umask(0o077)
+	umask(0o077)
 	h := &helper{maxImage: cfg.MaxImageBytes, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
 	var err error
 	if h.root, h.rootDev, h.rootIno, err = openRoot(cfg.MaterializationRoot, h.uid); err != nil {
@@ -159,12 +160,12 @@ func (h *helper) close() {
 // read, would let them plant or read images; a symbolic link as its last
 // component would let whoever owns the link's directory redirect it.
 func openRoot(p string, uid uint32) (*os.File, uint64, uint64, error) {
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openDirPath(p)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("open materialization root %s: %w", p, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	st, err := fstat(fd)
+	if err != nil {
 		unix.Close(fd)
 		return nil, 0, 0, fmt.Errorf("stat materialization root %s: %w", p, err)
 	}
@@ -190,8 +191,8 @@ func refuse(code wire.ErrorCode, format string, args ...any) error {
 // root's parent, a directory it owns elsewhere) to get images made or
 // mounted outside the operator's bound.
 func (h *helper) checkRoot(op string, f *os.File) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	st, err := fstat(int(f.Fd()))
+	if err != nil {
 		return refuse(wire.ErrRefused, "%s: stat the root descriptor: %v", op, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Dev != h.rootDev || st.Ino != h.rootIno {
@@ -222,7 +223,7 @@ func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (
 	}
 	// O_EXCL|O_NOFOLLOW: an existing name, a symbolic link included, is
 	// refused, never reused or followed.
-	fd, err := unix.Openat(int(h.root.Fd()), req.Name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := createImage(int(h.root.Fd()), req.Name)
 	if errors.Is(err, unix.EEXIST) {
 		return nil, nil, refuse(wire.ErrRefused, "%s %s: the name exists", op, req.Name)
 	}
@@ -268,7 +269,7 @@ func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (
 // sandbox's writes fail with ENOSPC of the host file system instead of
 // its own, long after the size was granted.
 func (h *helper) allocate(img *os.File, size uint64) error {
-	if err := unix.Fallocate(int(img.Fd()), 0, 0, int64(size)); err != nil {
+	if err := allocateAll(int(img.Fd()), size); err != nil {
 		return fmt.Errorf("fallocate %d bytes: %w", size, err)
 	}
 	st, err := h.checkImage(img, img.Name(), false)
@@ -286,8 +287,8 @@ func (h *helper) allocate(img *os.File, size uint64) error {
 // system, its size a non-zero multiple of BlockSize within the bound and,
 // unless sparseOK, backed by allocated blocks for all of it.
 func (h *helper) checkImage(img *os.File, name string, sparseOK bool) (*unix.Stat_t, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(img.Fd()), &st); err != nil {
+	st, err := fstat(int(img.Fd()))
+	if err != nil {
 		return nil, fmt.Errorf("stat image %s: %w", name, err)
 	}
 	if err := h.checkImageStat(&st, name); err != nil {
@@ -325,11 +326,11 @@ func (h *helper) checkImageStat(st *unix.Stat_t, name string) error {
 // directory and may have renamed something else into place meanwhile
 // (then nothing is removed, and that is no error).
 func (h *helper) removeImage(img *os.File, name string) error {
-	var mine, now unix.Stat_t
-	if err := unix.Fstat(int(img.Fd()), &mine); err != nil {
+	mine, err := fstat(int(img.Fd()))
+	if err != nil {
 		return fmt.Errorf("remove the half-made image %s: fstat: %w", name, err)
 	}
-	err := unix.Fstatat(int(h.root.Fd()), name, &now, unix.AT_SYMLINK_NOFOLLOW)
+	now, err := lstatAt(int(h.root.Fd()), name)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil
@@ -338,7 +339,7 @@ func (h *helper) removeImage(img *os.File, name string) error {
 	case now.Dev != mine.Dev || now.Ino != mine.Ino:
 		return nil
 	}
-	if err := unix.Unlinkat(int(h.root.Fd()), name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := unlinkFile(int(h.root.Fd()), name); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("remove the half-made image %s: %w", name, err)
 	}
 	return nil
@@ -347,13 +348,8 @@ func (h *helper) removeImage(img *os.File, name string) error {
 // syncRoot makes a new image's directory entry durable: a retained image
 // must survive a crash of the host as well as of the helper.
 func (h *helper) syncRoot() error {
-	fd, err := unix.Openat(int(h.root.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open the materialization root: %w", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil {
-		return fmt.Errorf("fsync the materialization root: %w", err)
+	if err := syncDir(int(h.root.Fd())); err != nil {
+		return fmt.Errorf("the materialization root: %w", err)
 	}
 	return nil
 }
@@ -390,7 +386,7 @@ func (h *helper) attach(_ uint32, req *loopwire.AttachRequest, fds []*os.File) (
 	if req.ReadOnly {
 		lock = unix.LOCK_SH
 	}
-	if err := unix.Flock(int(img.Fd()), lock|unix.LOCK_NB); err != nil {
+	if err := lockNoWait(int(img.Fd()), lock); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, nil, refuse(wire.ErrRefused, "%s %s: the image is attached already", op, req.Name)
 		}
@@ -422,7 +418,7 @@ func (h *helper) attach(_ uint32, req *loopwire.AttachRequest, fds []*os.File) (
 // (a hard link to a root-owned file, left possible if the operator turned
 // fs.protected_hardlinks off); they are refused before any such open.
 func (h *helper) openImage(name string, readOnly bool) (*os.File, error) {
-	pfd, err := unix.Openat(int(h.root.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	pfd, err := openPathAt(int(h.root.Fd()), name)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, refuse(wire.ErrRefused, "image %s does not exist", name)
@@ -430,8 +426,8 @@ func (h *helper) openImage(name string, readOnly bool) (*os.File, error) {
 		return nil, fmt.Errorf("open image %s: %w", name, err)
 	}
 	defer unix.Close(pfd)
-	var before unix.Stat_t
-	if err := unix.Fstat(pfd, &before); err != nil {
+	before, err := fstat(pfd)
+	if err != nil {
 		return nil, fmt.Errorf("stat image %s: %w", name, err)
 	}
 	if before.Mode&unix.S_IFMT == unix.S_IFLNK {
@@ -444,13 +440,12 @@ func (h *helper) openImage(name string, readOnly bool) (*os.File, error) {
 	if readOnly {
 		flags = unix.O_RDONLY
 	}
-	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC, 0)
+	fd, err := reopen(pfd, flags)
 	if err != nil {
 		return nil, fmt.Errorf("reopen image %s: %w", name, err)
 	}
 	img := os.NewFile(uintptr(fd), name)
-	var after unix.Stat_t
-	if err := unix.Fstat(fd, &after); err != nil || after.Dev != before.Dev || after.Ino != before.Ino {
+	if after, err := fstat(fd); err != nil || after.Dev != before.Dev || after.Ino != before.Ino {
 		img.Close()
 		return nil, fmt.Errorf("reopen image %s: not the file checked", name)
 	}
@@ -567,7 +562,7 @@ func (h *helper) imageByIdentity(dev, ino uint64) (string, error) {
 	if dev != h.rootDev {
 		return "", nil
 	}
-	fd, err := unix.Openat(int(h.root.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openDirAt(int(h.root.Fd()), ".")
 	if err != nil {
 		return "", fmt.Errorf("open the materialization root: %w", err)
 	}
@@ -579,8 +574,7 @@ func (h *helper) imageByIdentity(dev, ino uint64) (string, error) {
 			if validName(n) != nil {
 				continue
 			}
-			var st unix.Stat_t
-			if unix.Fstatat(int(h.root.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			if st, err := lstatAt(int(h.root.Fd()), n); err == nil &&
 				st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == dev && st.Ino == ino {
 				return n, nil
 			}

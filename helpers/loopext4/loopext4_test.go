@@ -2,7 +2,6 @@ package loopext4
 
 import (
 	"errors"
-	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"golang.org/x/sys/unix"
 )
 

@@ -69,8 +69,8 @@ func openTrustedExecutable(root *os.File, p string, owner uint32) (*os.File, str
 	if !strings.HasPrefix(p, "/") {
 		return nil, "", fmt.Errorf("resolve %q: not an absolute path", p)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(root.Fd()), &st); err != nil {
+	st, err := fstat(int(root.Fd()))
+	if err != nil {
 		return nil, "", fmt.Errorf("resolve %s: stat /: %w", p, err)
 	}
 	if err := checkTrusted(&st, "/", owner, unix.S_IFDIR); err != nil {
@@ -111,11 +111,11 @@ func openTrustedExecutable(root *os.File, p string, owner uint32) (*os.File, str
 			continue
 		}
 		name := where(c)
-		fd, err := unix.Openat(stack[len(stack)-1].fd, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := openPathAt(stack[len(stack)-1].fd, c)
 		if err != nil {
 			return nil, "", fmt.Errorf("resolve %s: open %s: %w", p, name, err)
 		}
-		if err := unix.Fstat(fd, &st); err != nil {
+		if st, err = fstat(fd); err != nil {
 			unix.Close(fd)
 			return nil, "", fmt.Errorf("resolve %s: stat %s: %w", p, name, err)
 		}
@@ -176,20 +176,6 @@ func checkTrusted(st *unix.Stat_t, name string, owner uint32, kind uint32) error
 		return fmt.Errorf("%s has mode %04o, writable by group or others: %w", name, st.Mode&0o7777, errUntrusted)
 	}
 	return nil
-}
-
-// readlinkFD reads the target of the symbolic link an O_PATH|O_NOFOLLOW
-// descriptor refers to.
-func readlinkFD(fd int) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(fd, "", buf)
-	if err != nil {
-		return "", err
-	}
-	if n >= len(buf) {
-		return "", unix.ENAMETOOLONG
-	}
-	return string(buf[:n]), nil
 }
 
 // Descriptors of the formatting child. The image is its descriptor 3 and

@@ -2,10 +2,10 @@ package loopext4
 
 import (
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 )
 
 // BlockSize is the granularity of an image size. Sizes are whole 4 KiB

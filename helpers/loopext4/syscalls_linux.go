@@ -1,10 +1,12 @@
 package loopext4
 
-// This file holds every system call of glove-loopext4 that uses its
-// capabilities: opening the root-only loop devices (CAP_DAC_OVERRIDE),
-// configuring them, and creating, inspecting and freezing ext4 mounts
-// (CAP_SYS_ADMIN). An auditor reads this file to know what the helper can
-// do with its privilege; the rest of the package decides when.
+// This file holds every system call of glove-loopext4 but close(2): first
+// those that use its capabilities: opening the root-only loop devices
+// (CAP_DAC_OVERRIDE), configuring them, and creating, inspecting and
+// freezing ext4 mounts (CAP_SYS_ADMIN); then the calls on images and the
+// materialization root and the formatter's, which use none. An auditor
+// reads this file to know what the helper can do; the rest of the
+// package decides when.
 //
 // Both capabilities are OnDemand in the capability table: once the helper
 // has restricted itself, neither is effective on any thread, and each
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
@@ -263,3 +266,97 @@ func setReadOnlyRaised(fd int) error {
 	}
 	return nil
 }
+
+// The calls on images and the materialization root, without a
+// capability.
+
+func umask(mask int) { unix.Umask(mask) }
+
+func fstat(fd int) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(fd, &st)
+	return st, err
+}
+
+// lstatAt stats name below dir without following a symbolic link.
+func lstatAt(dir int, name string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return st, err
+}
+
+// openDirPath opens directory p as a handle (O_PATH), not through a
+// symbolic link as its last component.
+func openDirPath(p string) (int, error) {
+	return unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// openDirAt opens directory name below dir for reading its entries.
+func openDirAt(dir int, name string) (int, error) {
+	return unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+}
+
+// openPathAt opens name below dir as a handle (O_PATH), never through a
+// symbolic link as its last component.
+func openPathAt(dir int, name string) (int, error) {
+	return unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// createImage creates image name below dir with exactly the flags and
+// mode the allowlist admits: an existing name, a symbolic link included,
+// is refused (EEXIST), never reused or followed.
+func createImage(dir int, name string) (int, error) {
+	return unix.Openat(dir, name, createFlags, 0o600)
+}
+
+// reopen opens the inode of the O_PATH handle pfd for reading or
+// writing (flags), through /proc/self/fd.
+func reopen(pfd, flags int) (int, error) {
+	return unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC, 0)
+}
+
+// allocateAll allocates size bytes of fd (fallocate mode 0).
+func allocateAll(fd int, size uint64) error { return unix.Fallocate(fd, 0, 0, int64(size)) }
+
+func unlinkFile(dir int, name string) error { return unix.Unlinkat(dir, name, 0) }
+
+// syncDir makes dir's entries durable.
+func syncDir(dir int) error {
+	fd, err := openDirAt(dir, ".")
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("fsync: %w", err)
+	}
+	return nil
+}
+
+// lockNoWait takes flock lock (LOCK_EX or LOCK_SH) without blocking.
+func lockNoWait(fd, lock int) error { return unix.Flock(fd, lock|unix.LOCK_NB) }
+
+// readlinkFD reads the target of the symbolic link an O_PATH|O_NOFOLLOW
+// descriptor refers to.
+func readlinkFD(fd int) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", buf)
+	if err != nil {
+		return "", err
+	}
+	if n >= len(buf) {
+		return "", unix.ENAMETOOLONG
+	}
+	return string(buf[:n]), nil
+}
+
+// The formatter's calls (format.go).
+
+func seqpacketPair() ([2]int, error) {
+	return unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+}
+
+func noNewPrivs() (int, error) { return unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) }
+
+// execEmptyEnv executes exe with argv and an empty environment.
+func execEmptyEnv(exe string, argv []string) error { return unix.Exec(exe, argv, []string{}) }

@@ -2,12 +2,13 @@ package mounter
 
 import (
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"runtime"
 	"strings"
 
+	"github.com/glove-sandbox/glove/filetype"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"golang.org/x/sys/unix"
 )
 
@@ -122,7 +123,7 @@ func (s *server) checkSource(src int) error {
 			return err
 		}
 	default:
-		return refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", typeName(si.mode))
+		return refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
 	}
 	again, err := identOf(src)
 	if err != nil {
@@ -272,7 +273,7 @@ func (s *server) localize(src int) (int, error) {
 	case unix.S_IFREG:
 		open = openFile
 	default:
-		return -1, refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", typeName(si.mode))
+		return -1, refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
 	}
 	name, err := fdName(s.procFD, src)
 	if err != nil {
@@ -312,24 +313,4 @@ func beneathPath(rootPath, dir string) (string, bool) {
 		return dir[len(rootPath)+1:], true
 	}
 	return "", false
-}
-
-func typeName(mode uint16) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	case unix.S_IFBLK:
-		return "block device"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFIFO:
-		return "FIFO"
-	case unix.S_IFREG:
-		return "regular file"
-	case unix.S_IFDIR:
-		return "directory"
-	}
-	return fmt.Sprintf("file of type %#o", mode&unix.S_IFMT)
 }

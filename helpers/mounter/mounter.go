@@ -22,12 +22,13 @@ package mounter
 
 import (
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"strings"
 
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -35,8 +36,9 @@ import (
 // Name is the executable and wire name.
 const Name = "glove-mounter"
 
-// ConfigFile is the bounds file under helperkit.ConfigDir.
-const ConfigFile = "mounter.json"
+// ConfigFile is the bounds file under helperkit.ConfigDir, from the
+// capability table's row.
+var ConfigFile = captable.MustLookup(Name).Bounds
 
 // Hard ceilings no configuration may exceed.
 const (
@@ -83,7 +85,7 @@ func Spec() helperkit.Spec {
 		rules = append(append([]bpf.Rule{}, Syscalls...), FallbackSyscalls...)
 	}
 	return helperkit.Spec{
-		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: rules,
+		Name: Name, Config: cfg, Syscalls: rules,
 		Protocol: mountwire.Protocol,
 		Handlers: func(peer *unix.Ucred) ([]wire.Handler, error) {
 			s, err := newServer(cfg, peer, fallback)

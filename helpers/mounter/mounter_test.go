@@ -2,11 +2,11 @@ package mounter
 
 import (
 	"errors"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )

@@ -2,11 +2,11 @@ package mounter
 
 import (
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"os"
 	"strconv"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"golang.org/x/sys/unix"
 )
 

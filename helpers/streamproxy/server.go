@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"io"
 	"os"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/streamproxy/relay"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"github.com/glove-sandbox/glove/names"
 	"golang.org/x/sys/unix"
 )
@@ -95,18 +95,14 @@ func control(f *os.File, fn func(fd int) error) error {
 func checkStream(what string, f *os.File) (*unix.Ucred, error) {
 	var cred *unix.Ucred
 	err := control(f, func(fd int) error {
-		domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+		domain, typ, err := socketKind(fd)
 		if err != nil {
 			return refuse(wire.ErrRefused, "%s is not a socket: %v", what, err)
-		}
-		typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-		if err != nil {
-			return refuse(wire.ErrRefused, "%s: socket type: %v", what, err)
 		}
 		if domain != unix.AF_UNIX || typ != unix.SOCK_STREAM {
 			return refuse(wire.ErrRefused, "%s is not an AF_UNIX stream socket (domain %d, type %d)", what, domain, typ)
 		}
-		if cred, err = unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err != nil {
+		if cred, err = peerCred(fd); err != nil {
 			return refuse(wire.ErrRefused, "%s: peer credentials: %v", what, err)
 		}
 		// An unconnected (or listening) socket has no peer: pid 0.
@@ -122,8 +118,8 @@ func checkStream(what string, f *os.File) (*unix.Ucred, error) {
 // user, open write-only for appending.
 func (s *server) checkAudit(f *os.File) error {
 	return control(f, func(fd int) error {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
+		st, err := fstat(fd)
+		if err != nil {
 			return refuse(wire.ErrRefused, "audit file: fstat: %v", err)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -132,7 +128,7 @@ func (s *server) checkAudit(f *os.File) error {
 		if st.Uid != s.uid {
 			return refuse(wire.ErrRefused, "audit file is owned by uid %d, not %d", st.Uid, s.uid)
 		}
-		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		fl, err := statusFlags(fd)
 		if err != nil {
 			return refuse(wire.ErrRefused, "audit file: status flags: %v", err)
 		}
@@ -146,10 +142,10 @@ func (s *server) checkAudit(f *os.File) error {
 // sameFile reports whether a and b are the same inode (fstat).
 func sameFile(a, b *os.File) (bool, error) {
 	var sa, sb unix.Stat_t
-	if err := control(a, func(fd int) error { return unix.Fstat(fd, &sa) }); err != nil {
+	if err := control(a, func(fd int) (err error) { sa, err = fstat(fd); return err }); err != nil {
 		return false, err
 	}
-	if err := control(b, func(fd int) error { return unix.Fstat(fd, &sb) }); err != nil {
+	if err := control(b, func(fd int) (err error) { sb, err = fstat(fd); return err }); err != nil {
 		return false, err
 	}
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino, nil
@@ -161,7 +157,7 @@ func dup(f *os.File) (int, error) {
 	fd := -1
 	err := control(f, func(raw int) error {
 		var err error
-		fd, err = unix.FcntlInt(uintptr(raw), unix.F_DUPFD_CLOEXEC, 0)
+		fd, err = dupCloexec(raw)
 		return err
 	})
 	return fd, err
@@ -254,7 +250,7 @@ func (s *server) start(req *streamwire.OpenRequest, fds []*os.File, peer unix.Uc
 // checkPeer is the relay's CheckUpstream: the upstream's SO_PEERCRED must
 // be the one seen at StreamOpen.
 func checkPeer(fd int, want unix.Ucred) error {
-	got, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	got, err := peerCred(fd)
 	if err != nil {
 		return err
 	}
@@ -336,26 +332,11 @@ func (a *auditLog) Record(r relay.Record) error {
 	if n != len(line) {
 		return fmt.Errorf("append: short write %d of %d bytes", n, len(line))
 	}
-	for {
-		err = unix.Fdatasync(a.fd)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	if err := fdatasync(a.fd); err != nil {
 		return fmt.Errorf("fdatasync: %w", err)
 	}
 	if r.Status == relay.StatusDelivered {
 		a.delivered()
 	}
 	return nil
-}
-
-func writeRetry(fd int, b []byte) (int, error) {
-	for {
-		n, err := unix.Write(fd, b)
-		if err != unix.EINTR {
-			return n, err
-		}
-	}
 }

@@ -21,6 +21,7 @@
 package streamproxy
 
 import (
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
@@ -30,8 +31,9 @@ import (
 // Name is the executable and wire name.
 const Name = "glove-streamproxy"
 
-// ConfigFile is the bounds file under helperkit.ConfigDir.
-const ConfigFile = "streamproxy.json"
+// ConfigFile is the bounds file under helperkit.ConfigDir, from the
+// capability table's row.
+var ConfigFile = captable.MustLookup(Name).Bounds
 
 // Hard ceilings no configuration may exceed.
 const (
@@ -63,7 +65,7 @@ func (c *Config) Validate() error {
 func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
-		Name: Name, ConfigFile: ConfigFile, Config: cfg, Syscalls: Syscalls,
+		Name: Name, Config: cfg, Syscalls: Syscalls,
 		Protocol: streamwire.Protocol,
 		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
 			return newServer(cfg).handlers(), nil

@@ -33,42 +33,29 @@ var (
 
 type testPing struct{ Tag uint32 }
 
-func (m *testPing) Encode(e *Encoder) { e.U32(m.Tag) }
 func (m *testPing) Decode(d *Decoder) { m.Tag = d.U32() }
 
 type testPong struct{ Tag uint32 }
 
-func (m *testPong) Encode(e *Encoder) { e.U32(m.Tag) }
 func (m *testPong) Decode(d *Decoder) { m.Tag = d.U32() }
 
 type testFD struct {
 	Flag bool
 	Tag  uint32
-	Blob []byte
-}
-
-func (m *testFD) Encode(e *Encoder) {
-	e.Bool(m.Flag)
-	e.U32(m.Tag)
-	e.Bytes(m.Blob, 32)
-}
-func (m *testFD) Decode(d *Decoder) {
-	m.Flag = d.Bool()
-	m.Tag = d.U32()
-	m.Blob = d.Bytes(32)
+	Blob []byte `wire:"32"`
 }
 
 type testFDReply struct{ Tag uint32 }
 
-func (m *testFDReply) Encode(e *Encoder) { e.U32(m.Tag) }
 func (m *testFDReply) Decode(d *Decoder) { m.Tag = d.U32() }
 
-type testOther struct{ Session string }
+type testOther struct {
+	Session string `wire:"64"`
+}
 
-func (m *testOther) Encode(e *Encoder) { e.String(m.Session, MaxSessionName) }
 func (m *testOther) Decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
 
-type testOtherReply struct{ Empty }
+type testOtherReply struct{}
 
 // testAll admits every type of both test protocols, requests and replies,
 // so the frame rules can be tested apart from which end admits what.
@@ -89,8 +76,8 @@ func (a anyKinds) kind(t MsgType) (*kind, bool) {
 	return k, ok
 }
 
-// kindOf finds a test message's kind by its Go type (each is unique).
-func kindOf(m Message) *kind {
+// kindOfMsg finds a test message's kind by its Go type (each is unique).
+func kindOfMsg(m Message) *kind {
 	for _, k := range testAll {
 		if k.goT == reflect.TypeOf(m) {
 			return k
@@ -100,10 +87,10 @@ func kindOf(m Message) *kind {
 }
 
 // sendMsg sends m as its kind.
-func sendMsg(c *Conn, id uint32, m Message, fds []int) error { return c.send(id, kindOf(m), m, fds) }
+func sendMsg(c *Conn, id uint32, m Message, fds []int) error { return c.send(id, kindOfMsg(m), m, fds) }
 
 // encodeMsg encodes m as its kind.
-func encodeMsg(id uint32, m Message) ([]byte, error) { return encodeFrame(id, kindOf(m), m) }
+func encodeMsg(id uint32, m Message) ([]byte, error) { return encodeFrame(id, kindOfMsg(m), m) }
 
 // rawPair returns a SOCK_SEQPACKET pair as raw descriptors, closed at the
 // end of the test unless the caller takes them.

@@ -60,14 +60,17 @@
 //
 // # Payload encoding
 //
-// Payload fields are encoded back to back, with no padding and no tags, by
-// [Encoder] and decoded by [Decoder]. Integers are little-endian and fixed
-// width; a bool is one byte, 0 or 1; a string or byte field is a uint16
-// length followed by that many bytes, and every such field has a per-field
-// maximum. Strings must be valid UTF-8 without NUL bytes (NUL would truncate
-// them once passed to a system call). The encoding is canonical: a payload
-// that decodes re-encodes to the identical bytes, and leftover bytes are an
-// error rather than ignored "unknown fields".
+// A message is a Go struct and its fields are its payload, encoded back
+// to back in declaration order, with no padding and no tags, by one codec
+// for every message (fields.go, over [Encoder] and [Decoder]): integers
+// are little-endian and fixed width; a bool is one byte, 0 or 1; a
+// string or byte field is a uint16 length followed by that many bytes,
+// with a per-field maximum from the struct tag `wire:"N"`. A struct with
+// any other field, or a string without its maximum, is refused when its
+// package is initialized. Strings must be valid UTF-8 without NUL bytes
+// (NUL would truncate them once passed to a system call). The encoding
+// is canonical: a payload that decodes re-encodes to the identical bytes,
+// and leftover bytes are an error rather than ignored "unknown fields".
 //
 // # Message types
 //

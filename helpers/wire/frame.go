@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"reflect"
 )
 
 // Frame limits.
@@ -41,11 +42,17 @@ func EncodeRawHeader(version, typ uint16, reqID, payloadLen uint32, nfds, flags 
 // encodeFrame encodes m, of kind k, as a complete frame (header and
 // payload) with request id reqID. Errors wrap [ErrInvalidMessage].
 func encodeFrame(reqID uint32, k *kind, m Message) ([]byte, error) {
-	if m == nil {
-		return nil, fmt.Errorf("wire: encode frame: %w: nil message", ErrInvalidMessage)
+	v := reflect.ValueOf(m)
+	if m == nil || v.Type() != k.goT || v.IsNil() {
+		return nil, fmt.Errorf("wire: encode frame %s: %w: message %T", k, ErrInvalidMessage, m)
 	}
 	e := NewEncoder(EncodeRawHeader(Version, uint16(k.t), reqID, 0, uint16(k.fds), 0))
-	m.Encode(e)
+	if c, ok := m.(checker); ok {
+		if err := c.check(); err != nil {
+			return nil, fmt.Errorf("wire: encode frame %s: %w: %w", k, ErrInvalidMessage, err)
+		}
+	}
+	encodeFields(e, v.Elem(), k.fields)
 	if err := e.Err(); err != nil {
 		return nil, fmt.Errorf("wire: encode frame %s: %w: %w", k, ErrInvalidMessage, err)
 	}
@@ -108,9 +115,14 @@ func decodeFrame(buf []byte, nfds int, a Admits) (reqID uint32, m Message, err e
 	if testHookDecode != nil {
 		testHookDecode(typ)
 	}
-	m = k.make()
+	m = k.zero()
 	d := NewDecoder(buf[HeaderSize:])
-	m.Decode(d)
+	decodeFields(d, reflect.ValueOf(m).Elem(), k.fields)
+	if c, ok := m.(checker); ok && d.Err() == nil {
+		if err := c.check(); err != nil {
+			d.Fail(err)
+		}
+	}
 	if err := d.Finish(); err != nil {
 		return 0, nil, &ProtocolError{Op: fmt.Sprintf("%s %s", op, k), Err: err}
 	}

@@ -29,7 +29,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(buf, uint8(kindOf(m).fds))
+		f.Add(buf, uint8(kindOfMsg(m).fds))
 	}
 	for _, bf := range badFrames() {
 		if len(bf.buf) <= 4096 {

@@ -8,35 +8,29 @@ import (
 	"strings"
 )
 
-// Message is one message's payload: a struct whose Encode writes its
-// fields in order and whose Decode reads them back (errors are recorded
-// in the Decoder). Its type number and descriptor count are not the
-// struct's own: the [Route] that declares it holds them, so a helper's
-// whole protocol is one declaration.
-type Message interface {
-	Encode(*Encoder)
-	Decode(*Decoder)
-}
-
-// Empty is embedded by a message without fields.
-type Empty struct{}
-
-// Encode writes nothing.
-func (Empty) Encode(*Encoder) {}
-
-// Decode reads nothing; Decoder.Finish refuses any byte left over.
-func (Empty) Decode(*Decoder) {}
+// Message is a pointer to a message struct (see fields.go). Its type
+// number and descriptor count are not the struct's own: the [Route] that
+// declares it holds them, so a helper's whole protocol is one
+// declaration.
+type Message any
 
 // kind is one message type as a protocol declares it.
 type kind struct {
-	t    MsgType
-	goT  reflect.Type // the message's pointer type
-	name string       // the Go type's name, for logs and the documentation
-	fds  int          // exactly this many descriptors travel with it
-	make func() Message
-	// fields describes the payload for the documentation.
-	fields func() string
+	t      MsgType
+	goT    reflect.Type // the message's pointer type
+	name   string       // the Go type's name, for logs and the documentation
+	fds    int          // exactly this many descriptors travel with it
+	fields []field
 }
+
+// kindOf declares type t of struct T carrying fds descriptors.
+func kindOf[T any](t MsgType, fds int) kind {
+	rt := reflect.TypeFor[T]()
+	return kind{t: t, goT: reflect.PointerTo(rt), name: rt.Name(), fds: fds, fields: layoutOf(rt)}
+}
+
+// zero is a new message of this kind.
+func (k *kind) zero() Message { return reflect.New(k.goT.Elem()).Interface() }
 
 func (k *kind) String() string { return fmt.Sprintf("%s (%#04x)", k.name, uint16(k.t)) }
 
@@ -51,25 +45,15 @@ type route struct {
 // each carries and whether the request may come only once per
 // connection. The same value is the supervisor's typed call ([Route.Call])
 // and the helper's typed handler ([Route.Handle]).
-type Route[Q, R Message] struct{ r *route }
-
-// ptr is a message struct's pointer type.
-type ptr[T any] interface {
-	*T
-	Message
-}
+type Route[Q, R any] struct{ r *route }
 
 // NewRoute declares request type t of struct Q carrying reqFDs
 // descriptors, answered by type t+1 of struct R carrying replyFDs.
-func NewRoute[Q, R any, PQ ptr[Q], PR ptr[R]](t MsgType, reqFDs, replyFDs int, once bool) Route[PQ, PR] {
+func NewRoute[Q, R any](t MsgType, reqFDs, replyFDs int, once bool) Route[Q, R] {
 	if reqFDs < 0 || reqFDs > MaxFDs || replyFDs < 0 || replyFDs > MaxFDs {
 		panic(fmt.Sprintf("wire: route %#04x: descriptor counts %d, %d", uint16(t), reqFDs, replyFDs))
 	}
-	return Route[PQ, PR]{r: &route{
-		req:   kind{t: t, goT: reflect.TypeFor[PQ](), name: reflect.TypeFor[Q]().Name(), fds: reqFDs, make: func() Message { return PQ(new(Q)) }, fields: fieldsOf[Q]},
-		reply: kind{t: t + 1, goT: reflect.TypeFor[PR](), name: reflect.TypeFor[R]().Name(), fds: replyFDs, make: func() Message { return PR(new(R)) }, fields: fieldsOf[R]},
-		once:  once,
-	}}
+	return Route[Q, R]{r: &route{req: kindOf[Q](t, reqFDs), reply: kindOf[R](t+1, replyFDs), once: once}}
 }
 
 // Type is the request's type number.
@@ -81,23 +65,22 @@ func (r Route[Q, R]) decl() *route { return r.r }
 // Call sends req with fds (which the caller still owns) over c and waits
 // for the reply, whose descriptors the caller then owns (exactly as many
 // as the reply type carries). A helper's *Error reply is the error.
-func (r Route[Q, R]) Call(c *Client, req Q, fds []int) (R, []*os.File, error) {
-	var zero R
+func (r Route[Q, R]) Call(c *Client, req *Q, fds []int) (*R, []*os.File, error) {
 	m, files, err := c.call(r.r, req, fds)
 	if err != nil {
-		return zero, nil, err
+		return nil, nil, err
 	}
-	return m.(R), files, nil
+	return m.(*R), files, nil
 }
 
 // Frame encodes req as a complete request frame with request id reqID,
 // for tests that forge variants of a valid frame.
-func (r Route[Q, R]) Frame(reqID uint32, req Q) ([]byte, error) {
+func (r Route[Q, R]) Frame(reqID uint32, req *Q) ([]byte, error) {
 	return encodeFrame(reqID, &r.r.req, req)
 }
 
 // ReplyFrame encodes rep as a complete reply frame, for tests.
-func (r Route[Q, R]) ReplyFrame(reqID uint32, rep R) ([]byte, error) {
+func (r Route[Q, R]) ReplyFrame(reqID uint32, rep *R) ([]byte, error) {
 	return encodeFrame(reqID, &r.r.reply, rep)
 }
 
@@ -109,11 +92,10 @@ func (r Route[Q, R]) Replies() Admits { return replyOf(r) }
 // and its descriptors (closed by the server when fn returns: dup one to
 // keep it); the descriptors it returns are sent with the reply and then
 // closed. An error from fn becomes the reply as [Server] documents.
-func (r Route[Q, R]) Handle(fn func(reqID uint32, req Q, fds []*os.File) (R, []int, error)) Handler {
+func (r Route[Q, R]) Handle(fn func(reqID uint32, req *Q, fds []*os.File) (*R, []int, error)) Handler {
 	return Handler{r: r.r, fn: func(id uint32, m Message, fds []*os.File) (Message, []int, error) {
-		rep, rfds, err := fn(id, m.(Q), fds)
-		var none R
-		if err != nil || any(rep) == any(none) {
+		rep, rfds, err := fn(id, m.(*Q), fds)
+		if err != nil || rep == nil {
 			// A nil *R in a Message would be a non-nil interface the
 			// encoder dereferences.
 			return nil, rfds, err
@@ -270,7 +252,7 @@ func (p *Protocol) Markdown() string {
 			once = "yes"
 		}
 		fmt.Fprintf(&b, "| `%#04x` | %s | %s | %d | %s | %s | %d | %s |\n", uint16(r.req.t),
-			r.req.name, r.req.fields(), r.req.fds, r.reply.name, r.reply.fields(), r.reply.fds, once)
+			r.req.name, docOf(r.req.fields), r.req.fds, r.reply.name, docOf(r.reply.fields), r.reply.fds, once)
 	}
 	return b.String()
 }
@@ -313,20 +295,4 @@ func (onlyErrors) kind(t MsgType) (*kind, bool) {
 		return &errorKind, true
 	}
 	return nil, false
-}
-
-// fieldsOf lists a message struct's fields for the documentation, e.g.
-// "Flags uint32", or "(empty)".
-func fieldsOf[T any]() string {
-	var out []string
-	rt := reflect.TypeFor[T]()
-	for i := range rt.NumField() {
-		if f := rt.Field(i); !f.Anonymous {
-			out = append(out, f.Name+" "+f.Type.String())
-		}
-	}
-	if len(out) == 0 {
-		return "(empty)"
-	}
-	return strings.Join(out, ", ")
 }

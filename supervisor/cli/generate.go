@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 const usagePolicyGenerate = "usage: glove policy generate --runtime R (--executable PATH | --search-path DIR...) --template-id ID" +
@@ -241,16 +241,16 @@ func sortedUnique(flag string, vs []string, check func(flag, v string) error) ([
 // a NAME given twice is refused.
 func sortedEnvironment(env []string) ([]string, error) {
 	out := make([]string, 0, len(env))
-	names := map[string]bool{}
+	seen := map[string]bool{}
 	for _, e := range env {
 		name, _, ok := strings.Cut(e, "=")
-		if !ok || !validEnvName(name) {
+		if !ok || !names.EnvVar(name) {
 			return nil, faultGen("--env %q is not NAME=VALUE with NAME matching [A-Za-z_][A-Za-z0-9_]*", e)
 		}
-		if names[name] {
+		if seen[name] {
 			return nil, faultGen("--env %s is given twice", name)
 		}
-		names[name] = true
+		seen[name] = true
 		out = append(out, e)
 	}
 	slices.SortFunc(out, func(a, b string) int {
@@ -259,21 +259,6 @@ func sortedEnvironment(env []string) ([]string, error) {
 		return strings.Compare(an, bn)
 	})
 	return out, nil
-}
-
-func validEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // pinnedExecutable resolves an absolute --executable to its canonical

@@ -460,24 +460,25 @@ func (d *Daemon) closeComponents() error {
 // logStoreCompaction logs an automatic compaction of the session store:
 // the figures an operator needs to see the store stays within its bounds.
 func (d *Daemon) logStoreCompaction(info store.CompactInfo, err error) {
-	f := logrus.Fields{"event": "compacted", "journal": "sessions", "records_before": info.RecordsBefore,
+	d.logCompaction("sessions", "session store", "store", logrus.Fields{"records_before": info.RecordsBefore,
 		"records_after": info.RecordsAfter, "bytes_before": info.BytesBefore, "bytes_after": info.BytesAfter,
-		"sessions": info.Sessions, "dropped": info.Dropped}
-	if err != nil {
-		d.log.WithFields(f).WithField("error", err.Error()).Error("session store compaction failed; the store is unchanged")
-		return
-	}
-	d.log.WithFields(f).Info("session store compacted")
+		"sessions": info.Sessions, "dropped": info.Dropped}, err)
 }
 
 // logReceiptCompaction logs an automatic compaction of the receipts.
 func (d *Daemon) logReceiptCompaction(info receipt.CompactInfo, err error) {
-	f := logrus.Fields{"event": "compacted", "journal": "receipts", "records_before": info.RecordsBefore,
+	d.logCompaction("receipts", "receipt journal", "journal", logrus.Fields{"records_before": info.RecordsBefore,
 		"records_after": info.RecordsAfter, "bytes_before": info.BytesBefore, "bytes_after": info.BytesAfter,
-		"dropped": info.Dropped, "carried": info.Carried}
+		"dropped": info.Dropped, "carried": info.Carried}, err)
+}
+
+// logCompaction logs one compaction of journal name (what and short
+// name it in words) with its figures f.
+func (d *Daemon) logCompaction(name, what, short string, f logrus.Fields, err error) {
+	f["event"], f["journal"] = "compacted", name
 	if err != nil {
-		d.log.WithFields(f).WithField("error", err.Error()).Error("receipt journal compaction failed; the journal is unchanged")
+		d.log.WithFields(f).WithField("error", err.Error()).Error(what + " compaction failed; the " + short + " is unchanged")
 		return
 	}
-	d.log.WithFields(f).Info("receipt journal compacted")
+	d.log.WithFields(f).Info(what + " compacted")
 }

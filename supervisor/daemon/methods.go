@@ -115,6 +115,45 @@ type sessionParams struct {
 	SessionID string `json:"session_id"`
 }
 
+func (p *sessionParams) sessionID() string { return p.SessionID }
+
+// namesSession is the params of a method that names a session.
+type namesSession interface{ sessionID() string }
+
+// decodeSession decodes a method's params, of type P, and returns the
+// stored session they name.
+func decodeSession[P any, PP interface {
+	*P
+	namesSession
+}](d *Daemon, k *call) (*P, store.Session, *Error) {
+	ps := new(P)
+	if e := decodeParams(k.params, ps); e != nil {
+		return nil, store.Session{}, e
+	}
+	sess, e := d.lookup(k, PP(ps).sessionID())
+	if e != nil {
+		return nil, store.Session{}, e
+	}
+	return ps, sess, nil
+}
+
+// decodeLive decodes a method's params, of type P, and returns the
+// session they name, which must be running in this gloved.
+func decodeLive[P any, PP interface {
+	*P
+	namesSession
+}](d *Daemon, k *call) (*P, *live, *Error) {
+	ps := new(P)
+	if e := decodeParams(k.params, ps); e != nil {
+		return nil, nil, e
+	}
+	l, e := d.liveSession(k, PP(ps).sessionID())
+	if e != nil {
+		return nil, nil, e
+	}
+	return ps, l, nil
+}
+
 // lookup returns the stored session named by the params.
 func (d *Daemon) lookup(k *call, id string) (store.Session, *Error) {
 	if !store.ValidSessionID(id) {
@@ -146,11 +185,7 @@ type Status struct {
 }
 
 func (d *Daemon) sessionStatus(_ *conn, k *call) (any, *Error) {
-	var ps sessionParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
-	sess, e := d.lookup(k, ps.SessionID)
+	_, sess, e := decodeSession[sessionParams](d, k)
 	if e != nil {
 		return nil, e
 	}

@@ -3,8 +3,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
-	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"io"
 	"os"
 	"path"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"github.com/glove-sandbox/glove/supervisor/receipt"
 	"github.com/glove-sandbox/glove/supervisor/session"

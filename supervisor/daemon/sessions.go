@@ -269,12 +269,10 @@ type startParams struct {
 	StartToken string `json:"start_token"`
 }
 
+func (p *startParams) sessionID() string { return p.SessionID }
+
 func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
-	var ps startParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
-	sess, e := d.lookup(k, ps.SessionID)
+	ps, sess, e := decodeSession[startParams](d, k)
 	if e != nil {
 		return nil, e
 	}
@@ -635,12 +633,10 @@ type attachParams struct {
 	From      *uint64 `json:"from,omitempty"`
 }
 
+func (p *attachParams) sessionID() string { return p.SessionID }
+
 func (d *Daemon) attach(c *conn, k *call) (any, *Error) {
-	var ps attachParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
-	l, e := d.liveSession(k, ps.SessionID)
+	ps, l, e := decodeLive[attachParams](d, k)
 	if e != nil {
 		return nil, e
 	}
@@ -659,12 +655,10 @@ type stdinParams struct {
 	Data      []byte `json:"data"`
 }
 
+func (p *stdinParams) sessionID() string { return p.SessionID }
+
 func (d *Daemon) writeStdin(_ *conn, k *call) (any, *Error) {
-	var ps stdinParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
-	l, e := d.liveSession(k, ps.SessionID)
+	ps, l, e := decodeLive[stdinParams](d, k)
 	if e != nil {
 		return nil, e
 	}
@@ -742,11 +736,7 @@ func (d *Daemon) signal(_ *conn, k *call) (any, *Error) {
 }
 
 func (d *Daemon) detach(c *conn, k *call) (any, *Error) {
-	var ps sessionParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
-	l, e := d.liveSession(k, ps.SessionID)
+	_, l, e := decodeLive[sessionParams](d, k)
 	if e != nil {
 		return nil, e
 	}
@@ -797,11 +787,7 @@ func (d *Daemon) stopSession(_ *conn, k *call) (any, *Error) {
 }
 
 func (d *Daemon) cleanupSession(_ *conn, k *call) (any, *Error) {
-	var ps sessionParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
-	sess, e := d.lookup(k, ps.SessionID)
+	_, sess, e := decodeSession[sessionParams](d, k)
 	if e != nil {
 		return nil, e
 	}

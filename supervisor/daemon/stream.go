@@ -3,13 +3,13 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/policy"
 	"github.com/glove-sandbox/glove/supervisor/session"

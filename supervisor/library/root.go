@@ -10,9 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/glove-sandbox/glove/filetype"
 	"golang.org/x/sys/unix"
-
-	"github.com/glove-sandbox/glove/supervisor/internal/filetype"
 )
 
 // Root is an open, identity-pinned bundle root directory. Its O_PATH

@@ -10,9 +10,10 @@ import (
 )
 
 var (
-	ptr    = strictjson.Ptr
-	join   = strictjson.Join
-	faultf = strictjson.Faultf
+	ptr        = strictjson.Ptr
+	join       = strictjson.Join
+	faultf     = strictjson.Faultf
+	checkOrder = strictjson.CheckOrder
 )
 
 // Validate checks p against the validated policy pol at time now and
@@ -255,16 +256,6 @@ func checkDefinedIDs(at string, ids, defined []string, what string) error {
 		if !slices.Contains(defined, id) {
 			return faultf(join(at, i), "%q is not %s of the policy", id, what)
 		}
-	}
-	return nil
-}
-
-func checkOrder(at, prev, cur string) error {
-	if cur == prev {
-		return faultf(at, "%q is a duplicate", cur)
-	}
-	if cur < prev {
-		return faultf(at, "%q is not sorted after %q", cur, prev)
 	}
 	return nil
 }

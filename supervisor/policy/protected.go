@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/glove-sandbox/glove/filetype"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,7 +77,7 @@ func ReadProtected(path string, max int64) ([]byte, error) {
 // checkProtected applies the rules to one stat result.
 func checkProtected(st *unix.Stat_t, max int64) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("not a regular file (%s): %w", fileType(st.Mode), ErrUnprotected)
+		return fmt.Errorf("not a regular file (%s): %w", filetype.Name(st.Mode), ErrUnprotected)
 	}
 	if uid := uint32(os.Geteuid()); st.Uid != uid {
 		return fmt.Errorf("owned by uid %d, not the current uid %d: %w", st.Uid, uid, ErrUnprotected)
@@ -97,22 +98,4 @@ func checkProtected(st *unix.Stat_t, max int64) error {
 func sameFile(a, b *unix.Stat_t) bool {
 	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size &&
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim && a.Mode == b.Mode && a.Nlink == b.Nlink
-}
-
-func fileType(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFIFO:
-		return "FIFO"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	}
-	return fmt.Sprintf("type %#o", mode&unix.S_IFMT)
 }

@@ -79,7 +79,7 @@ func TestReadProtectedRefuses(t *testing.T) {
 			if err := unix.Mkfifo(p, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, phrase: "not a regular file (FIFO)", protected: true},
+		}, phrase: "not a regular file (named pipe (fifo))", protected: true},
 		{name: "over max", max: 4, make: func(t *testing.T, p string) { write(t, p, 0o600) }, phrase: "more than the 4 allowed", protected: true},
 		{name: "missing", make: func(t *testing.T, p string) {}, phrase: "open", errno: syscall.ENOENT},
 		{name: "owned by another uid", rootOnly: "chown to another uid needs root", make: func(t *testing.T, p string) {

@@ -12,11 +12,12 @@ import (
 )
 
 var (
-	ptr    = strictjson.Ptr
-	join   = strictjson.Join
-	faultf = strictjson.Faultf
-	envRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hexRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	ptr        = strictjson.Ptr
+	join       = strictjson.Join
+	faultf     = strictjson.Faultf
+	checkOrder = strictjson.CheckOrder
+	envRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	hexRE      = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // IdentifierPattern is the charset of every identifier (template, runtime,
@@ -583,19 +584,6 @@ func checkIdentList(at string, ids []string) error {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-// checkOrder requires cur strictly after prev in byte order: canonical
-// arrays have one spelling, so two documents granting the same thing are
-// byte-identical and a repeat can never hide a second, different entry.
-func checkOrder(at, prev, cur string) error {
-	if cur == prev {
-		return faultf(at, "%q is a duplicate", cur)
-	}
-	if cur < prev {
-		return faultf(at, "%q is not sorted after %q", cur, prev)
 	}
 	return nil
 }

@@ -86,8 +86,8 @@ type callOpts struct {
 
 // request sends one request of route r through h and returns the reply
 // and its descriptors (see helper.call).
-func request[Q, R wire.Message](h *helper, op string, r wire.Route[Q, R], req Q, o callOpts, fds ...int) (R, []*os.File, error) {
-	var reply R
+func request[Q, R any](h *helper, op string, r wire.Route[Q, R], req *Q, o callOpts, fds ...int) (*R, []*os.File, error) {
+	var reply *R
 	files, err := h.call(op, o, func(c *wire.Client) ([]*os.File, error) {
 		rep, files, err := r.Call(c, req, fds)
 		reply = rep

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
-	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"io"
 	"os"
 	"os/exec"
@@ -21,6 +18,9 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
+	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
+	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/seccomp/profile"
 	"github.com/glove-sandbox/glove/spec"
 	"github.com/glove-sandbox/glove/supervisor/helperproc"
@@ -317,7 +317,7 @@ func (p *prepared) removeImage(img *image) {
 // call sends one request of the start path to a helper and returns the
 // reply's descriptors. No fresh helper replaces a lost one here: the
 // launch fails, naming the helper (HelperLostError).
-func call[Q, R wire.Message](h *helper, op string, r wire.Route[Q, R], req Q, fds ...int) ([]*os.File, error) {
+func call[Q, R any](h *helper, op string, r wire.Route[Q, R], req *Q, fds ...int) ([]*os.File, error) {
 	_, files, err := request(h, op, r, req, callOpts{}, fds...)
 	return files, err
 }

@@ -16,12 +16,10 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/glove-sandbox/glove/supervisor/internal/filetype"
-
+	"github.com/glove-sandbox/glove/filetype"
 	"github.com/glove-sandbox/glove/supervisor/discovery"
 	"github.com/glove-sandbox/glove/supervisor/policy"
+	"golang.org/x/sys/unix"
 )
 
 // Schema is the first field of the digest preimage.
@@ -255,16 +253,7 @@ func Walk(runtime, source string, progress Progress) (*Tree, error) {
 		unix.Close(pfd)
 		return nil, fmt.Errorf("source %s: is a %s; only a directory or a regular file is staged", canon, filetype.Name(st.Mode))
 	}
-	if err := t.findEntryPoint(exe); err != nil {
-		t.Close()
-		return nil, err
-	}
-	if err := t.hash("hash", progress); err != nil {
-		t.Close()
-		return nil, err
-	}
-	t.Digest = Digest(t.Entries)
-	return t, nil
+	return t.complete(func() error { return t.findEntryPoint(exe) }, "hash", progress)
 }
 
 // openTree opens an existing directory tree (a staged tree or a
@@ -281,11 +270,17 @@ func openTree(dirfd int, name, label string, progress Progress) (*Tree, error) {
 		return nil, fmt.Errorf("%s: %w", label, err)
 	}
 	t.dev = uint64(st.Dev)
-	if err := t.scan(); err != nil {
+	return t.complete(t.scan, "verify", progress)
+}
+
+// complete runs first, hashes every file (verb names it for progress)
+// and sets the digest; on any failure it closes t.
+func (t *Tree) complete(first func() error, verb string, progress Progress) (*Tree, error) {
+	if err := first(); err != nil {
 		t.Close()
 		return nil, err
 	}
-	if err := t.hash("verify", progress); err != nil {
+	if err := t.hash(verb, progress); err != nil {
 		t.Close()
 		return nil, err
 	}

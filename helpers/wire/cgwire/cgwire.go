@@ -26,23 +26,9 @@ var (
 // CreateRequest asks for a new session cgroup with a memory limit (swap
 // excluded) and a process limit.
 type CreateRequest struct {
-	Session     string
+	Session     string `wire:"64"`
 	MemoryBytes uint64
 	Pids        uint64
-}
-
-// Encode writes the fields.
-func (m *CreateRequest) Encode(e *wire.Encoder) {
-	e.String(m.Session, wire.MaxSessionName)
-	e.U64(m.MemoryBytes)
-	e.U64(m.Pids)
-}
-
-// Decode reads the fields.
-func (m *CreateRequest) Decode(d *wire.Decoder) {
-	m.Session = d.String(wire.MaxSessionName)
-	m.MemoryBytes = d.U64()
-	m.Pids = d.U64()
 }
 
 // CreateReply carries four descriptors, always all, in this order: the
@@ -57,56 +43,32 @@ func (m *CreateRequest) Decode(d *wire.Decoder) {
 // same name.
 type CreateReply struct{ Inode uint64 }
 
-// Encode writes the fields.
-func (m *CreateReply) Encode(e *wire.Encoder) { e.U64(m.Inode) }
-
-// Decode reads the fields.
-func (m *CreateReply) Decode(d *wire.Decoder) { m.Inode = d.U64() }
-
 // PlaceRequest asks to move the process of the carried pidfd into the
 // session's cgroups.
-type PlaceRequest struct{ Session string }
-
-// Encode writes the fields.
-func (m *PlaceRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
-
-// Decode reads the fields.
-func (m *PlaceRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+type PlaceRequest struct {
+	Session string `wire:"64"`
+}
 
 // PlaceReply says the process is in every session cgroup.
-type PlaceReply struct{ wire.Empty }
+type PlaceReply struct{}
 
 // KillRequest asks to kill every process of the session.
-type KillRequest struct{ Session string }
-
-// Encode writes the fields.
-func (m *KillRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
-
-// Decode reads the fields.
-func (m *KillRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+type KillRequest struct {
+	Session string `wire:"64"`
+}
 
 // KillReply says whether the session was seen empty before the helper's
 // bounded wait ended.
 type KillReply struct{ Empty bool }
 
-// Encode writes the fields.
-func (m *KillReply) Encode(e *wire.Encoder) { e.Bool(m.Empty) }
-
-// Decode reads the fields.
-func (m *KillReply) Decode(d *wire.Decoder) { m.Empty = d.Bool() }
-
 // RemoveRequest asks to kill what is left of the session and remove its
 // cgroups; a session that does not exist is already removed.
-type RemoveRequest struct{ Session string }
-
-// Encode writes the fields.
-func (m *RemoveRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
-
-// Decode reads the fields.
-func (m *RemoveRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+type RemoveRequest struct {
+	Session string `wire:"64"`
+}
 
 // RemoveReply says the session's cgroups are gone.
-type RemoveReply struct{ wire.Empty }
+type RemoveReply struct{}
 
 // RemoveEmptyRequest asks to remove the session's cgroups only if no
 // process is in them: it never kills. gloved's recovery sends it for the
@@ -114,25 +76,17 @@ type RemoveReply struct{ wire.Empty }
 // supervisor's session being started, say) is refused, and the kernel's
 // refusal to remove a populated cgroup makes the check and the removal
 // one step. A session that does not exist is already removed.
-type RemoveEmptyRequest struct{ Session string }
-
-// Encode writes the fields.
-func (m *RemoveEmptyRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
-
-// Decode reads the fields.
-func (m *RemoveEmptyRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+type RemoveEmptyRequest struct {
+	Session string `wire:"64"`
+}
 
 // RemoveEmptyReply says the session's cgroups are gone.
-type RemoveEmptyReply struct{ wire.Empty }
+type RemoveEmptyReply struct{}
 
 // StatRequest asks for the session's accounting.
-type StatRequest struct{ Session string }
-
-// Encode writes the fields.
-func (m *StatRequest) Encode(e *wire.Encoder) { e.String(m.Session, wire.MaxSessionName) }
-
-// Decode reads the fields.
-func (m *StatRequest) Decode(d *wire.Decoder) { m.Session = d.String(wire.MaxSessionName) }
+type StatRequest struct {
+	Session string `wire:"64"`
+}
 
 // StatReply is the session's accounting. PidsPeak is 0 where the kernel
 // keeps no peak (v1 pids).
@@ -144,51 +98,15 @@ type StatReply struct {
 	CPUTimeNS       uint64
 }
 
-// Encode writes the fields.
-func (m *StatReply) Encode(e *wire.Encoder) {
-	e.U64(m.MemoryPeakBytes)
-	e.U64(m.OOMKills)
-	e.U64(m.PidsCurrent)
-	e.U64(m.PidsPeak)
-	e.U64(m.CPUTimeNS)
-}
-
-// Decode reads the fields.
-func (m *StatReply) Decode(d *wire.Decoder) {
-	m.MemoryPeakBytes = d.U64()
-	m.OOMKills = d.U64()
-	m.PidsCurrent = d.U64()
-	m.PidsPeak = d.U64()
-	m.CPUTimeNS = d.U64()
-}
-
 // FreezeRequest asks to freeze (Frozen) or thaw the session through the
 // v2 cgroup.freeze: a frozen session runs nothing and forks nothing while
 // the supervisor inspects or winds it down.
 type FreezeRequest struct {
-	Session string
+	Session string `wire:"64"`
 	Frozen  bool
-}
-
-// Encode writes the fields.
-func (m *FreezeRequest) Encode(e *wire.Encoder) {
-	e.String(m.Session, wire.MaxSessionName)
-	e.Bool(m.Frozen)
-}
-
-// Decode reads the fields.
-func (m *FreezeRequest) Decode(d *wire.Decoder) {
-	m.Session = d.String(wire.MaxSessionName)
-	m.Frozen = d.Bool()
 }
 
 // FreezeReply says the kernel reported the requested state
 // (cgroup.events "frozen 1" or "frozen 0") within the helper's bounded
 // wait.
 type FreezeReply struct{ Settled bool }
-
-// Encode writes the fields.
-func (m *FreezeReply) Encode(e *wire.Encoder) { e.Bool(m.Settled) }
-
-// Decode reads the fields.
-func (m *FreezeReply) Decode(d *wire.Decoder) { m.Settled = d.Bool() }

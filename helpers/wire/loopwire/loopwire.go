@@ -27,51 +27,27 @@ const MaxImageName = 64
 // formatted ext4, in the materialization root whose directory descriptor
 // the request carries.
 type CreateRequest struct {
-	Name      string
+	Name      string `wire:"64"`
 	SizeBytes uint64
 }
 
-// Encode writes the fields.
-func (m *CreateRequest) Encode(e *wire.Encoder) {
-	e.String(m.Name, MaxImageName)
-	e.U64(m.SizeBytes)
-}
-
-// Decode reads the fields.
-func (m *CreateRequest) Decode(d *wire.Decoder) {
-	m.Name = d.String(MaxImageName)
-	m.SizeBytes = d.U64()
-}
-
 // CreateReply says the image exists and is formatted.
-type CreateReply struct{ wire.Empty }
+type CreateReply struct{}
 
 // AttachRequest asks to attach image Name of the materialization root
 // (the carried directory descriptor) to a free autoclear loop device and
 // return a detached ext4 mount of it.
 type AttachRequest struct {
-	Name     string
+	Name     string `wire:"64"`
 	ReadOnly bool
 }
 
-// Encode writes the fields.
-func (m *AttachRequest) Encode(e *wire.Encoder) {
-	e.String(m.Name, MaxImageName)
-	e.Bool(m.ReadOnly)
-}
-
-// Decode reads the fields.
-func (m *AttachRequest) Decode(d *wire.Decoder) {
-	m.Name = d.String(MaxImageName)
-	m.ReadOnly = d.Bool()
-}
-
 // AttachReply carries the detached mount.
-type AttachReply struct{ wire.Empty }
+type AttachReply struct{}
 
 // FreezeRequest asks to make the carried detached image mount read-only
 // before cleanup.
-type FreezeRequest struct{ wire.Empty }
+type FreezeRequest struct{}
 
 // FreezeReply says the mount is read-only.
-type FreezeReply struct{ wire.Empty }
+type FreezeReply struct{}

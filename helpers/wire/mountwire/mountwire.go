@@ -34,14 +34,8 @@ const (
 // opened with openat2). The clone is always nosuid,nodev and private.
 type BindRequest struct{ Flags uint32 }
 
-// Encode writes the fields.
-func (m *BindRequest) Encode(e *wire.Encoder) { e.U32(m.Flags) }
-
-// Decode reads the fields.
-func (m *BindRequest) Decode(d *wire.Decoder) { m.Flags = d.U32() }
-
 // BindReply carries the detached mount.
-type BindReply struct{ wire.Empty }
+type BindReply struct{}
 
 // TmpfsRequest asks for a detached tmpfs of SizeBytes (the byte quota), at
 // most Inodes inodes, root directory Mode, owned by the requesting peer.
@@ -52,21 +46,5 @@ type TmpfsRequest struct {
 	Flags     uint32
 }
 
-// Encode writes the fields.
-func (m *TmpfsRequest) Encode(e *wire.Encoder) {
-	e.U64(m.SizeBytes)
-	e.U64(m.Inodes)
-	e.U32(m.Mode)
-	e.U32(m.Flags)
-}
-
-// Decode reads the fields.
-func (m *TmpfsRequest) Decode(d *wire.Decoder) {
-	m.SizeBytes = d.U64()
-	m.Inodes = d.U64()
-	m.Mode = d.U32()
-	m.Flags = d.U32()
-}
-
 // TmpfsReply carries the detached tmpfs.
-type TmpfsReply struct{ wire.Empty }
+type TmpfsReply struct{}

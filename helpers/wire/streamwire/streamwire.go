@@ -36,27 +36,15 @@ const (
 // ([a-z0-9][a-z0-9-]{0,63}) and Alias (an identifier) are written into
 // every audit record.
 type OpenRequest struct {
-	Session string
-	Alias   string
-}
-
-// Encode writes the fields.
-func (m *OpenRequest) Encode(e *wire.Encoder) {
-	e.String(m.Session, wire.MaxSessionName)
-	e.String(m.Alias, MaxAliasLen)
-}
-
-// Decode reads the fields.
-func (m *OpenRequest) Decode(d *wire.Decoder) {
-	m.Session = d.String(wire.MaxSessionName)
-	m.Alias = d.String(MaxAliasLen)
+	Session string `wire:"64"`
+	Alias   string `wire:"64"`
 }
 
 // OpenReply says the descriptors passed their checks and the relay runs.
-type OpenReply struct{ wire.Empty }
+type OpenReply struct{}
 
 // StatusRequest asks whether the stream is still open.
-type StatusRequest struct{ wire.Empty }
+type StatusRequest struct{}
 
 // StatusReply reports the stream: Open until it closed for good,
 // Exchanges the exchanges recorded delivered, and Err, once closed, the
@@ -66,26 +54,12 @@ type StatusRequest struct{ wire.Empty }
 type StatusReply struct {
 	Open      bool
 	Exchanges uint64
-	Err       string
-}
-
-// Encode writes the fields.
-func (m *StatusReply) Encode(e *wire.Encoder) {
-	e.Bool(m.Open)
-	e.U64(m.Exchanges)
-	e.String(m.Err, MaxErrLen)
-}
-
-// Decode reads the fields.
-func (m *StatusReply) Decode(d *wire.Decoder) {
-	m.Open = d.Bool()
-	m.Exchanges = d.U64()
-	m.Err = d.String(MaxErrLen)
+	Err       string `wire:"32"`
 }
 
 // CloseRequest cancels the stream. The reply comes once the relay has
 // stopped and written its last audit record.
-type CloseRequest struct{ wire.Empty }
+type CloseRequest struct{}
 
 // CloseReply says the stream is closed.
-type CloseReply struct{ wire.Empty }
+type CloseReply struct{}

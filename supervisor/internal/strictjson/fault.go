@@ -78,3 +78,17 @@ func Ptr(parts ...any) string {
 
 // Join appends parts to an existing pointer.
 func Join(base string, parts ...any) string { return base + Ptr(parts...) }
+
+// CheckOrder requires cur strictly after prev in byte order: canonical
+// arrays have one spelling, so two documents granting the same thing are
+// byte-identical and a repeat can never hide a second, different entry.
+// The fault is at JSON pointer at.
+func CheckOrder(at, prev, cur string) error {
+	if cur == prev {
+		return Faultf(at, "%q is a duplicate", cur)
+	}
+	if cur < prev {
+		return Faultf(at, "%q is not sorted after %q", cur, prev)
+	}
+	return nil
+}

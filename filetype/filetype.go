@@ -1,6 +1,6 @@
 // Package filetype names a file's type from its st_mode, for the one-line
-// refusals of the packages that check what they open (library bundles,
-// staged trees).
+// refusals of the code that checks what it opens (library bundles, staged
+// trees, protected files, glove-mounter's bind sources).
 package filetype
 
 import (
