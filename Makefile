@@ -9,8 +9,8 @@ FUZZTIME ?= 20s
 
 MODULE  := github.com/glove-sandbox/glove
 LDFLAGS := -X $(MODULE)/helpers/helperkit.ConfigDir=$(CONFDIR) \
-           -X $(MODULE)/supervisor/cli.LibexecDir=$(PREFIX)/libexec/glove \
-           -X $(MODULE)/supervisor/daemon.LibexecDir=$(PREFIX)/libexec/glove
+           -X $(MODULE)/supervisor/operator/cli.LibexecDir=$(PREFIX)/libexec/glove \
+           -X $(MODULE)/supervisor/service/daemon.LibexecDir=$(PREFIX)/libexec/glove
 
 # One main package per executable; the directory name is the binary name.
 # CGO_CMDS are built with cgo, STATIC_CMDS with cgo and linked statically,
@@ -33,7 +33,7 @@ STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -ex
 STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/policy:FuzzPolicyDecode ./supervisor/plan:FuzzPlanDecode ./supervisor/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/library:FuzzDecode ./supervisor/store:FuzzReplay ./supervisor/receipt:FuzzReplay
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/authority/policy:FuzzPolicyDecode ./supervisor/authority/plan:FuzzPlanDecode ./supervisor/state/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/service/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/authority/library:FuzzDecode ./supervisor/state/store:FuzzReplay ./supervisor/state/receipt:FuzzReplay
 
 .PHONY: all build install deps test lint fuzz bench demo clean deb vm-lane lane-tests
 
@@ -109,13 +109,13 @@ fuzz:
 
 # Benchmarks, each beside its anchor in the same run (see each _test.go).
 bench:
-	$(GO) test -run=NONE -bench=. -benchtime=200x -count=5 ./supervisor/journal/
+	$(GO) test -run=NONE -bench=. -benchtime=200x -count=5 ./supervisor/state/journal/
 	$(GO) test -run=NONE -bench=Loopext4 -benchtime=20x -count=3 ./helpers/integration/
 	$(GO) test -run=NONE -bench=Mounter -benchtime=200x -count=5 ./helpers/integration/
 	$(GO) test -run=NONE -bench=StreamproxyExchange -benchtime=200x -count=1 ./helpers/integration/
 	$(GO) test -run=NONE -bench=StartTrue -benchtime=100x -count=3 ./shim/
-	$(GO) test -run=NONE -bench=StartToFirstByte -benchtime=30x -count=1 ./supervisor/daemon/
-	$(GO) test -run=NONE -bench=Sessions -benchtime=1000000x -count=1 ./supervisor/store/
+	$(GO) test -run=NONE -bench=StartToFirstByte -benchtime=30x -count=1 ./supervisor/service/daemon/
+	$(GO) test -run=NONE -bench=Sessions -benchtime=1000000x -count=1 ./supervisor/state/store/
 
 # The Debian package bin/deb/glove_<version>_<arch>.deb, with dpkg-deb
 # only (docs/packaging.md): built with PREFIX=/usr CONFDIR=/etc/glove into

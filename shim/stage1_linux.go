@@ -123,7 +123,7 @@ func stage1() int {
 
 // budgetShares is how many sandboxes one service user's per-user kernel
 // budget is divided among: gloved runs at most 32 sessions at once
-// (supervisor/daemon's MaxSessions), and one share is left for gloved.
+// (supervisor/service/daemon's MaxSessions), and one share is left for gloved.
 const budgetShares = 33
 
 // userBudgets are the per-user counts of /proc/sys/user: each is counted

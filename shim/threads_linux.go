@@ -10,7 +10,7 @@ import (
 // starts at once. With the runtime's own (sysmon, the signal thread) a
 // stage has about 12, and stages 0 and 1 together stay within the 32
 // tasks the supervisor adds to the session's pids limit for them
-// (supervisor/session ShimTasks).
+// (supervisor/engine/session ShimTasks).
 const warmedThreads = 8
 
 // warmThreads makes the Go runtime start n OS threads now, while the

@@ -19,7 +19,7 @@ import (
 )
 
 // This file is what the start-up benchmarks (shim/bench_test.go and
-// supervisor/daemon/startbench_test.go) need to run other OCI runtimes
+// supervisor/service/daemon/startbench_test.go) need to run other OCI runtimes
 // (runc, crun) beside Glove on the same host and to report the results
 // the same way.
 

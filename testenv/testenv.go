@@ -30,7 +30,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/install"
-	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 )
 
 // baseDir holds each run's private tree. Its ancestors (/var, /var/lib)

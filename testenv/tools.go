@@ -62,7 +62,7 @@ var (
 		Tags: "glove_testfallback", ConfDir: true}
 	ToolAttackProbe = Tool{Rel: "attackprobe/attackprobe", Pkg: "./shim/internal/attackprobe"}
 	// ToolFaultyGloved is gloved with its test fault points
-	// (supervisor/daemon/faults_testing.go): never installed.
+	// (supervisor/service/daemon/faults_testing.go): never installed.
 	ToolFaultyGloved = Tool{Rel: "faulty-gloved/gloved", Pkg: "./supervisor/cmd/gloved", Tags: "glove_testfaults"}
 	Tools            = []Tool{ToolLayersShim, ToolFallbackMounter, ToolAttackProbe, ToolFaultyGloved}
 )

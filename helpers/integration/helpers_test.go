@@ -15,7 +15,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
-	"github.com/glove-sandbox/glove/supervisor/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
 )
 

@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/glove-sandbox/glove/supervisor/library"
-	"github.com/glove-sandbox/glove/supervisor/plan"
-	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/authority/library"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 )
 
 // script runs in the managed session, with dash's builtins only: the

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glove-sandbox/glove/supervisor/plan"
-	"github.com/glove-sandbox/glove/supervisor/policy"
-	"github.com/glove-sandbox/glove/supervisor/session"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/engine/session"
 	"github.com/glove-sandbox/glove/testenv"
 )
 

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/glove-sandbox/glove/supervisor/plan"
-	"github.com/glove-sandbox/glove/supervisor/policy"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 )
 
 // The lane's policy: one runtime template per program (a policy fixes a

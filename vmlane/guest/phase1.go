@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/glove-sandbox/glove/supervisor/plan"
-	"github.com/glove-sandbox/glove/supervisor/policy"
-	"github.com/glove-sandbox/glove/supervisor/receipt"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 )
 
 // The operator's one-shot `glove run` (docs/packaging.md, "Running it"),

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/glove-sandbox/glove/supervisor/plan"
-	"github.com/glove-sandbox/glove/supervisor/receipt"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 )
 
 // End is the "ended" notification's params.

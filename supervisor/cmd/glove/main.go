@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/glove-sandbox/glove/supervisor/cli"
+	"github.com/glove-sandbox/glove/supervisor/operator/cli"
 )
 
 func main() { os.Exit(cli.Run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/glove-sandbox/glove/supervisor/daemon"
-	"github.com/glove-sandbox/glove/supervisor/session"
-	"github.com/glove-sandbox/glove/supervisor/store"
+	"github.com/glove-sandbox/glove/supervisor/engine/session"
+	"github.com/glove-sandbox/glove/supervisor/service/daemon"
+	"github.com/glove-sandbox/glove/supervisor/state/store"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )

@@ -1,7 +1,7 @@
 // Package strictjson is the one place where gloved turns operator and
 // controller JSON into Go values and back: a strict decoder whose every
 // failure names the JSON Pointer (RFC 6901) of the fault, and a canonical
-// encoder. supervisor/policy and supervisor/plan share it so that both
+// encoder. supervisor/authority/policy and supervisor/authority/plan share it so that both
 // documents follow exactly the same rules.
 package strictjson
 

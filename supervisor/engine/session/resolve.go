@@ -1,0 +1,141 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+)
+
+// ErrUnsupported is wrapped when a valid plan asks for something this
+// revision cannot launch yet; the session fails before anything is made.
+var ErrUnsupported = errors.New("not supported by this revision")
+
+// defaultPath is the program's PATH when the template sets none.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Resolve turns a plan that plan.Validate accepted against pol into the
+// launch it selects. Everything in the launch comes from the policy: the
+// plan contributes identifiers, the access tuple it chose among the
+// alias's, and the limits (which Validate checked equal the profile's).
+//
+//   - the executable is bound read-only, alone, at its own path (it is
+//     identity-pinned: no other mount may reach it, as policy validation
+//     ensures), and each read_only_path at its own path;
+//   - each path grant: read_only+bind → a read-only bind of the host
+//     tree; read_only+copy → a copy (then bound read-only);
+//     ephemeral_write+copy → a writable copy of at most max_bytes of
+//     files, in the session's scratch; retained_write+copy → a writable
+//     copy in an ext4 image of max_bytes (glove-loopext4), kept, frozen,
+//     after the session;
+//   - the session's scratch is one tmpfs of the profile's disk_bytes:
+//     /tmp, the private home and the writable copies are directories of
+//     it, so disk_bytes bounds what they hold together;
+//   - a runtime_discovery template's executable is found in its search
+//     directories (package discovery) and pinned; Run rechecks the pin;
+//   - a native-skill runtime (codex, claude-code, pi, copilot, opencode)
+//     gets a private home at /home/agent (in the scratch), HOME
+//     and its managed environment, and the skill entries of the
+//     projected bundles in its skill directory;
+//   - each library projection's bundle is opened beneath the pinned
+//     bundle root (src.Libraries) and verified, and mounted read-only at
+//     <destination target>/<digest>.
+//
+// A launch that Resolve returns may hold open bundle descriptors: the
+// caller closes it (Launch.Close) once the session has ended.
+func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *Launch, err error) {
+	t, ok := pol.Template(pl.RuntimeTemplateID)
+	if !ok {
+		return nil, fmt.Errorf("resolve: runtime template %q: not in the policy: %w", pl.RuntimeTemplateID, ErrInvalid)
+	}
+	l := &Launch{
+		Name:       name,
+		Executable: t.Launch.ExecutablePath,
+		Args:       append([]string(nil), t.Launch.Arguments...),
+		Hostname:   "glove",
+		Cwd:        "/",
+		Limits:     pl.ResourceProfile,
+		Terminal:   true,
+	}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	if t.Launch.RuntimeDiscovery != "" {
+		pin, err := resolveExecutable(t.Launch.RuntimeDiscovery, t.Launch.ExecutableSearchPaths)
+		if err != nil {
+			return nil, err
+		}
+		l.Executable, l.ExecutablePin = pin.Path, pin
+	}
+	if l.Executable == "" {
+		return nil, fmt.Errorf("resolve: runtime template %q: no executable: %w", t.RuntimeTemplateID, ErrInvalid)
+	}
+	l.Mounts = append(l.Mounts, Mount{Target: l.Executable, Kind: ReadOnlyBind, HostPath: l.Executable})
+	for _, p := range t.Launch.ReadOnlyPaths {
+		l.Mounts = append(l.Mounts, Mount{Target: p, Kind: ReadOnlyBind, HostPath: p})
+	}
+	home := "/tmp"
+	for i, g := range pl.PathGrants {
+		a, ok := pol.Alias(g.Alias)
+		if !ok {
+			return nil, fmt.Errorf("resolve: path_grants[%d]: alias %q: not in the policy: %w", i, g.Alias, ErrInvalid)
+		}
+		m := Mount{Target: a.TargetPath, HostPath: a.HostPath}
+		switch {
+		case g.Access == policy.AccessReadOnly && g.Materialization == policy.MaterializationBind:
+			m.Kind = ReadOnlyBind
+		case g.Access == policy.AccessReadOnly && g.Materialization == policy.MaterializationCopy:
+			m.Kind, m.MaxBytes, m.ReadOnly = EphemeralCopy, g.MaxBytes, true
+		case g.Access == policy.AccessEphemeralWrite && g.Materialization == policy.MaterializationCopy:
+			m.Kind, m.MaxBytes = EphemeralCopy, g.MaxBytes
+			m.CreateEmpty = g.CreatePolicy == policy.CreateEmptyDirectory
+			if home == "/tmp" {
+				home = a.TargetPath
+			}
+		case g.Access == policy.AccessRetainedWrite && g.Materialization == policy.MaterializationCopy:
+			m.Kind, m.MaxBytes, m.Alias = RetainedCopy, g.MaxBytes, g.Alias
+			m.CreateEmpty = g.CreatePolicy == policy.CreateEmptyDirectory
+			if home == "/tmp" {
+				home = a.TargetPath
+			}
+		default:
+			return nil, fmt.Errorf("resolve: path_grants[%d] %s: %s/%s is not launchable: %w", i, g.Alias, g.Access, g.Materialization, ErrInvalid)
+		}
+		l.Mounts = append(l.Mounts, m)
+	}
+	l.Mounts = append(l.Mounts, Mount{Target: "/tmp", Kind: Tmpfs, Mode: 0o1777})
+	l.Cwd = home
+	// The managed environment: the template's (validation keeps HOME,
+	// the adapter homes and GLOVE_* out of it), then what Glove sets
+	// itself.
+	l.Env = append([]string(nil), t.Launch.Environment...)
+	hasPath := false
+	for _, e := range l.Env {
+		hasPath = hasPath || strings.HasPrefix(e, "PATH=")
+	}
+	if !hasPath {
+		l.Env = append(l.Env, "PATH="+defaultPath)
+	}
+	if !privateHome(l, t.RuntimeID) {
+		l.Env = append(l.Env, "HOME="+home)
+	}
+	var reqs []libraryRequest
+	for i, p := range pl.LibraryProjections {
+		d, ok := pol.Destination(p.DestinationAlias)
+		if !ok {
+			return nil, fmt.Errorf("resolve: library_projections[%d]: destination %q: not in the policy: %w", i, p.DestinationAlias, ErrInvalid)
+		}
+		reqs = append(reqs, libraryRequest{digest: p.Digest, destination: p.DestinationAlias, target: d.TargetPath})
+	}
+	if err := resolveLibraries(l, src, reqs, t.RuntimeID); err != nil {
+		return nil, err
+	}
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}

@@ -1,0 +1,181 @@
+// Package cli is the `glove` command line for operators.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
+)
+
+// LibexecDir is where the helpers are installed; the Makefile sets it
+// from PREFIX at build time.
+var LibexecDir = "/usr/local/libexec/glove"
+
+// Version is the release; the Makefile may set it.
+var Version = "dev"
+
+// Exit statuses.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+const usage = `usage:
+  glove version                 print the version
+  glove captable                print the capability table (helper -> file capabilities)
+  glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
+                                name, protocol and live capability sets
+                                (run as a member of the glove service group)
+  glove status [--json] [--libexec DIR] [--session-store DIR]
+                                probe what this host can enforce (user namespaces, Landlock,
+                                seccomp, cgroups, loop devices, mkfs.ext4, installed helpers)
+                                and gloved's store (journal use, free space);
+                                exit 1 unless a sandboxed session has all it needs
+  glove store compact [--session-store DIR] [--receipt-key K --receipt-anchor HEX]
+                                compact a stopped gloved's journals (as the service user;
+                                a running gloved compacts them on its own)
+  glove policy validate --file F
+                                check a session policy (docs/policy.md); print a summary,
+                                or exit 2 with the first fault and its JSON path
+  glove policy explain --file F [--json]
+                                what a valid policy authorizes, in words or as JSON
+  glove policy detect --search-path DIR [--search-path DIR]... [--json]
+                                for each runtime_discovery adapter, the executable those
+                                directories (in order, never PATH) would yield and its
+                                identity, or why each directory was passed over
+  glove policy stage --runtime R --source PATH --directory DIR (--dry-run | --yes) [--json]
+                                content-address a package closure and copy it into DIR/<digest>,
+                                a protected runtime directory discovery admits; never overwrites
+  glove policy generate --runtime R (--executable PATH | --search-path DIR...) --template-id ID
+        [--arg A]... [--env N=V]... [--read-only-path P]... [--alias A]... [--destination D]...
+                                print one runtime_templates[] entry with its adapter digest
+  glove plan validate --policy F --plan P
+                                check a plan (docs/plan.md) against a policy now; print its
+                                plan_content_digest, or exit 2 with the first mismatch
+                                (policy and plan files: mode 0600, owned by you, one link)
+  glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]
+                                run CMD in a sandbox: host /usr and /etc read-only, a copy of
+                                the workspace (default: the current directory) at /workspace,
+                                no network, the profile's six limits; exits with CMD's status
+                                (128+N for signal N), 125 when Glove fails before CMD starts
+  glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR]
+        [--receipt FILE --receipt-key K [--receipt-anchor HEX]]
+                                run the session a plan selects from a policy, as gloved would;
+                                --receipt writes its HMAC-authenticated terminal receipt
+  glove receipt verify --key K [--anchor HEX] FILE
+                                check the MACs and chain of a receipt (or a JSON list of them)
+                                and print what each says
+  glove seccomp dump [--pfc | --raw] [--inherited-fd N]...
+                                the sandbox's default seccomp filter as libseccomp compiles
+                                it: BPF one instruction per line, raw bytes, or pseudo-filter
+                                code; --inherited-fd (0..1023, repeatable) binds the profile
+                                to a committed inherited descriptor range
+  glove call [--socket PATH] METHOD [PARAMS-JSON]
+                                send one request to gloved (docs/protocol.md) and print the
+                                result; attach prints the session's output until it ends and
+                                exits with its status (default socket /run/glove/gloved.sock)
+`
+
+// Run runs the command line and returns the exit status.
+func Run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "version", "--version":
+		fmt.Fprintln(stdout, "glove", Version)
+		return ExitOK
+	case "captable":
+		fmt.Fprint(stdout, captable.Markdown())
+		return ExitOK
+	case "helpers":
+		return helpers(args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(args[1:], stdout, stderr)
+	case "policy":
+		return policyCommand(args[1:], stdout, stderr)
+	case "plan":
+		return planCommand(args[1:], stdout, stderr)
+	case "receipt":
+		return receiptCommand(args[1:], stdout, stderr)
+	case "run":
+		return runCommand(args[1:], os.Stdin, stdout, stderr)
+	case "seccomp":
+		return seccompCommand(args[1:], stdout, stderr)
+	case "call":
+		return callCommand(args[1:], stdout, stderr)
+	case "store":
+		return storeCommand(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "glove: unknown command %q\n%s", args[0], usage)
+	return ExitUsage
+}
+
+func helpers(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("glove helpers", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("libexec", LibexecDir, "directory of the installed helpers")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "glove helpers: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	status := ExitOK
+	for _, e := range captable.Table {
+		if !e.Helper || e.Binary == "glove-shim" {
+			continue
+		}
+		line, err := hello(filepath.Join(*dir, e.Binary), e)
+		if err != nil {
+			fmt.Fprintf(stderr, "glove helpers: %s: %v\n", e.Binary, err)
+			status = ExitFail
+			continue
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	return status
+}
+
+// hello starts one helper, checks its answer against its table row and
+// stops it.
+func hello(path string, e captable.Entry) (string, error) {
+	var log strings.Builder
+	p, err := helperproc.Start(helperproc.Options{Path: path, Name: e.Binary, Stderr: &log})
+	if err != nil {
+		return "", err
+	}
+	r, herr := p.Hello()
+	cerr := p.Close()
+	if herr != nil {
+		return "", fmt.Errorf("%w (helper log: %s)", herr, strings.TrimSpace(log.String()))
+	}
+	if cerr != nil {
+		return "", fmt.Errorf("exit after EOF: %w", cerr)
+	}
+	if r.Name != e.Binary {
+		return "", fmt.Errorf("answered as %q", r.Name)
+	}
+	// Between requests a helper's effective set is the row without its
+	// OnDemand capabilities, which it raises per call.
+	if r.CapEffective != e.Effective() || r.CapPermitted != e.Mask() {
+		return "", errors.New("capability sets differ from the table: " +
+			"effective " + captable.MaskString(r.CapEffective) + ", permitted " + captable.MaskString(r.CapPermitted) +
+			", table " + captable.MaskString(e.Effective()) + " effective, " + captable.MaskString(e.Mask()) + " permitted")
+	}
+	return fmt.Sprintf("%-18s protocol %d  CapEff %s  CapPrm %s  ok",
+		r.Name, r.Protocol, captable.MaskString(r.CapEffective), captable.MaskString(r.CapPermitted)), nil
+}

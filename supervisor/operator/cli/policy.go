@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+)
+
+const (
+	usagePolicyValidate = "usage: glove policy validate --file FILE"
+	usagePolicyExplain  = "usage: glove policy explain --file FILE [--json]"
+	usagePlanValidate   = "usage: glove plan validate --policy FILE --plan FILE"
+)
+
+// policyCommand runs `glove policy validate|explain`. Bad usage and every
+// fault of the input (an unprotected file, a decoding or validation
+// fault) exit ExitUsage (2) with one "glove: " line on stderr; ExitFail
+// (1) is left for the command itself failing.
+func policyCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "glove: policy: missing subcommand\n%s\n%s\n%s\n%s\n%s\n", usagePolicyValidate, usagePolicyExplain, usagePolicyDetect, usagePolicyGenerate, usagePolicyStage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "detect":
+		return policyDetect(args[1:], stdout, stderr)
+	case "stage":
+		return policyStage(args[1:], stdout, stderr)
+	case "generate":
+		return policyGenerate(args[1:], stdout, stderr)
+	case "validate":
+		fs := newFlags("policy validate")
+		file := fs.String("file", "", "policy file")
+		if !parseFlags(fs, args[1:], stderr, usagePolicyValidate) {
+			return ExitUsage
+		}
+		if *file == "" {
+			fmt.Fprintf(stderr, "glove: policy validate: --file is required\n%s\n", usagePolicyValidate)
+			return ExitUsage
+		}
+		p, err := policy.Load(*file)
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: %v\n", err)
+			return ExitUsage
+		}
+		fmt.Fprintln(stdout, policy.Summary(p))
+		return ExitOK
+	case "explain":
+		fs := newFlags("policy explain")
+		file := fs.String("file", "", "policy file")
+		asJSON := fs.Bool("json", false, "print JSON")
+		if !parseFlags(fs, args[1:], stderr, usagePolicyExplain) {
+			return ExitUsage
+		}
+		if *file == "" {
+			fmt.Fprintf(stderr, "glove: policy explain: --file is required\n%s\n", usagePolicyExplain)
+			return ExitUsage
+		}
+		p, err := policy.Load(*file)
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: %v\n", err)
+			return ExitUsage
+		}
+		e := policy.Explain(p)
+		if !*asJSON {
+			fmt.Fprint(stdout, e.Text())
+			return ExitOK
+		}
+		out, err := json.Marshal(e, jsontext.WithIndent("  "))
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: policy explain: encode: %v\n", err)
+			return ExitFail
+		}
+		fmt.Fprintf(stdout, "%s\n", out)
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "glove: policy: unknown subcommand %q\n%s\n%s\n%s\n%s\n%s\n", args[0], usagePolicyValidate, usagePolicyExplain, usagePolicyDetect, usagePolicyGenerate, usagePolicyStage)
+	return ExitUsage
+}
+
+// planCommand runs `glove plan validate`: the check gloved makes before
+// accepting a plan, at the current time, for an operator to try a plan
+// locally.
+func planCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "validate" {
+		if len(args) == 0 {
+			fmt.Fprintf(stderr, "glove: plan: missing subcommand\n%s\n", usagePlanValidate)
+		} else {
+			fmt.Fprintf(stderr, "glove: plan: unknown subcommand %q\n%s\n", args[0], usagePlanValidate)
+		}
+		return ExitUsage
+	}
+	fs := newFlags("plan validate")
+	polFlag := fs.String("policy", "", "policy file")
+	planFile := fs.String("plan", "", "plan file")
+	if !parseFlags(fs, args[1:], stderr, usagePlanValidate) {
+		return ExitUsage
+	}
+	if *polFlag == "" || *planFile == "" {
+		fmt.Fprintf(stderr, "glove: plan validate: --policy and --plan are required\n%s\n", usagePlanValidate)
+		return ExitUsage
+	}
+	pol, err := policy.Load(*polFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: %v\n", err)
+		return ExitUsage
+	}
+	p, err := loadPlan(*planFile, pol, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: %v\n", err)
+		return ExitUsage
+	}
+	fmt.Fprintf(stdout, "valid: plan_content_digest %s\n", plan.ContentDigest(p))
+	return ExitOK
+}
+
+// loadPlan reads a plan under the same protected-file rules as the
+// policy (the plan names secrets and grants; it should not be someone
+// else's edit), then decodes and validates it.
+func loadPlan(path string, pol *policy.Policy, now time.Time) (*plan.Plan, error) {
+	data, err := policy.ReadProtected(path, plan.MaxPlanBytes)
+	if err != nil {
+		return nil, fmt.Errorf("load plan: %w", err)
+	}
+	p, err := plan.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("load plan %s: %w", path, err)
+	}
+	if err := plan.Validate(p, pol, now); err != nil {
+		return nil, fmt.Errorf("validate plan %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// newFlags returns a flag set whose own error output is discarded: a
+// usage fault is reported as one "glove: ..." line plus the usage line.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, usage string) bool {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "%s\n", usage)
+			return false
+		}
+		fmt.Fprintf(stderr, "glove: %s: %v\n%s\n", fs.Name(), err, usage)
+		return false
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "glove: %s: unexpected argument %q\n%s\n", fs.Name(), fs.Arg(0), usage)
+		return false
+	}
+	return true
+}

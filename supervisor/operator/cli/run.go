@@ -1,0 +1,545 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/library"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
+	"github.com/glove-sandbox/glove/supervisor/engine/session"
+	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
+	"github.com/glove-sandbox/glove/supervisor/state/receipt"
+	"github.com/glove-sandbox/glove/supervisor/state/store"
+	"golang.org/x/sys/unix"
+)
+
+// ExitNotStarted is glove run's status when Glove fails before the program
+// starts, as `docker run` does: anything else is the program's own status
+// (128+N when it was killed by signal N).
+const ExitNotStarted = 125
+
+const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
+
+// limitList is the repeatable --limit flag: NAME=VALUE for one of the six
+// limits, replacing the profile's value.
+type limitList map[string]uint64
+
+func (l limitList) String() string { return "" }
+
+func (l limitList) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	n, err := strconv.ParseUint(value, 10, 64)
+	if !ok || err != nil || n == 0 || strconv.FormatUint(n, 10) != value {
+		return fmt.Errorf("--limit %q: want NAME=VALUE with VALUE a positive integer", v)
+	}
+	if _, ok := limitCeilings[name]; !ok {
+		return fmt.Errorf("--limit %q: unknown limit (cpu_time_ms, memory_bytes, pids, wall_time_ms, disk_bytes, terminal_output_bytes)", v)
+	}
+	if n > limitCeilings[name] {
+		return fmt.Errorf("--limit %q: above the ceiling %d", v, limitCeilings[name])
+	}
+	if _, dup := l[name]; dup {
+		return fmt.Errorf("--limit %s given twice", name)
+	}
+	l[name] = n
+	return nil
+}
+
+// limitCeilings are the policy's ceilings (docs/policy.md).
+var limitCeilings = map[string]uint64{
+	"cpu_time_ms": policy.MaxCPUTimeMs, "memory_bytes": policy.MaxMemoryBytes, "pids": policy.MaxPids,
+	"wall_time_ms": policy.MaxWallTimeMs, "disk_bytes": policy.MaxDiskBytes, "terminal_output_bytes": policy.MaxTerminalOutputBytes,
+}
+
+func (l limitList) apply(p *policy.ResourceProfile) {
+	for name, v := range l {
+		switch name {
+		case "cpu_time_ms":
+			p.CPUTimeMs = v
+		case "memory_bytes":
+			p.MemoryBytes = v
+		case "pids":
+			p.Pids = v
+		case "wall_time_ms":
+			p.WallTimeMs = v
+		case "disk_bytes":
+			p.DiskBytes = v
+		case "terminal_output_bytes":
+			p.TerminalOutputBytes = v
+		}
+	}
+}
+
+// runProfiles are glove run's resource profiles: the six limits of a
+// policy's resource_profiles, chosen with --profile.
+var runProfiles = map[string]policy.ResourceProfile{
+	"small": {ProfileID: "small", CPUTimeMs: 60_000, MemoryBytes: 512 << 20, Pids: 256,
+		WallTimeMs: 10 * 60_000, DiskBytes: 256 << 20, TerminalOutputBytes: 16 << 20},
+	"medium": {ProfileID: "medium", CPUTimeMs: 10 * 60_000, MemoryBytes: 2 << 30, Pids: 1024,
+		WallTimeMs: 60 * 60_000, DiskBytes: 2 << 30, TerminalOutputBytes: 256 << 20},
+}
+
+// runPath is the program's PATH inside the sandbox, and where a command
+// named without a slash is looked for (in the host's /usr, which the
+// sandbox sees read-only).
+var runPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"}
+
+// runCommand runs `glove run`: one session, in this process, through the
+// same session code gloved uses, with these defaults: the host's /usr and
+// /etc read-only (and the usual /bin, /lib links), a fresh /proc and a
+// minimal /dev, a tmpfs /tmp, the workspace (default: the current
+// directory) as an ephemeral copy at /workspace, which is also the working
+// directory, no network, and a small profile.
+func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	workspace := fs.String("workspace", "", "")
+	profile := fs.String("profile", "small", "")
+	limits := limitList{}
+	fs.Var(limits, "limit", "")
+	polFile := fs.String("policy", "", "")
+	planFile := fs.String("plan", "", "")
+	receiptFile := fs.String("receipt", "", "")
+	receiptKey := fs.String("receipt-key", "", "")
+	receiptAnchor := fs.String("receipt-anchor", strings.Repeat("0", 64), "")
+	matRoot := fs.String("materialization-root", "", "")
+	libRoot := fs.String("library-bundle-root", "", "")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "glove: run: %v\n%s\n", err, usageRun)
+		return ExitUsage
+	}
+	cmdArgs := fs.Args()
+	if *polFile != "" || *planFile != "" {
+		if *polFile == "" || *planFile == "" || len(cmdArgs) != 0 || *workspace != "" || len(limits) != 0 {
+			fmt.Fprintf(stderr, "glove: run: --policy and --plan go together, without a command, --workspace or --limit\n%s\n", usageRun)
+			return ExitUsage
+		}
+		if (*receiptFile == "") != (*receiptKey == "") || !policy.ValidSHA256Hex(*receiptAnchor) {
+			fmt.Fprintf(stderr, "glove: run: --receipt needs --receipt-key (and --receipt-anchor is 64 hex)\n%s\n", usageRun)
+			return ExitUsage
+		}
+		return runPlan(*polFile, *planFile, *matRoot, *libRoot, receiptOptions{file: *receiptFile, key: *receiptKey, anchor: *receiptAnchor}, stdin, stdout, stderr)
+	}
+	if *receiptFile != "" || *receiptKey != "" || *matRoot != "" || *libRoot != "" {
+		fmt.Fprintf(stderr, "glove: run: --receipt, --materialization-root and --library-bundle-root are for --policy/--plan runs\n%s\n", usageRun)
+		return ExitUsage
+	}
+	if len(cmdArgs) == 0 {
+		fmt.Fprintf(stderr, "glove: run: no command\n%s\n", usageRun)
+		return ExitUsage
+	}
+	prof, ok := runProfiles[*profile]
+	if !ok {
+		fmt.Fprintf(stderr, "glove: run: unknown profile %q (small, medium)\n%s\n", *profile, usageRun)
+		return ExitUsage
+	}
+	limits.apply(&prof)
+	l, err := runLaunch(*workspace, prof, cmdArgs)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %v\n", err)
+		return ExitNotStarted
+	}
+	res, err := runSession(l, "", stdin, stdout, stderr)
+	status, _ := finish(res, err, stderr)
+	return status
+}
+
+// finish reports how a session ended and returns glove run's status; ok
+// is false when the program never started.
+func finish(res *session.Result, err error, stderr io.Writer) (int, bool) {
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+	}
+	if res == nil {
+		return ExitNotStarted, false
+	}
+	if strings.HasPrefix(res.Termination, "limit:") {
+		fmt.Fprintf(stderr, "glove: run: session ended: %s\n", res.Termination)
+	}
+	return res.Status(), true
+}
+
+type receiptOptions struct{ file, key, anchor string }
+
+// runPlan runs the session a plan selects from a policy, through the
+// same resolution and session code as gloved's start_session, and writes
+// its authenticated receipt.
+func runPlan(polFile, planFile, matRoot, libRoot string, ro receiptOptions, stdin io.Reader, stdout, stderr io.Writer) int {
+	pol, err := policy.Load(polFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	pl, err := loadPlan(planFile, pol, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	var key []byte
+	if ro.file != "" {
+		if key, err = store.LoadKey(ro.key); err != nil {
+			fmt.Fprintf(stderr, "glove: run: --receipt-key: %s\n", flatten(err))
+			return ExitNotStarted
+		}
+	}
+	var id [4]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		fmt.Fprintf(stderr, "glove: run: session name: %v\n", err)
+		return ExitNotStarted
+	}
+	var src session.Sources
+	if libRoot != "" {
+		r, err := library.OpenRoot(libRoot)
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: run: --library-bundle-root: %s\n", flatten(err))
+			return ExitNotStarted
+		}
+		defer r.Close()
+		src.Libraries = r
+	}
+	l, err := session.Resolve(pol, pl, "run-"+hex.EncodeToString(id[:]), src)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		return ExitNotStarted
+	}
+	defer l.Close()
+	if l.Retains() {
+		if matRoot == "" {
+			fmt.Fprintf(stderr, "glove: run: the plan has a retained_write grant: --materialization-root DIR (glove-loopext4's materialization_root) is required\n")
+			return ExitNotStarted
+		}
+		if matRoot, err = filepath.Abs(matRoot); err != nil {
+			fmt.Fprintf(stderr, "glove: run: --materialization-root: %v\n", err)
+			return ExitNotStarted
+		}
+	}
+	l.Terminal = isTerminal(os.Stdin)
+	res, err := runSession(l, matRoot, stdin, stdout, stderr)
+	status, started := finish(res, err, stderr)
+	if !started {
+		return status
+	}
+	for _, r := range res.Retained {
+		fmt.Fprintf(stderr, "glove: run: retained %s: staged in %s (frozen ext4 image)\n", r.Target, filepath.Join(matRoot, r.Image))
+	}
+	if ro.file != "" {
+		digest := plan.ContentDigest(pl)
+		body := receipt.Body{
+			SessionID: l.Name, ControllerPlanDigest: digest, PlanContentDigest: digest,
+			PolicyRevision: pol.Revision, Termination: res.Termination, ExitCode: res.ExitCode, Signal: res.Signal,
+			Usage: receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
+				PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
+				TerminalOutputBytes: res.Usage.TerminalOutputBytes},
+			StartedAtMS: res.StartedAt.UnixMilli(), EndedAtMS: max(res.EndedAt.UnixMilli(), res.StartedAt.UnixMilli()),
+			LaunchDigest:       session.LaunchDigest(l, pl.AdapterCommandDigest, nil),
+			LibraryProjections: l.Projections,
+		}
+		if l.Skills != nil {
+			body.SkillProjectionDigest = l.Skills.Digest
+		}
+		env, err := receipt.Seal(key, 1, ro.anchor, body)
+		if err == nil {
+			err = writeReceipt(ro.file, env)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: run: receipt: %s\n", flatten(err))
+			if res.Status() == 0 {
+				return ExitFail
+			}
+		}
+	}
+	return res.Status()
+}
+
+// writeReceipt writes the envelope to a new file (never over an existing
+// one: a receipt is evidence), mode 0600, synced before glove run exits.
+func writeReceipt(path string, env receipt.Envelope) error {
+	data, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func flatten(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// runLaunch resolves glove run's launch.
+func runLaunch(workspace string, prof policy.ResourceProfile, cmdArgs []string) (*session.Launch, error) {
+	if workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("current directory: %w", err)
+		}
+		workspace = wd
+	}
+	ws, err := filepath.Abs(workspace)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("workspace %s: not a directory", ws)
+	}
+	exe, err := runExecutable(cmdArgs[0])
+	if err != nil {
+		return nil, err
+	}
+	var id [4]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("session name: %w", err)
+	}
+	return &session.Launch{
+		Name:       "run-" + hex.EncodeToString(id[:]),
+		Executable: exe,
+		Args:       cmdArgs[1:],
+		Env:        []string{"PATH=" + strings.Join(runPath, ":"), "HOME=/workspace", "LANG=C.UTF-8", "TERM=" + termName()},
+		Cwd:        "/workspace",
+		Hostname:   "glove",
+		Mounts: []session.Mount{
+			{Target: "/usr", Kind: session.ReadOnlyBind, HostPath: "/usr"},
+			{Target: "/etc", Kind: session.ReadOnlyBind, HostPath: "/etc"},
+			// Both in the session's scratch: disk_bytes is what they
+			// hold together.
+			{Target: "/tmp", Kind: session.Tmpfs, Mode: 0o1777},
+			{Target: "/workspace", Kind: session.EphemeralCopy, HostPath: ws, MaxBytes: prof.DiskBytes},
+		},
+		Limits:   prof,
+		Terminal: isTerminal(os.Stdin),
+	}, nil
+}
+
+func termName() string {
+	if t := os.Getenv("TERM"); t != "" && !strings.ContainsAny(t, "\x00=") {
+		return t
+	}
+	return "xterm"
+}
+
+// runExecutable finds the program as the sandbox will: a name without a
+// slash in runPath (which the sandbox sees read-only from the host), an
+// absolute path as it is, a relative path in the workspace.
+func runExecutable(name string) (string, error) {
+	switch {
+	case strings.HasPrefix(name, "/"):
+		return filepath.Clean(name), nil
+	case strings.Contains(name, "/"):
+		return filepath.Join("/workspace", name), nil
+	}
+	for _, dir := range runPath {
+		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return filepath.Join(dir, name), nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in the sandbox's PATH (%s)", name, strings.Join(runPath, ":"))
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// runSession starts the helpers, runs the session and stops the helpers.
+// glove-loopext4 is started only for a launch with retained copies,
+// whose images go in matRoot (its configured materialization_root).
+func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stderr io.Writer) (res *session.Result, err error) {
+	rt, err := os.MkdirTemp("", "glove-run-")
+	if err != nil {
+		return nil, fmt.Errorf("runtime directory: %w", err)
+	}
+	defer os.RemoveAll(rt)
+	if err := session.BecomeSubreaper(); err != nil {
+		return nil, err
+	}
+	env := &session.Env{ShimPath: filepath.Join(LibexecDir, "glove-shim"), RuntimeDir: rt, MaterializationRoot: matRoot,
+		// The helpers are the service group's alone; the sandbox has the
+		// caller's groups (session.Env.Hidden).
+		Hidden: []string{LibexecDir}}
+	// The helpers' JSON logs are kept, and shown only when the session
+	// could not run: they say which request a helper refused and why.
+	helperLog := &tailBuffer{max: 4096}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: run: helper log:\n%s", helperLog.String())
+		}
+	}()
+	type helper struct {
+		name string
+		into **helperproc.Proc
+	}
+	// Before the first helper starts (cgleaf's comment says why).
+	if _, err := cgleaf.Enter(cgleaf.System); err != nil {
+		return nil, err
+	}
+	helpers := []helper{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}}
+	if l.Retains() {
+		helpers = append(helpers, helper{"glove-loopext4", &env.Loopext4})
+	}
+	for _, h := range helpers {
+		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, h.name), Name: h.name, Stderr: helperLog})
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		if _, err := p.Hello(); err != nil {
+			return nil, fmt.Errorf("%s: %w", h.name, err)
+		}
+		*h.into = p
+	}
+
+	// A helper that dies during the session is replaced by a fresh one
+	// for the session's clean-up (usage, cgroup removal, image freezing).
+	env.StartHelper = func(name string) (*helperproc.Proc, error) {
+		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, name), Name: name, Stderr: helperLog})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.Hello(); err != nil {
+			if cerr := p.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return p, nil
+	}
+
+	pio := session.IO{Input: stdin, Output: stdout}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGWINCH)
+	defer signal.Stop(sigs)
+	fwd := make(chan syscall.Signal, 8)
+	resize := make(chan unix.Winsize, 8)
+	pio.Signals = fwd
+	if l.Terminal {
+		pio.Resize = resize
+		if ws, err := unix.IoctlGetWinsize(int(os.Stdin.Fd()), unix.TIOCGWINSZ); err == nil {
+			resize <- *ws
+		}
+		// Raw mode: every key, ^C included, goes to the program's own
+		// terminal, which turns it into the program's signals.
+		if old, err := makeRaw(int(os.Stdin.Fd())); err == nil {
+			defer unix.IoctlSetTermios(int(os.Stdin.Fd()), unix.TCSETS, old)
+		}
+	}
+	go func() {
+		for s := range sigs {
+			sig := s.(syscall.Signal)
+			if sig == unix.SIGWINCH {
+				if ws, err := unix.IoctlGetWinsize(int(os.Stdin.Fd()), unix.TIOCGWINSZ); err == nil && l.Terminal {
+					resize <- *ws
+				}
+				continue
+			}
+			fwd <- sig
+		}
+	}()
+	if isTerminal(os.Stderr) {
+		pio.Progress = progressBar(stderr)
+	}
+	res, err = session.Run(context.Background(), env, l, pio)
+	if pio.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	return res, err
+}
+
+// progressBar draws the copy's progress on one terminal line, at most
+// every 1% of the bytes.
+func progressBar(w io.Writer) func(string, materialize.Totals, materialize.Totals) {
+	last := -1
+	return func(target string, done, total materialize.Totals) {
+		pct := 100
+		if total.Bytes > 0 {
+			pct = int(done.Bytes * 100 / total.Bytes)
+		}
+		if pct == last {
+			return
+		}
+		last = pct
+		const width = 30
+		fill := pct * width / 100
+		fmt.Fprintf(w, "\r\033[Kcopying to %s [%s%s] %3d%% %s / %s", target,
+			strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct, size(done.Bytes), size(total.Bytes))
+	}
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// makeRaw puts a terminal in raw mode and returns its previous state.
+func makeRaw(fd int) (*unix.Termios, error) {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	old := *t
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, t); err != nil {
+		return nil, err
+	}
+	return &old, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.max {
+		b.buf = b.buf[len(b.buf)-b.max:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

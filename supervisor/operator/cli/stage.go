@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/authority/stage"
+	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+const usagePolicyStage = "usage: glove policy stage --runtime R --source PATH --directory DIR (--dry-run | --yes) [--json]"
+
+// policyStage runs `glove policy stage` (supervisor/authority/stage): it copies a
+// package or interpreter closure into DIR/<digest>, a protected runtime
+// directory that runtime discovery admits. Usage faults exit 2, a refusal
+// or failure 1, each with one "glove: policy stage: " line on stderr.
+func policyStage(args []string, stdout, stderr io.Writer) int {
+	usageFault := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "glove: policy stage: "+format+"\n", a...)
+		return ExitUsage
+	}
+	fs := newFlags("policy stage")
+	runtime := fs.String("runtime", "", "runtime_discovery value")
+	source := fs.String("source", "", "absolute path of the closure (a directory or one file)")
+	dir := fs.String("directory", "", "absolute canonical protected runtime directory")
+	dryRun := fs.Bool("dry-run", false, "walk, hash and report; write nothing")
+	yes := fs.Bool("yes", false, "copy into DIR/<digest>")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "%s\n", usagePolicyStage)
+			return ExitUsage
+		}
+		return usageFault("%v", err)
+	}
+	switch {
+	case fs.NArg() != 0:
+		return usageFault("unexpected argument %q", fs.Arg(0))
+	case *runtime == "":
+		return usageFault("--runtime is required")
+	case *source == "":
+		return usageFault("--source is required")
+	case *dir == "":
+		return usageFault("--directory is required")
+	case *dryRun == *yes:
+		return usageFault("exactly one of --dry-run and --yes is required")
+	case !filepath.IsAbs(*source):
+		return usageFault("--source %q is not an absolute path", *source)
+	case !filepath.IsAbs(*dir) || filepath.Clean(*dir) != *dir:
+		return usageFault("--directory %q is not an absolute canonical path", *dir)
+	}
+	if _, ok := policy.DiscoveryExecutable(*runtime); !ok {
+		return usageFault("unknown runtime %q (one of %v)", *runtime, policy.DiscoveryRuntimes())
+	}
+	opts := stage.Options{Runtime: *runtime, Source: *source, Directory: *dir, DryRun: *dryRun}
+	drawn := false
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		bar := progressBar(stderr)
+		opts.Progress = func(phase string, done, total int64) {
+			if phase != "copy" {
+				return
+			}
+			drawn = true
+			bar(*dir, materialize.Totals{Bytes: done}, materialize.Totals{Bytes: total})
+		}
+	}
+	rep, err := stage.Stage(opts)
+	if drawn {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: policy stage: %v\n", err)
+		return ExitFail
+	}
+	if *asJSON {
+		out, err := json.Marshal(rep, jsontext.WithIndent("  "))
+		if err != nil {
+			fmt.Fprintf(stderr, "glove: policy stage: encode: %v\n", err)
+			return ExitFail
+		}
+		fmt.Fprintf(stdout, "%s\n", out)
+		return ExitOK
+	}
+	status := "staged"
+	switch {
+	case rep.AlreadyStaged:
+		status = "already staged (identical content; nothing copied)"
+	case rep.DryRun:
+		status = "dry run (nothing written)"
+	}
+	fmt.Fprintf(stdout, "runtime: %s (executable %s)\n", rep.Runtime, rep.Executable)
+	fmt.Fprintf(stdout, "source: %s\n", rep.Source)
+	fmt.Fprintf(stdout, "digest: %s\n", rep.Digest)
+	fmt.Fprintf(stdout, "staged_path: %s\n", rep.StagedPath)
+	fmt.Fprintf(stdout, "entry_point: %s\n", rep.EntryPoint)
+	fmt.Fprintf(stdout, "search_path: %s\n", rep.SearchPath)
+	fmt.Fprintf(stdout, "contents: %d files, %d directories, %d symbolic links, %d bytes\n", rep.Files, rep.Directories, rep.Symlinks, rep.Bytes)
+	fmt.Fprintf(stdout, "status: %s\n", status)
+	fmt.Fprintln(stdout, rep.PolicyLine())
+	return ExitOK
+}

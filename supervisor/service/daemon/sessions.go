@@ -1,0 +1,842 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/library"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/engine/discovery"
+	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
+	"github.com/glove-sandbox/glove/supervisor/engine/session"
+	"github.com/glove-sandbox/glove/supervisor/internal/ownpaths"
+	"github.com/glove-sandbox/glove/supervisor/state/journal"
+	"github.com/glove-sandbox/glove/supervisor/state/receipt"
+	"github.com/glove-sandbox/glove/supervisor/state/store"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// Bounds of the session runtime.
+const (
+	// MaxSessions bounds the sessions running at once: each has its own
+	// helper pair, shim and cgroups.
+	MaxSessions     = 32
+	TranscriptBytes = 64 << 10 // kept for late attachers
+	MaxPendingInput = 64 << 10 // written but not yet read by the program
+	chunkBytes      = 16 << 10 // transcript notifications
+	watcherQueue    = 1024     // notifications queued per attachment
+	DefaultGraceMs  = 5000
+	startWait       = 30 * time.Second // the longest stop_session waits for a starting session
+	MaxGraceMs      = 60000
+	// ExitFailed is an ended session's status when the program never ran.
+	ExitFailed = 125
+)
+
+// signals are the names signal accepts.
+var signals = map[string]syscall.Signal{
+	"INT": unix.SIGINT, "TERM": unix.SIGTERM, "HUP": unix.SIGHUP, "QUIT": unix.SIGQUIT,
+	"USR1": unix.SIGUSR1, "USR2": unix.SIGUSR2, "WINCH": unix.SIGWINCH,
+}
+
+// End is the "ended" notification's params.
+type End struct {
+	SessionID   string `json:"session_id"`
+	State       string `json:"state"`
+	Termination string `json:"termination"`
+	ExitCode    int    `json:"exit_code"`
+	Signal      int    `json:"signal"`
+	// Status is the exit status `glove run` would have (128+N for signal
+	// N, 125 when the program never ran).
+	Status int `json:"status"`
+}
+
+// Output is the "output" notification's params.
+type Output struct {
+	SessionID string `json:"session_id"`
+	Data      []byte `json:"data"` // base64
+	Offset    uint64 `json:"offset"`
+}
+
+// live is a session this gloved started.
+type live struct {
+	d  *Daemon
+	id string
+
+	mu       sync.Mutex
+	ring     []byte // the last TranscriptBytes of output
+	total    uint64 // bytes of output so far
+	watchers map[*conn]chan notification
+	end      *End
+	stopping bool
+
+	input   *inputQueue
+	resizes chan unix.Winsize
+	signals chan syscall.Signal
+	cancel  context.CancelFunc
+}
+
+// Write is the session's output: kept in the ring, fanned out.
+func (l *live) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	off := l.total
+	l.total += uint64(len(p))
+	l.ring = append(l.ring, p...)
+	if len(l.ring) > TranscriptBytes {
+		l.ring = append(l.ring[:0:0], l.ring[len(l.ring)-TranscriptBytes:]...)
+	}
+	for c, ch := range l.watchers {
+		l.enqueue(c, ch, notification{JSONRPC: "2.0", Method: "output",
+			Params: Output{SessionID: l.id, Data: append([]byte(nil), p...), Offset: off}})
+	}
+	return len(p), nil
+}
+
+// enqueue queues a notification; a connection that does not keep up is
+// closed (l.mu held).
+func (l *live) enqueue(c *conn, ch chan notification, n notification) {
+	select {
+	case ch <- n:
+	default:
+		delete(l.watchers, c)
+		close(ch)
+		go c.close()
+	}
+}
+
+func (l *live) ended() *End {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.end
+}
+
+// watch attaches c: the transcript from offset from (or the ring's
+// start), then live output, then "ended".
+func (l *live) watch(c *conn, from *uint64) {
+	ch := make(chan notification, watcherQueue)
+	go func() {
+		for n := range ch {
+			if err := c.send(n); err != nil {
+				c.close()
+				for range ch {
+				}
+				return
+			}
+		}
+	}()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	start := l.total - uint64(len(l.ring))
+	if from != nil && *from > start {
+		start = min(*from, l.total)
+	}
+	data := l.ring[start-(l.total-uint64(len(l.ring))):]
+	for len(data) > 0 {
+		k := min(len(data), chunkBytes)
+		ch <- notification{JSONRPC: "2.0", Method: "output",
+			Params: Output{SessionID: l.id, Data: append([]byte(nil), data[:k]...), Offset: start}}
+		start += uint64(k)
+		data = data[k:]
+	}
+	if l.end != nil {
+		ch <- notification{JSONRPC: "2.0", Method: "ended", Params: *l.end}
+		close(ch)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Not twice (checked by attach, but a second attach may have raced
+	// here), and not for a connection already closed.
+	if l.watchers[c] != nil || c.watching == nil {
+		close(ch)
+		return
+	}
+	l.watchers[c] = ch
+	c.watching[l] = true
+}
+
+// detach removes c's attachment; it reports whether there was one.
+func (l *live) detach(c *conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.watchers[c]
+	if ok {
+		delete(l.watchers, c)
+		close(ch)
+	}
+	return ok
+}
+
+// finish records the end and tells every attachment.
+func (l *live) finish(e End) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.end = &e
+	for c, ch := range l.watchers {
+		l.enqueue(c, ch, notification{JSONRPC: "2.0", Method: "ended", Params: e})
+		if l.watchers[c] != nil {
+			close(ch)
+		}
+		delete(l.watchers, c)
+	}
+	l.input.Close()
+	close(l.resizes)
+	close(l.signals)
+}
+
+// stop asks the program to end (SIGTERM), then kills the session after
+// grace. It reports false when the session has already ended.
+func (l *live) stop(grace time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return false
+	}
+	if l.stopping {
+		return true
+	}
+	l.stopping = true
+	select {
+	case l.signals <- unix.SIGTERM:
+	default:
+	}
+	time.AfterFunc(grace, l.cancel)
+	return true
+}
+
+// inputQueue is the program's input: write_stdin appends (bounded),
+// the session reads.
+type inputQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	closed bool
+}
+
+var errInputFull = errors.New("input queue full")
+
+func newInputQueue() *inputQueue {
+	q := &inputQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *inputQueue) Read(p []byte) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.buf) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if len(q.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, q.buf)
+	q.buf = q.buf[n:]
+	return n, nil
+}
+
+func (q *inputQueue) add(p []byte) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return io.ErrClosedPipe
+	}
+	if len(q.buf)+len(p) > MaxPendingInput {
+		return errInputFull
+	}
+	q.buf = append(q.buf, p...)
+	q.cond.Signal()
+	return nil
+}
+
+func (q *inputQueue) Close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+type startParams struct {
+	SessionID  string `json:"session_id"`
+	StartToken string `json:"start_token"`
+}
+
+func (p *startParams) sessionID() string { return p.SessionID }
+
+func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
+	ps, sess, e := decodeSession[startParams](d, k)
+	if e != nil {
+		return nil, e
+	}
+	if sess.State != store.Created {
+		return nil, errorf(CodeConflict, "session is %s, not created", sess.State)
+	}
+	if err := d.auth.Verify(ps.StartToken, sess); err != nil {
+		return nil, errorf(CodeUnauthorized, "start authorization rejected")
+	}
+	d.mu.Lock()
+	switch {
+	case d.closing:
+		d.mu.Unlock()
+		return nil, errorf(CodeUnavailable, "gloved is shutting down")
+	case d.claims[sess.ID]:
+		d.mu.Unlock()
+		return nil, errorf(CodeConflict, "session is being started")
+	case d.running() >= MaxSessions:
+		d.mu.Unlock()
+		return nil, errorf(CodeUnavailable, "%d sessions are running", MaxSessions)
+	}
+	d.claims[sess.ID] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.claims, sess.ID)
+		d.mu.Unlock()
+	}()
+	if _, err := d.store.Transition(sess.ID, store.Preparing, ""); err != nil {
+		if errors.Is(err, store.ErrTransition) {
+			return nil, errorf(CodeConflict, "session is no longer created")
+		}
+		return nil, d.storeError(sess.ID, "prepare", err)
+	}
+	fail := func(reason string, e *Error) (any, *Error) {
+		if _, err := d.store.Transition(sess.ID, store.Failed, reason); err != nil {
+			d.log.WithField("session_id", sess.ID).Error("session store failure")
+		}
+		return nil, e
+	}
+	pl, err := plan.Decode(sess.Plan)
+	if err != nil {
+		return fail("plan_corrupt", errorf(CodeInternal, "stored plan does not decode"))
+	}
+	if err := plan.Validate(pl, d.pol, time.Now()); err != nil {
+		return fail("plan_rejected", errorf(CodeRejected, "plan rejected: %s", oneLine(err.Error())))
+	}
+	launch, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries})
+	if err != nil {
+		// The reason names the class only: the error itself may carry
+		// host paths, which neither the controller nor the store gets.
+		d.log.WithField("session_id", sess.ID).WithField("event", "resolve").Warn(resolveClass(err))
+		return fail(resolveClass(err), errorf(CodeRejected, "the plan cannot be launched: %s", resolveClass(err)))
+	}
+	launched := false
+	defer func() {
+		if !launched {
+			launch.Close()
+		}
+	}()
+	launch.Terminal = true
+	var sp *helperproc.Proc
+	var transport *session.Transport
+	if d.stream != nil {
+		// No grant may hand the sandbox the upstream socket another way:
+		// not its directory, nor any ancestor (compared by identity).
+		for _, m := range launch.Mounts {
+			if m.HostPath != "" && d.stream.exposes(m.HostPath) {
+				return fail("stream_exposed", errorf(CodeRejected, "a path grant would expose the inherited stream's upstream"))
+			}
+		}
+		st, tr, p, err := d.openStream(sess.ID)
+		transport = tr
+		if err != nil {
+			d.log.WithField("session_id", sess.ID).WithField("event", "stream").Warn("inherited stream unavailable")
+			return fail("stream", errorf(CodeUnavailable, "inherited stream unavailable"))
+		}
+		launch.Stream, sp = st, p
+	}
+	// releaseStream closes the stream if the session does not run.
+	releaseStream := func() {
+		if sp != nil {
+			// The session never ran: a failed close only ends a
+			// stream nothing used, but it is logged, not dropped.
+			if err := endStream(sp); err != nil {
+				d.log.WithField("session_id", sess.ID).WithField("event", "stream").WithField("error", oneLine(err.Error())).Warn("closing an unused inherited stream failed")
+			}
+			launch.Stream.Guest.Close()
+		}
+	}
+	// Bundles and retained images both live in the materialization root:
+	// glove-loopext4 must be configured with the same directory
+	// (loopext4.json materialization_root), which it checks by identity.
+	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
+		MaterializationRoot: d.cfg.MaterializationRoot}
+	// One pair of helpers per session: each serves one request at a
+	// time on one connection, and sessions stay isolated.
+	var helpers []*helperproc.Proc
+	closeHelpers := func() {
+		for _, p := range helpers {
+			// Helpers of a session that never ran: they hold nothing
+			// of it (the cgroups are not made yet), so a failed exit
+			// is only logged.
+			if err := p.Close(); err != nil {
+				d.log.WithField("session_id", sess.ID).WithField("helper", p.Name).WithField("error", oneLine(err.Error())).Warn("helper exit")
+			}
+		}
+	}
+	for _, h := range []struct {
+		name string
+		into **helperproc.Proc
+	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}, {"glove-loopext4", &env.Loopext4}} {
+		if h.name == "glove-loopext4" && !launch.Retains() {
+			continue // only retained_write grants need images
+		}
+		p, err := d.startHelper(h.name)
+		if err != nil {
+			closeHelpers()
+			releaseStream()
+			return fail("helpers", errorf(CodeUnavailable, "helpers unavailable"))
+		}
+		helpers = append(helpers, p)
+		*h.into = p
+	}
+	if err := d.receipts.Reserve(sess.ID, d.pol.Revision); err != nil {
+		closeHelpers()
+		releaseStream()
+		switch {
+		case errors.Is(err, receipt.ErrFull):
+			return fail("receipt_capacity", d.storeError(sess.ID, "receipt reserve", err))
+		case errors.Is(err, journal.ErrNoSpace):
+			return fail("receipt_no_space", d.storeError(sess.ID, "receipt reserve", err))
+		}
+		d.log.WithField("session_id", sess.ID).WithField("error", oneLine(err.Error())).Error("receipt reservation failed")
+		return fail("receipt_reserve", errorf(CodeInternal, "receipt reservation failed"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
+		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel}
+	if _, err := d.store.Transition(sess.ID, store.Starting, ""); err != nil {
+		cancel()
+		closeHelpers()
+		releaseStream()
+		if ferr := d.finalize(sess, time.Now(), nil, nil, "failed"); ferr != nil {
+			d.log.WithField("session_id", sess.ID).WithField("error", oneLine(ferr.Error())).Error("terminal receipt not sealed")
+		}
+		return fail("store", d.storeError(sess.ID, "start", err))
+	}
+	// The program is released only once its identity is durable and the
+	// session is recorded as running: a gloved killed at any point finds,
+	// on restart, either no runtime (nothing ran) or one it can check.
+	// The managed-launch digest: the resolved launch and, with a stream,
+	// its transport, descriptor map, both endpoint identities and the
+	// upstream manifest; recorded with the runtime identity.
+	launchDigest := session.LaunchDigest(launch, pl.AdapterCommandDigest, transport)
+	env.Started = func(id session.Identity) error {
+		if _, err := d.store.SetRuntime(sess.ID, store.Runtime{BootID: id.BootID, PID: id.PID,
+			StartTicks: id.StartTicks, CgroupInode: id.CgroupInode, LaunchDigest: launchDigest}); err != nil {
+			return err
+		}
+		_, err := d.store.Transition(sess.ID, store.Running, "")
+		return err
+	}
+	env.Fault = faultHook()
+	env.Guard = d.own.Check
+	env.Hidden = []string{d.cfg.Libexec}
+	d.mu.Lock()
+	d.sessions[sess.ID] = l
+	d.wg.Add(1)
+	d.mu.Unlock()
+	launched = true
+	go d.run(ctx, l, sess, env, launch, helpers, sp)
+	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
+}
+
+// running counts the sessions that have not ended (d.mu held).
+func (d *Daemon) running() int {
+	n := len(d.claims)
+	for _, l := range d.sessions {
+		if l.ended() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// run runs one session to its end, seals its receipt, then records the
+// terminal state: the receipt is durable before the session is exited.
+func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, helpers []*helperproc.Proc, sp *helperproc.Proc) {
+	defer d.wg.Done()
+	defer l.cancel()
+	defer launch.Close()
+	// A helper that dies during the session is replaced by a fresh one
+	// for the session's clean-up (its cgroups removed, its images frozen):
+	// nothing a dead helper would have undone is left behind.
+	env.StartHelper = d.startHelper
+	res, err := session.Run(ctx, env, launch, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
+	log := d.log.WithField("session_id", sess.ID)
+	for _, p := range helpers {
+		// Close reaps the helper after its socket's EOF: an error is its
+		// exit status, a helper that was killed or failed meanwhile.
+		if cerr := p.Close(); cerr != nil {
+			log.WithFields(logrus.Fields{"event": "helper_exit", "helper": p.Name, "status": cerr.Error()}).Warn("a helper of the session did not exit cleanly")
+		}
+	}
+	if sp != nil {
+		// The program is gone: the stream's last exchange is over or
+		// was cut, and its audit says which.
+		if serr := endStream(sp); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		launch.Stream.Guest.Close()
+	}
+	d.endSession(l, sess, launch, res, err)
+}
+
+// helperLostPrefix begins the store reason of a session during which a
+// helper it depended on died: "helper_lost:" and the helper's name.
+const helperLostPrefix = "helper_lost:"
+
+// lostHelper names the first helper the session lost, from the result
+// (helpers lost while the program ran) or the error (a helper found gone
+// by a request), or "".
+func lostHelper(res *session.Result, runErr error) string {
+	if res != nil && len(res.HelpersLost) > 0 {
+		return res.HelpersLost[0]
+	}
+	var he *session.HelperLostError
+	if errors.As(runErr, &he) {
+		return he.Helper
+	}
+	return ""
+}
+
+// endSession seals the receipt and records the terminal state.
+func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch, res *session.Result, runErr error) {
+	log := d.log.WithField("session_id", sess.ID)
+	now := time.Now()
+	end := End{SessionID: sess.ID, Termination: "failed", State: string(store.Failed), Status: ExitFailed}
+	to, reason := store.Failed, "failed"
+	if res != nil {
+		end.Termination, end.ExitCode, end.Signal, end.Status = res.Termination, res.ExitCode, res.Signal, res.Status()
+		end.State = string(store.Exited)
+		to, reason = store.Exited, res.Termination
+	}
+	if runErr != nil {
+		log.WithFields(logrus.Fields{"event": "session_error", "error": oneLine(d.redact(runErr.Error()))}).Warn("the session engine reported an error")
+		switch {
+		case res == nil && errors.Is(runErr, discovery.ErrChanged):
+			// The pinned executable was not the file found at resolution
+			// when the program was about to be released.
+			reason = "runtime_changed"
+		case res == nil && errors.Is(runErr, ownpaths.ErrOwn):
+			// A host tree of the launch turned out, by identity, to be
+			// or hold Glove's own state (a name swapped since start-up).
+			reason = "own_state"
+		case res == nil && errors.Is(runErr, library.ErrDigest):
+			// A verified bundle's bytes changed before they were copied.
+			reason = "library_bundle_rejected"
+		case res == nil && errors.Is(runErr, materialize.ErrQuota):
+			// A copy did not fit its grant's quota: the disk limit ended
+			// the launch before the program existed (docs/sessions.md).
+			reason, end.Termination = session.LimitDisk, session.LimitDisk
+		}
+	}
+	if h := lostHelper(res, runErr); h != "" {
+		// The termination (End, the receipt) still says what ended the
+		// program; the store's reason says the session ran without a
+		// helper it depended on, which an operator must look into.
+		reason = helperLostPrefix + h
+		var all []string
+		if res != nil {
+			all = res.HelpersLost
+		}
+		log.WithFields(logrus.Fields{"event": "helper_lost", "helper": h, "helpers_lost": all, "termination": end.Termination}).Warn("a helper of the session died during it")
+	}
+	if res != nil && len(res.ReplacedCalls) > 0 {
+		// What a fresh helper did in the lost one's place: an operator
+		// reading helper_lost sees that the clean-up still happened.
+		log.WithFields(logrus.Fields{"event": "helper_replaced", "calls": res.ReplacedCalls}).Info("a fresh helper finished the session's clean-up")
+	}
+	if res != nil && len(res.UsageMissing) > 0 {
+		log.WithFields(logrus.Fields{"event": "usage_missing", "fields": res.UsageMissing}).Warn("usage figures of the session could not be read")
+	}
+	if errors.Is(runErr, session.ErrKill) {
+		log.WithField("event", "kill_path_failed").Warn("a way of killing the session failed")
+	}
+	if res != nil {
+		for _, r := range res.Retained {
+			// The image's name only: never a raw host path in the log.
+			log.WithFields(logrus.Fields{"event": "retained", "target": r.Target, "image": filepath.Base(r.Image)}).Info("staged change kept")
+		}
+	}
+	if err := d.finalize(sess, now, launch, res, end.Termination); err != nil {
+		log.WithField("event", "receipt").Error("terminal receipt not sealed")
+		end.State, to, reason = string(store.Failed), store.Failed, "receipt"
+	}
+	if to == store.Exited {
+		if _, err := d.store.Transition(sess.ID, store.Stopping, ""); err != nil {
+			log.Error("session store failure")
+		}
+	}
+	if _, err := d.store.Transition(sess.ID, to, reason); err != nil {
+		log.Error("session store failure")
+	}
+	log.WithFields(logrus.Fields{"event": "ended", "termination": end.Termination, "state": end.State}).Info("session ended")
+	l.finish(end)
+}
+
+// finalize durably appends the session's terminal receipt.
+// finalize seals the terminal receipt: the result's termination, or, for
+// a session that never ran, failed (the termination given).
+func (d *Daemon) finalize(sess store.Session, now time.Time, launch *session.Launch, res *session.Result, failed string) error {
+	b := receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
+		PolicyRevision: d.pol.Revision, Termination: failed, StartedAtMS: now.UnixMilli(), EndedAtMS: now.UnixMilli()}
+	// The launch the receipt attests: the digest recorded when the
+	// program was released (the caller's copy of the session predates it).
+	if cur, err := d.store.Get(sess.ID); err == nil && cur.Runtime != nil {
+		b.LaunchDigest = cur.Runtime.LaunchDigest
+		// What the launch digest covers of the sources, spelled out: the
+		// library projections and the skill projection digest.
+		if launch != nil {
+			b.LibraryProjections = launch.Projections
+			if launch.Skills != nil {
+				b.SkillProjectionDigest = launch.Skills.Digest
+			}
+		}
+	}
+	if res != nil {
+		b.Termination, b.ExitCode, b.Signal = res.Termination, res.ExitCode, res.Signal
+		b.Usage = receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
+			PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
+			TerminalOutputBytes: res.Usage.TerminalOutputBytes}
+		b.StartedAtMS = res.StartedAt.UnixMilli()
+		b.EndedAtMS = max(res.EndedAt.UnixMilli(), b.StartedAtMS)
+	}
+	_, err := d.receipts.Finalize(b)
+	return err
+}
+
+// liveSession returns a running session of this gloved.
+func (d *Daemon) liveSession(k *call, id string) (*live, *Error) {
+	sess, e := d.lookup(k, id)
+	if e != nil {
+		return nil, e
+	}
+	d.mu.Lock()
+	l := d.sessions[sess.ID]
+	d.mu.Unlock()
+	if l == nil {
+		return nil, errorf(CodeConflict, "session is %s and not running in this gloved", sess.State)
+	}
+	return l, nil
+}
+
+type attachParams struct {
+	SessionID string  `json:"session_id"`
+	From      *uint64 `json:"from,omitempty"`
+}
+
+func (p *attachParams) sessionID() string { return p.SessionID }
+
+func (d *Daemon) attach(c *conn, k *call) (any, *Error) {
+	ps, l, e := decodeLive[attachParams](d, k)
+	if e != nil {
+		return nil, e
+	}
+	l.mu.Lock()
+	dup := l.watchers[c] != nil
+	l.mu.Unlock()
+	if dup {
+		return nil, errorf(CodeConflict, "already attached")
+	}
+	k.after = func() { l.watch(c, ps.From) }
+	return map[string]any{"attached": true}, nil
+}
+
+type stdinParams struct {
+	SessionID string `json:"session_id"`
+	Data      []byte `json:"data"`
+}
+
+func (p *stdinParams) sessionID() string { return p.SessionID }
+
+func (d *Daemon) writeStdin(_ *conn, k *call) (any, *Error) {
+	ps, l, e := decodeLive[stdinParams](d, k)
+	if e != nil {
+		return nil, e
+	}
+	switch err := l.input.add(ps.Data); {
+	case errors.Is(err, errInputFull):
+		return nil, errorf(CodeUnavailable, "more than %d bytes of input pending", MaxPendingInput)
+	case err != nil:
+		return nil, errorf(CodeConflict, "session has ended")
+	}
+	return map[string]any{"written": len(ps.Data)}, nil
+}
+
+type resizeParams struct {
+	SessionID string `json:"session_id"`
+	Rows      uint16 `json:"rows"`
+	Cols      uint16 `json:"cols"`
+}
+
+func (d *Daemon) resize(_ *conn, k *call) (any, *Error) {
+	var ps resizeParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	if ps.Rows == 0 || ps.Cols == 0 {
+		return nil, errorf(CodeInvalidParams, "rows and cols must be 1..65535")
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	if e := enqueue(l, l.resizes, unix.Winsize{Row: ps.Rows, Col: ps.Cols}, "resizes"); e != nil {
+		return nil, e
+	}
+	return map[string]any{"resized": true}, nil
+}
+
+// enqueue hands v to a running session's engine through ch, without ever
+// blocking the connection: a full queue is the peer's problem to retry.
+func enqueue[T any](l *live, ch chan<- T, v T, what string) *Error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end != nil {
+		return errorf(CodeConflict, "session has ended")
+	}
+	select {
+	case ch <- v:
+		return nil
+	default:
+		return errorf(CodeUnavailable, "too many pending %s", what)
+	}
+}
+
+type signalParams struct {
+	SessionID string `json:"session_id"`
+	Signal    string `json:"signal"`
+}
+
+func (d *Daemon) signal(_ *conn, k *call) (any, *Error) {
+	var ps signalParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	sig, ok := signals[ps.Signal]
+	if !ok {
+		return nil, errorf(CodeInvalidParams, "signal must be one of INT, TERM, HUP, QUIT, USR1, USR2, WINCH")
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	if e := enqueue(l, l.signals, sig, "signals"); e != nil {
+		return nil, e
+	}
+	return map[string]any{"signaled": true}, nil
+}
+
+func (d *Daemon) detach(c *conn, k *call) (any, *Error) {
+	_, l, e := decodeLive[sessionParams](d, k)
+	if e != nil {
+		return nil, e
+	}
+	ok := l.detach(c)
+	c.mu.Lock()
+	delete(c.watching, l)
+	c.mu.Unlock()
+	return map[string]any{"detached": ok}, nil
+}
+
+type stopParams struct {
+	SessionID string  `json:"session_id"`
+	GraceMs   *uint64 `json:"grace_ms,omitempty"`
+}
+
+func (d *Daemon) stopSession(_ *conn, k *call) (any, *Error) {
+	var ps stopParams
+	if e := decodeParams(k.params, &ps); e != nil {
+		return nil, e
+	}
+	grace := uint64(DefaultGraceMs)
+	if ps.GraceMs != nil {
+		grace = *ps.GraceMs
+	}
+	if grace > MaxGraceMs {
+		return nil, errorf(CodeInvalidParams, "grace_ms must be 0..%d", MaxGraceMs)
+	}
+	l, e := d.liveSession(k, ps.SessionID)
+	if e != nil {
+		return nil, e
+	}
+	// A session still starting becomes running as soon as its program is
+	// released (or fails): wait for that, boundedly, then stop it.
+	for deadline := time.Now().Add(startWait); ; {
+		sess, err := d.store.Get(l.id)
+		if err != nil || sess.State != store.Starting || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := d.store.Transition(l.id, store.Stopping, "stop"); err != nil {
+		return nil, errorf(CodeConflict, "session is not running")
+	}
+	if !l.stop(time.Duration(grace) * time.Millisecond) {
+		return nil, errorf(CodeConflict, "session has ended")
+	}
+	return map[string]any{"session_id": l.id, "state": store.Stopping}, nil
+}
+
+func (d *Daemon) cleanupSession(_ *conn, k *call) (any, *Error) {
+	_, sess, e := decodeSession[sessionParams](d, k)
+	if e != nil {
+		return nil, e
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.sessions[sess.ID]
+	if sess.State == store.Created && !d.claims[sess.ID] {
+		// A session never started is given up: it ends as failed
+		// (cancelled), so that a controller can release what it holds
+		// in the store (the room reserved for its lifecycle) without
+		// running it. A start that races this finds it no longer
+		// created; one already claimed makes this a conflict below.
+		cur, err := d.store.Transition(sess.ID, store.Failed, "cancelled")
+		switch {
+		case errors.Is(err, store.ErrTransition):
+			return nil, errorf(CodeConflict, "session is being started")
+		case err != nil:
+			return nil, d.storeError(sess.ID, "cancel", err)
+		}
+		sess = cur
+	}
+	if !sess.State.Terminal() || (l != nil && l.ended() == nil) {
+		return nil, errorf(CodeConflict, "session has not ended")
+	}
+	// The engine removed its cgroups, mounts and bundle when the session
+	// ended: what is left is the store's record of it, which from now on
+	// is kept only for the idempotency retention window (compaction
+	// lets it go after that), and this process's.
+	if _, err := d.store.Cleanup(sess.ID); err != nil {
+		return nil, d.storeError(sess.ID, "cleanup", err)
+	}
+	delete(d.sessions, sess.ID)
+	return map[string]any{"session_id": sess.ID, "cleaned": true}, nil
+}
+
+// resolveClass names why a plan could not be turned into a launch, as a
+// store reason and for the controller: a class, never a host path.
+func resolveClass(err error) string {
+	switch {
+	case errors.Is(err, discovery.ErrNotInstalled):
+		return "runtime_not_installed"
+	case errors.Is(err, discovery.ErrChanged):
+		return "runtime_changed"
+	case errors.Is(err, library.ErrDigest), errors.Is(err, library.ErrMode), errors.Is(err, library.ErrLinks),
+		errors.Is(err, library.ErrSize), errors.Is(err, library.ErrKind), errors.Is(err, library.ErrFormat),
+		errors.Is(err, library.ErrOwner), errors.Is(err, library.ErrType), errors.Is(err, os.ErrNotExist):
+		return "library_bundle_rejected"
+	case errors.Is(err, session.ErrUnsupported):
+		return "unsupported"
+	}
+	return "unlaunchable"
+}

@@ -1,0 +1,219 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/engine/session"
+	"golang.org/x/sys/unix"
+)
+
+// StreamConfig is the operator's inherited-stream-v1 endpoint
+// (--inherited-stream ALIAS=SOCKET): the one adapter-bound alias and the
+// upstream service's unix socket. Its parent directory is opened once at
+// start-up and kept (descriptor-pinned); it must be the service user's,
+// mode 0700.
+type StreamConfig struct {
+	Alias  string
+	Socket string
+}
+
+// ParseStream parses --inherited-stream ALIAS=SOCKET.
+func ParseStream(v string) (StreamConfig, error) {
+	alias, path, ok := strings.Cut(v, "=")
+	if !ok || !policy.ValidIdentifier(alias) {
+		return StreamConfig{}, errors.New("want ALIAS=SOCKET with ALIAS an identifier")
+	}
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path || filepath.Base(path) == "/" {
+		return StreamConfig{}, errors.New("SOCKET must be an absolute clean path")
+	}
+	return StreamConfig{Alias: alias, Socket: path}, nil
+}
+
+// endpoint is the configured upstream, pinned by its parent directory.
+type endpoint struct {
+	alias  string
+	socket string // the configured path, for the manifest only
+	parent int    // O_PATH descriptor of the socket's directory
+	name   string // the socket's name in it
+}
+
+// openEndpoint pins the upstream socket's parent directory.
+func openEndpoint(c StreamConfig) (*endpoint, error) {
+	dir := filepath.Dir(c.Socket)
+	if err := CheckDir(dir); err != nil {
+		return nil, fmt.Errorf("its directory: %w", err)
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open its directory: %w", err)
+	}
+	return &endpoint{alias: c.Alias, socket: c.Socket, parent: fd, name: filepath.Base(c.Socket)}, nil
+}
+
+// identity is the socket file's device and inode.
+func (e *endpoint) identity() (uint64, uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(e.parent, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK || int(st.Uid) != os.Geteuid() {
+		return 0, 0, errors.New("not a socket of the service user")
+	}
+	return st.Dev, st.Ino, nil
+}
+
+// connect opens a connection to the upstream service and returns the
+// socket file's identity with the listening peer's uid: the socket file's
+// identity is the same before and after connect (threat: the name
+// swapped for another socket in between), and the listening peer is the
+// service user (SO_PEERCRED). The name is reached through the pinned
+// directory, never through a path resolved again from /.
+func (e *endpoint) connect() (*os.File, session.EndpointID, error) {
+	var id session.EndpointID
+	dev, ino, err := e.identity()
+	if err != nil {
+		return nil, id, fmt.Errorf("upstream %s: %w", e.alias, err)
+	}
+	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, id, fmt.Errorf("upstream %s: socket: %w", e.alias, err)
+	}
+	f := os.NewFile(uintptr(s), "upstream-"+e.alias)
+	path := "/proc/self/fd/" + strconv.Itoa(e.parent) + "/" + e.name
+	if err := unix.Connect(s, &unix.SockaddrUnix{Name: path}); err != nil {
+		f.Close()
+		return nil, id, fmt.Errorf("upstream %s: connect: %w", e.alias, err)
+	}
+	cred, err := unix.GetsockoptUcred(s, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil || int(cred.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, id, fmt.Errorf("upstream %s: the peer is not the service user", e.alias)
+	}
+	if dev2, ino2, err := e.identity(); err != nil || dev2 != dev || ino2 != ino {
+		f.Close()
+		return nil, id, fmt.Errorf("upstream %s: the socket changed during connect", e.alias)
+	}
+	return f, session.EndpointID{Dev: dev, Ino: ino, UID: cred.Uid}, nil
+}
+
+// exposes reports whether the host tree at path is the endpoint's
+// directory or one of its ancestors: a grant of it would hand the
+// sandbox the upstream socket by another way. Compared by identity, so a
+// lexical alias (another name for the same directory) does not bypass
+// it.
+func (e *endpoint) exposes(path string) bool {
+	var g unix.Stat_t
+	if err := unix.Stat(path, &g); err != nil {
+		return false
+	}
+	cur, err := unix.Openat(e.parent, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return true // cannot tell: fail closed
+	}
+	for i := 0; i < 256; i++ {
+		var st unix.Stat_t
+		if err := unix.Fstat(cur, &st); err != nil {
+			unix.Close(cur)
+			return true
+		}
+		if st.Dev == g.Dev && st.Ino == g.Ino {
+			unix.Close(cur)
+			return true
+		}
+		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(cur)
+		if err != nil {
+			return true
+		}
+		var ust unix.Stat_t
+		if err := unix.Fstat(up, &ust); err != nil || (ust.Dev == st.Dev && ust.Ino == st.Ino) {
+			unix.Close(up)
+			return false // reached /
+		}
+		cur = up
+	}
+	unix.Close(cur)
+	return true
+}
+
+// openStream prepares a session's stream: the socketpair (the guest end
+// goes to the launch), a checked upstream connection, an audit file of
+// the session in the store directory, and a glove-streamproxy holding
+// the peer end. The returned helper must get StreamClose before it is
+// closed.
+func (d *Daemon) openStream(id string) (*session.Stream, *session.Transport, *helperproc.Proc, error) {
+	e := d.stream
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	guest, peer := os.NewFile(uintptr(pair[0]), "guest"), os.NewFile(uintptr(pair[1]), "peer")
+	defer peer.Close()
+	up, upID, err := e.connect()
+	if err != nil {
+		guest.Close()
+		return nil, nil, nil, err
+	}
+	var gst unix.Stat_t
+	if err := unix.Fstat(int(guest.Fd()), &gst); err != nil {
+		guest.Close()
+		up.Close()
+		return nil, nil, nil, fmt.Errorf("guest end: %w", err)
+	}
+	tr := &session.Transport{Kind: "inherited-stream-v1", FDs: map[string]int{e.alias: session.StreamFD},
+		Guest:    session.EndpointID{Dev: gst.Dev, Ino: gst.Ino, UID: uint32(os.Geteuid())},
+		Upstream: upID, Manifest: []session.ManifestEntry{{Alias: e.alias, Socket: e.socket}}}
+	defer up.Close()
+	audit, err := os.OpenFile(filepath.Join(d.cfg.StoreDir, "stream-"+id+".audit"), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		guest.Close()
+		return nil, nil, nil, fmt.Errorf("audit file: %w", err)
+	}
+	defer audit.Close()
+	sp, err := d.startHelper("glove-streamproxy")
+	if err != nil {
+		guest.Close()
+		return nil, nil, nil, err
+	}
+	if _, _, err := streamwire.Open.Call(sp.Client, &streamwire.OpenRequest{Session: id, Alias: e.alias},
+		[]int{int(peer.Fd()), int(up.Fd()), int(audit.Fd())}); err != nil {
+		guest.Close()
+		_ = sp.Close()
+		return nil, nil, nil, fmt.Errorf("glove-streamproxy: %w", err)
+	}
+	return &session.Stream{Alias: e.alias, Guest: guest}, tr, sp, nil
+}
+
+// endStream ends a session's stream and its helper after the session,
+// reporting what failed: a StreamClose that failed at the connection
+// means glove-streamproxy died during the session (a
+// session.HelperLostError: the store's reason names it). Its death cut
+// the stream (both of its ends were the helper's descriptors), so nothing
+// flowed unbounded; what is lost is the audit's last record.
+func endStream(sp *helperproc.Proc) error {
+	var errs []error
+	if _, _, err := streamwire.Close.Call(sp.Client, &streamwire.CloseRequest{}, nil); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) {
+			errs = append(errs, fmt.Errorf("glove-streamproxy close: %w", err))
+		} else {
+			errs = append(errs, &session.HelperLostError{Helper: sp.Name, Op: "close", Err: err})
+		}
+	}
+	if err := sp.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("glove-streamproxy exit: %w", err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,120 @@
+package daemon_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/state/receipt"
+	"github.com/glove-sandbox/glove/testenv"
+	"github.com/glove-sandbox/glove/testenv/programs"
+)
+
+// startUpstream starts the upstream service and returns its socket. It
+// runs as the service user in a directory of its own, mode 0700 (the
+// helper accepts only the service user's upstream).
+func startUpstream(t *testing.T, e *testenv.Env, f *fixture) string {
+	t.Helper()
+	up := testenv.BuildStatic(t, e, "upstream", programs.Upstream)
+	sockDir := ownedDir(t, e, filepath.Join(f.dir, "svc"))
+	sock := filepath.Join(sockDir, "upstream.sock")
+	srv := exec.Command(up, sock)
+	srv.SysProcAttr = e.InDelegatedCgroup(t)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			return sock
+		}
+		if i > 200 {
+			t.Fatal("upstream did not listen")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestGlovedInheritedStream runs a session whose program talks to a real
+// upstream unix service through descriptor 3, as inherited-stream-v1
+// says: the descriptor map in its environment, getsockname and
+// getsockopt(SO_TYPE) on descriptor 3 allowed, any other getsockopt and
+// socket denied, two exchanges relayed by glove-streamproxy, and each
+// recorded pending then delivered in the session's audit file.
+func TestGlovedInheritedStream(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"streamer": {"stream"}})
+
+	sock := startUpstream(t, e, f)
+
+	g := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	c := dial(t, g.socket)
+	var caps struct {
+		Stream int `json:"inherited_stream_version"`
+	}
+	c.ok("capabilities", nil, &caps)
+	if caps.Stream != 1 {
+		t.Errorf("inherited_stream_version %d, want 1", caps.Stream)
+	}
+	tok := f.create(c, "s-stream", f.plan("streamer", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "s-stream", "start_token": tok}, nil)
+	end := attach(t, c, "s-stream")
+	var st struct {
+		LaunchDigest string `json:"launch_digest"`
+	}
+	c.ok("session_status", map[string]any{"session_id": "s-stream"}, &st)
+	g.stop(t)
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(st.LaunchDigest) {
+		t.Errorf("launch_digest %q, want the managed-launch digest", st.LaunchDigest)
+	}
+	g2 := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	var page struct {
+		Envelopes []receipt.Envelope `json:"envelopes"`
+	}
+	dial(t, g2.socket).ok("receipts_page", map[string]any{"after": 0, "limit": 10}, &page)
+	g2.stop(t)
+	if len(page.Envelopes) != 1 || page.Envelopes[0].Body.LaunchDigest != st.LaunchDigest {
+		t.Errorf("the receipt does not carry the launch digest %s: %+v", st.LaunchDigest, page.Envelopes)
+	}
+	if err := receipt.Verify(f.key, testAnchor, page.Envelopes); err != nil {
+		t.Errorf("receipt: %v", err)
+	}
+	out := strings.ReplaceAll(end.output, "\r\n", "\n")
+	for _, want := range []string{
+		`env {"sage":3}`, "so_type 1 <nil>", "getsockname <nil>",
+		"rcvbuf operation not permitted", "other fd operation not permitted", "socket operation not permitted",
+		"reply pong:ping", "reply pong:again",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("sandbox output lacks %q:\n%s", want, out)
+		}
+	}
+	if end.Status != 0 {
+		t.Errorf("session status %d, want 0\n%s", end.Status, out)
+	}
+	audit, err := os.ReadFile(filepath.Join(f.storeDir, "stream-s-stream.audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(audit)), "\n")
+	var statuses []string
+	for _, l := range lines {
+		for _, st := range []string{"delivery_pending", "delivered", "delivery_failed"} {
+			if strings.Contains(l, `"status":"`+st+`"`) {
+				statuses = append(statuses, st)
+			}
+		}
+		if strings.Contains(l, "ping") || strings.Contains(l, "pong") || strings.Contains(l, sock) {
+			t.Errorf("an audit record holds payload or a host path: %s", l)
+		}
+	}
+	if got := strings.Join(statuses, " "); !strings.HasPrefix(got, "delivery_pending delivered delivery_pending delivered") {
+		t.Errorf("audit statuses %q, want pending/delivered twice\n%s", got, audit)
+	}
+}
