@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"syscall"
 
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"golang.org/x/sys/unix"
 )
@@ -83,6 +84,48 @@ func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
 
 // Conn is the raw connection, for tests that forge frames.
 func (p *Proc) Conn() *wire.Conn { return p.conn }
+
+// StartReady starts the helper and checks its Hello: the name it gives
+// is its own, and it holds exactly its capability table row, permitted,
+// and between requests the row's effective set. A helper installed
+// without its file capabilities, or with more, is refused (and reaped)
+// before any session uses it. gloved and glove run start helpers only
+// this way.
+func StartReady(opts Options) (*Proc, error) {
+	p, err := Start(opts)
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.Hello()
+	if err == nil {
+		err = checkHello(opts.Name, r)
+	}
+	if err != nil {
+		// Refused already; Close reaps the helper (its exit status adds
+		// nothing the refusal does not say).
+		if cerr := p.Close(); cerr != nil && !errors.As(cerr, new(*exec.ExitError)) {
+			err = errors.Join(err, cerr)
+		}
+		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
+	}
+	return p, nil
+}
+
+// checkHello compares a helper's Hello with its capability table row.
+func checkHello(name string, r *wire.HelloReply) error {
+	row, ok := captable.Lookup(name)
+	switch {
+	case !ok || !row.Helper:
+		return fmt.Errorf("no helper row in the capability table")
+	case r.Name != name:
+		return fmt.Errorf("answers Hello as %q", r.Name)
+	case r.CapPermitted != row.Mask() || r.CapEffective != row.Effective():
+		return fmt.Errorf("holds capabilities effective %s, permitted %s; its row is %s, %s (reinstall it: make install)",
+			captable.MaskString(r.CapEffective), captable.MaskString(r.CapPermitted),
+			captable.MaskString(row.Effective()), captable.MaskString(row.Mask()))
+	}
+	return nil
+}
 
 // Hello asks the helper who it is.
 func (p *Proc) Hello() (*wire.HelloReply, error) {

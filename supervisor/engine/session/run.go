@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,14 +67,10 @@ type Env struct {
 	// launch with a RetainedCopy mount (Launch.Retains).
 	Loopext4            *helperproc.Proc
 	MaterializationRoot string
-	// Started, if set, is given the shim's identity once it is in the
-	// session's cgroups and before it is released; an error stops the
-	// session before the program runs. gloved records it durably there,
-	// so that a restarted gloved can recognize what it finds.
-	Started func(Identity) error
-	// Fault, if set, is called at each named point of the start path
-	// ("cgroup", "mounts", "bundle", "placed", "released"); the recovery
-	// tests use it to kill the supervisor there.
+	// Fault, if set, is called at each named point of Prepare
+	// ("cgroup", "mounts", "bundle"); the recovery tests use it to kill
+	// the supervisor there (gloved also calls it between the stages that
+	// follow: "placed", "released").
 	Fault func(point string)
 	// StartHelper, if set, starts a fresh helper of the given name that
 	// has answered Hello (the caller of Run starts the others the same
@@ -322,62 +317,13 @@ func call[Q, R any](h *helper, op string, r wire.Route[Q, R], req *Q, fds ...int
 	return files, err
 }
 
-// Run runs l to its end. An error means the program never started (the
-// command line reports it with status 125); once it has started, every
-// ending is a Result.
-func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
-	if err := l.Check(); err != nil {
-		return nil, err
-	}
-	if l.Retains() && (env.Loopext4 == nil || !filepath.IsAbs(env.MaterializationRoot)) {
-		return nil, fmt.Errorf("session %s: %w", l.Name, ErrNoImages)
-	}
-	p := &prepared{env: env, name: l.Name,
-		cg: newHelper(HelperCgroup, env.Cgroup, env.StartHelper), mnt: newHelper(HelperMounter, env.Mounter, env.StartHelper),
-		lx: newHelper(HelperLoopext4, env.Loopext4, env.StartHelper)}
-	res, err := run(ctx, p, l, pio)
-	rerr := p.release()
-	rerr = errors.Join(append(p.endErrs, rerr)...)
-	var lost []string
-	for _, h := range []*helper{p.cg, p.mnt, p.lx} {
-		if cerr := h.checkAlive(); cerr != nil {
-			rerr = errors.Join(rerr, cerr)
-		}
-		if le := h.lostErr(); le != nil {
-			lost = append(lost, h.name)
-			// The loss is part of the outcome even when no request of
-			// the session's failed because of it (an error already
-			// naming it is not repeated).
-			var he *HelperLostError
-			if !errors.As(err, &he) && !errors.As(rerr, &he) {
-				rerr = errors.Join(rerr, le)
-			}
-		}
-	}
-	if res != nil {
-		res.HelpersLost = lost
-		for _, h := range []*helper{p.cg, p.lx} {
-			res.ReplacedCalls = append(res.ReplacedCalls, h.replaced()...)
-		}
-		for _, img := range p.images {
-			res.Retained = append(res.Retained, RetainedImage{Target: img.target, Image: img.name})
-		}
-	}
-	if rerr != nil {
-		if err == nil && res != nil {
-			// The program ran and ended; the clean-up failure is the
-			// supervisor's to report, not a reason to lose the result.
-			return res, fmt.Errorf("session %s ended, but: %w", l.Name, rerr)
-		}
-		err = errors.Join(err, rerr)
-	}
-	return res, err
-}
-
-func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
+// prepare creates what the session needs before its shim starts: its
+// cgroups, the materialization root (retained copies), the scratch
+// tmpfs, every mount, and the bundle.
+func prepare(p *prepared, l *Launch, pio IO) error {
 	cr, files, err := request(p.cg, "create", cgwire.Create, &cgwire.CreateRequest{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, callOpts{})
 	if err != nil {
-		return nil, fmt.Errorf("create the session's cgroups: %w", err)
+		return fmt.Errorf("create the session's cgroups: %w", err)
 	}
 	p.cgMade, p.cgroup, p.cgInode = true, files, cr.Inode
 	p.env.fault("cgroup")
@@ -389,14 +335,14 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("open the materialization root: %w", err)
+			return fmt.Errorf("open the materialization root: %w", err)
 		}
 		p.root = os.NewFile(uintptr(fd), p.env.MaterializationRoot)
 	}
 	if slices.ContainsFunc(l.Mounts, Mount.inScratch) {
 		files, err := call(p.mnt, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(l.Limits.DiskBytes), Inodes: inodesFor(l.Limits.DiskBytes), Mode: 0o755})
 		if err != nil {
-			return nil, fmt.Errorf("the session's scratch: glove-mounter tmpfs of %d bytes: %w", l.Limits.DiskBytes, err)
+			return fmt.Errorf("the session's scratch: glove-mounter tmpfs of %d bytes: %w", l.Limits.DiskBytes, err)
 		}
 		p.scratch = files[0]
 	}
@@ -414,7 +360,7 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 			f, err = materializeMount(p.env, p.mnt, m, pio)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("mounts[%d] %s: %w", i, m.Target, err)
+			return fmt.Errorf("mounts[%d] %s: %w", i, m.Target, err)
 		}
 		p.mounts = append(p.mounts, f)
 	}
@@ -422,18 +368,18 @@ func run(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
 	if pin := l.ExecutablePin; pin != nil {
 		i := slices.IndexFunc(l.Mounts, func(m Mount) bool { return m.Target == l.Executable && m.Kind == ReadOnlyBind })
 		if i < 0 {
-			return nil, fmt.Errorf("the discovered executable has no mount: %w", ErrInvalid)
+			return fmt.Errorf("the discovered executable has no mount: %w", ErrInvalid)
 		}
 		if err := recheckExecutable(pin, p.mounts[i]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	p.shimFiles, p.sources = p.descriptors(l)
 	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.env.Hidden); err != nil {
-		return nil, err
+		return err
 	}
 	p.env.fault("bundle")
-	return supervise(ctx, p, l, pio)
+	return nil
 }
 
 // materializeMount returns a detached mount descriptor for m.
@@ -983,239 +929,6 @@ func parentOf(pid int) (int, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: short", pid)
 	}
 	return strconv.Atoi(f[1])
-}
-
-func supervise(ctx context.Context, p *prepared, l *Launch, pio IO) (*Result, error) {
-	syncR, syncW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("sync pipe: %w", err)
-	}
-	defer syncR.Close()
-	defer syncW.Close()
-	extra := append(append([]*os.File(nil), p.shimFiles...), syncR)
-	n := len(extra) - 1
-	cmd := &exec.Cmd{
-		Path: p.env.ShimPath,
-		Args: []string{"glove-shim", "run", "--bundle", p.bundle, "--preserve-fds", strconv.Itoa(n),
-			"--sync-fd", strconv.Itoa(3 + n), l.Name},
-		Env:        []string{},
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			// Born in the session's v2 cgroup: everything the shim
-			// starts is too. This needs the supervisor inside its
-			// delegated subtree (write access to the common ancestor).
-			UseCgroupFD: true, CgroupFD: int(p.cgroup[0].Fd()),
-			// Its own process group: the caller's terminal signals reach
-			// the supervisor, which decides what the program gets.
-			Setpgid:   true,
-			Pdeathsig: unix.SIGKILL,
-		},
-	}
-	var ptyMaster *os.File
-	var outDone sync.WaitGroup
-	s := &session{p: p, l: l, cmd: cmd, shimFD: -1}
-	if l.Terminal {
-		master, slave, err := openPTY()
-		if err != nil {
-			return nil, err
-		}
-		defer slave.Close()
-		ptyMaster = master
-		defer master.Close()
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		outDone.Add(1)
-		go func() { defer outDone.Done(); s.pump(master, pio.Output) }()
-	} else {
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			return nil, fmt.Errorf("output pipe: %w", err)
-		}
-		defer outR.Close()
-		cmd.Stdout, cmd.Stderr = outW, outW
-		outDone.Add(1)
-		go func() { defer outDone.Done(); s.pump(outR, pio.Output) }()
-		if pio.Input != nil {
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				return nil, fmt.Errorf("input pipe: %w", err)
-			}
-			go func() { _, _ = io.Copy(in, pio.Input); in.Close() }()
-		}
-	}
-	if err := cmd.Start(); err != nil {
-		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("start glove-shim in the session's cgroup: %w (the supervisor must run inside its delegated cgroup subtree: see scripts/setup-host.sh)", err)
-		}
-		return nil, fmt.Errorf("start glove-shim: %w", err)
-	}
-	// The write ends now belong to the shim.
-	syncR.Close()
-	if !l.Terminal {
-		cmd.Stdout.(*os.File).Close()
-	}
-	// A pidfd of the shim, opened before anything can reap it, so that it
-	// names the shim and no later process: kill uses it to tell whether
-	// the shim's pid still means the shim.
-	if fd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
-		s.killMu.Lock()
-		s.shimFD = fd
-		s.killMu.Unlock()
-	} else {
-		p.endErrs = append(p.endErrs, fmt.Errorf("pidfd_open glove-shim: %w", err))
-	}
-	// From the end of supervise on, the cgroup descriptors are closed and
-	// the shim's pid may name another process: a late kill (a limit's
-	// timer firing as the session ends) must touch neither.
-	defer func() {
-		s.killMu.Lock()
-		s.over = true
-		if s.shimFD >= 0 {
-			unix.Close(s.shimFD)
-		}
-		s.killMu.Unlock()
-	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	started := time.Now()
-	// v1 hierarchies (memory, pids on hybrid hosts): placement after the
-	// start, before the shim may fork; it waits for the byte below.
-	// abort ends a shim that was not released (it waits on the sync
-	// pipe), with the session's kill and its recorded failures.
-	abort := func(err error) (*Result, error) {
-		s.kill()
-		<-waited
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return nil, errors.Join(append([]error{err}, s.killErrs...)...)
-	}
-	if err := place(p, cmd.Process.Pid); err != nil {
-		return abort(err)
-	}
-	if p.env.Started != nil {
-		id, err := identify(cmd.Process.Pid, p.cgInode)
-		if err == nil {
-			err = p.env.Started(id)
-		}
-		if err != nil {
-			return abort(fmt.Errorf("record the session's identity: %w", err))
-		}
-	}
-	p.env.fault("placed")
-	// From here on the program may run: its retained images are kept.
-	p.started = true
-	if _, err := syncW.Write([]byte{1}); err != nil {
-		return abort(fmt.Errorf("release the shim: %w", err))
-	}
-	syncW.Close()
-	p.env.fault("released")
-	if ptyMaster != nil && pio.Input != nil {
-		go func() { _, _ = io.Copy(ptyMaster, pio.Input) }()
-	}
-	if ptyMaster != nil && pio.Resize != nil {
-		go func() {
-			for ws := range pio.Resize {
-				_ = unix.IoctlSetWinsize(int(ptyMaster.Fd()), unix.TIOCSWINSZ, &ws)
-			}
-		}()
-	}
-	if pio.Signals != nil {
-		// Forwarded to glove-shim, which passes them to PID 1 of the
-		// sandbox, which passes them to the program.
-		go func() {
-			for sig := range pio.Signals {
-				// Not a kill: a signal the shim cannot get any more
-				// (os.ErrProcessDone) is for a session that is
-				// ending anyway, and stop_session's kill after its
-				// grace does not depend on this one.
-				_ = cmd.Process.Signal(sig)
-			}
-		}()
-	}
-
-	wall := time.AfterFunc(time.Duration(l.Limits.WallTimeMs)*time.Millisecond, func() { s.end(LimitWall) })
-	defer wall.Stop()
-	stopCPU := make(chan struct{})
-	go s.watchCPU(stopCPU)
-	var werr error
-	select {
-	case werr = <-waited:
-	case <-ctx.Done():
-		s.end("")
-		werr = <-waited
-	}
-	close(stopCPU)
-	ended := time.Now()
-	// The shim is gone; what it started dies with the PID namespace (or
-	// was killed with the cgroup). Wait for that, then reap those that
-	// were re-parented to this supervisor (see BecomeSubreaper), so a
-	// session leaves no process behind, not even a zombie.
-	if !waitEmpty(p.cgroup[1], 10*time.Second) {
-		s.end("")
-		if !waitEmpty(p.cgroup[1], 10*time.Second) {
-			p.endErrs = append(p.endErrs, fmt.Errorf("%w: the session's cgroup still holds processes 20 s after glove-shim exited", ErrKill))
-		}
-	}
-	s.mu.Lock()
-	p.endErrs = append(p.endErrs, s.killErrs...)
-	s.killErrs = nil
-	s.mu.Unlock()
-	if err := reapOrphans(l.Name); err != nil {
-		p.endErrs = append(p.endErrs, err)
-	}
-	if ptyMaster != nil {
-		// The pty's output ends when the last process holding the slave
-		// is gone; the session's processes are (cgroup kill or exit).
-		cmd.Stdin.(*os.File).Close()
-	}
-	outDone.Wait()
-
-	res := &Result{StartedAt: started, EndedAt: ended}
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	var ee *exec.ExitError
-	if werr != nil && !errors.As(werr, &ee) {
-		return nil, fmt.Errorf("wait for glove-shim: %w", werr)
-	}
-	s.mu.Lock()
-	reason := s.reason
-	res.Usage.TerminalOutputBytes = s.output
-	s.mu.Unlock()
-	if reason == "" && oomKilled(p.cgroup[2]) {
-		reason = LimitMemory
-	}
-	switch {
-	case reason != "":
-		res.Termination = reason
-	case ws.Signaled():
-		res.Termination, res.Signal = Signaled, int(ws.Signal())
-	case ws.ExitStatus() > 128 && ws.ExitStatus() < 128+65:
-		// glove-shim reports a program killed by signal N as 128+N.
-		res.Termination, res.Signal = Signaled, ws.ExitStatus()-128
-	default:
-		res.Termination, res.ExitCode = Exited, ws.ExitStatus()
-	}
-	res.Usage.WallTimeMs = uint64(ended.Sub(started).Milliseconds())
-	var uerr error
-	if res.UsageMissing, uerr = p.usage(&res.Usage); uerr != nil {
-		p.endErrs = append(p.endErrs, uerr)
-	}
-	var written []*os.File
-	for i, m := range l.Mounts {
-		if m.Kind == EphemeralCopy || m.Kind == RetainedCopy {
-			if !m.inScratch() {
-				written = append(written, p.mounts[i])
-			}
-		}
-	}
-	if p.scratch != nil {
-		written = append(written, p.scratch)
-	}
-	for _, f := range written {
-		var sf unix.Statfs_t
-		if unix.Fstatfs(int(f.Fd()), &sf) == nil {
-			res.Usage.DiskBytes += (sf.Blocks - sf.Bfree) * uint64(sf.Bsize)
-		}
-	}
-	return res, nil
 }
 
 // usage fills u's CPU time, memory peak and pids peak from glove-cgroup

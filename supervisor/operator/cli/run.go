@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -241,19 +240,10 @@ func runPlan(polFile, planFile, matRoot, libRoot string, ro receiptOptions, stdi
 	}
 	if ro.file != "" {
 		digest := plan.ContentDigest(pl)
-		body := receipt.Body{
-			SessionID: l.Name, ControllerPlanDigest: digest, PlanContentDigest: digest,
-			PolicyRevision: pol.Revision, Termination: res.Termination, ExitCode: res.ExitCode, Signal: res.Signal,
-			Usage: receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
-				PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
-				TerminalOutputBytes: res.Usage.TerminalOutputBytes},
-			StartedAtMS: res.StartedAt.UnixMilli(), EndedAtMS: max(res.EndedAt.UnixMilli(), res.StartedAt.UnixMilli()),
-			LaunchDigest:       session.LaunchDigest(l, pl.AdapterCommandDigest, nil),
-			LibraryProjections: l.Projections,
-		}
-		if l.Skills != nil {
-			body.SkillProjectionDigest = l.Skills.Digest
-		}
+		body := session.Outcome(l, res)
+		body.SessionID, body.ControllerPlanDigest, body.PlanContentDigest = l.Name, digest, digest
+		body.PolicyRevision = pol.Revision
+		body.LaunchDigest = session.LaunchDigest(l, pl.AdapterCommandDigest, nil)
 		env, err := receipt.Seal(key, 1, ro.anchor, body)
 		if err == nil {
 			err = writeReceipt(ro.file, env)
@@ -403,31 +393,18 @@ func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stde
 		helpers = append(helpers, helper{"glove-loopext4", &env.Loopext4})
 	}
 	for _, h := range helpers {
-		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, h.name), Name: h.name, Stderr: helperLog})
+		p, err := helperproc.StartReady(helperproc.Options{Path: filepath.Join(LibexecDir, h.name), Name: h.name, Stderr: helperLog})
 		if err != nil {
 			return nil, err
 		}
 		defer p.Close()
-		if _, err := p.Hello(); err != nil {
-			return nil, fmt.Errorf("%s: %w", h.name, err)
-		}
 		*h.into = p
 	}
 
 	// A helper that dies during the session is replaced by a fresh one
 	// for the session's clean-up (usage, cgroup removal, image freezing).
 	env.StartHelper = func(name string) (*helperproc.Proc, error) {
-		p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(LibexecDir, name), Name: name, Stderr: helperLog})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := p.Hello(); err != nil {
-			if cerr := p.Close(); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		return p, nil
+		return helperproc.StartReady(helperproc.Options{Path: filepath.Join(LibexecDir, name), Name: name, Stderr: helperLog})
 	}
 
 	pio := session.IO{Input: stdin, Output: stdout}

@@ -357,19 +357,10 @@ func (d *Daemon) checkRuntime() error {
 	return nil
 }
 
-// startHelper starts one helper and checks it answers Hello.
+// startHelper starts one helper, checked against its capability table
+// row (helperproc.StartReady).
 func (d *Daemon) startHelper(name string) (*helperproc.Proc, error) {
-	p, err := helperproc.Start(helperproc.Options{Path: filepath.Join(d.cfg.Libexec, name), Name: name, Stderr: d.cfg.HelperLog})
-	if err != nil {
-		return nil, fmt.Errorf("%s: start failed", name)
-	}
-	r, err := p.Hello()
-	if err != nil || r.Name != name {
-		// Refused already; Close only reaps the helper.
-		_ = p.Close()
-		return nil, fmt.Errorf("%s: does not answer Hello", name)
-	}
-	return p, nil
+	return helperproc.StartReady(helperproc.Options{Path: filepath.Join(d.cfg.Libexec, name), Name: name, Stderr: d.cfg.HelperLog})
 }
 
 // CheckDir checks a runtime, materialization or store directory: an

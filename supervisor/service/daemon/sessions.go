@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -421,21 +422,11 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 		}
 		return fail("store", d.storeError(sess.ID, "start", err))
 	}
-	// The program is released only once its identity is durable and the
-	// session is recorded as running: a gloved killed at any point finds,
-	// on restart, either no runtime (nothing ran) or one it can check.
-	// The managed-launch digest: the resolved launch and, with a stream,
+	// The managed-launch digest (recorded with the runtime identity, see
+	// drive): the resolved launch and, with a stream,
 	// its transport, descriptor map, both endpoint identities and the
 	// upstream manifest; recorded with the runtime identity.
 	launchDigest := session.LaunchDigest(launch, pl.AdapterCommandDigest, transport)
-	env.Started = func(id session.Identity) error {
-		if _, err := d.store.SetRuntime(sess.ID, store.Runtime{BootID: id.BootID, PID: id.PID,
-			StartTicks: id.StartTicks, CgroupInode: id.CgroupInode, LaunchDigest: launchDigest}); err != nil {
-			return err
-		}
-		_, err := d.store.Transition(sess.ID, store.Running, "")
-		return err
-	}
 	env.Fault = faultHook()
 	env.Guard = d.own.Check
 	env.Hidden = []string{d.cfg.Libexec}
@@ -444,7 +435,7 @@ func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
 	d.wg.Add(1)
 	d.mu.Unlock()
 	launched = true
-	go d.run(ctx, l, sess, env, launch, helpers, sp)
+	go d.run(ctx, l, sess, env, launch, launchDigest, helpers, sp)
 	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
 }
 
@@ -461,7 +452,7 @@ func (d *Daemon) running() int {
 
 // run runs one session to its end, seals its receipt, then records the
 // terminal state: the receipt is durable before the session is exited.
-func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, helpers []*helperproc.Proc, sp *helperproc.Proc) {
+func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, launchDigest string, helpers []*helperproc.Proc, sp *helperproc.Proc) {
 	defer d.wg.Done()
 	defer l.cancel()
 	defer launch.Close()
@@ -469,7 +460,7 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 	// for the session's clean-up (its cgroups removed, its images frozen):
 	// nothing a dead helper would have undone is left behind.
 	env.StartHelper = d.startHelper
-	res, err := session.Run(ctx, env, launch, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
+	res, err := d.drive(ctx, sess.ID, env, launch, launchDigest, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
 	log := d.log.WithField("session_id", sess.ID)
 	for _, p := range helpers {
 		// Close reaps the helper after its socket's EOF: an error is its
@@ -487,6 +478,52 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 		launch.Stream.Guest.Close()
 	}
 	d.endSession(l, sess, launch, res, err)
+}
+
+// drive runs the session's stages. The program is released only once
+// its identity is durable and the session is recorded as running: a
+// gloved killed at any point finds, on restart, either no runtime
+// (nothing ran) or one it can check. The identity is recorded with the
+// managed-launch digest.
+func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch *session.Launch, launchDigest string, pio session.IO) (*session.Result, error) {
+	h, err := session.Prepare(env, launch, pio)
+	if h == nil {
+		return nil, err
+	}
+	fault := func(point string) {
+		if env.Fault != nil {
+			env.Fault(point)
+		}
+	}
+	var who session.Identity
+	if err == nil {
+		who, err = h.Spawn()
+	}
+	if err == nil {
+		if err = d.recordRuntime(id, who, launchDigest); err != nil {
+			err = fmt.Errorf("record the session's identity: %w", err)
+		}
+	}
+	if err == nil {
+		fault("placed")
+		err = h.Release()
+	}
+	if err == nil {
+		fault("released")
+		err = h.Wait(ctx)
+	}
+	return h.Close(err)
+}
+
+// recordRuntime makes the running session's identity durable and moves
+// it to running.
+func (d *Daemon) recordRuntime(id string, who session.Identity, launchDigest string) error {
+	if _, err := d.store.SetRuntime(id, store.Runtime{BootID: who.BootID, PID: who.PID,
+		StartTicks: who.StartTicks, CgroupInode: who.CgroupInode, LaunchDigest: launchDigest}); err != nil {
+		return err
+	}
+	_, err := d.store.Transition(id, store.Running, "")
+	return err
 }
 
 // helperLostPrefix begins the store reason of a session during which a
@@ -586,30 +623,24 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 // finalize seals the terminal receipt: the result's termination, or, for
 // a session that never ran, failed (the termination given).
 func (d *Daemon) finalize(sess store.Session, now time.Time, launch *session.Launch, res *session.Result, failed string) error {
-	b := receipt.Body{SessionID: sess.ID, ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
-		PolicyRevision: d.pol.Revision, Termination: failed, StartedAtMS: now.UnixMilli(), EndedAtMS: now.UnixMilli()}
 	// The launch the receipt attests: the digest recorded when the
-	// program was released (the caller's copy of the session predates it).
-	if cur, err := d.store.Get(sess.ID); err == nil && cur.Runtime != nil {
+	// program was released (the caller's copy of the session predates
+	// it); without one, the launch's projections are not spelled out.
+	cur, err := d.store.Get(sess.ID)
+	released := err == nil && cur.Runtime != nil
+	if !released {
+		launch = nil
+	}
+	b := session.Outcome(launch, res)
+	b.SessionID, b.ControllerPlanDigest, b.PlanContentDigest = sess.ID, sess.ControllerPlanDigest, sess.PlanContentDigest
+	b.PolicyRevision = d.pol.Revision
+	if released {
 		b.LaunchDigest = cur.Runtime.LaunchDigest
-		// What the launch digest covers of the sources, spelled out: the
-		// library projections and the skill projection digest.
-		if launch != nil {
-			b.LibraryProjections = launch.Projections
-			if launch.Skills != nil {
-				b.SkillProjectionDigest = launch.Skills.Digest
-			}
-		}
 	}
-	if res != nil {
-		b.Termination, b.ExitCode, b.Signal = res.Termination, res.ExitCode, res.Signal
-		b.Usage = receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
-			PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
-			TerminalOutputBytes: res.Usage.TerminalOutputBytes}
-		b.StartedAtMS = res.StartedAt.UnixMilli()
-		b.EndedAtMS = max(res.EndedAt.UnixMilli(), b.StartedAtMS)
+	if res == nil {
+		b.Termination, b.StartedAtMS, b.EndedAtMS = failed, now.UnixMilli(), now.UnixMilli()
 	}
-	_, err := d.receipts.Finalize(b)
+	_, err = d.receipts.Finalize(b)
 	return err
 }
 

@@ -1,0 +1,426 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/state/receipt"
+	"golang.org/x/sys/unix"
+)
+
+// Handle is one session, started and run one stage at a time:
+//
+//	h, err := Prepare(env, l, pio) // cgroups, mounts, bundle
+//	id, err := h.Spawn()           // glove-shim in the cgroups, held
+//	...                            // the caller makes id durable
+//	err = h.Release()              // the program runs
+//	err = h.Wait(ctx)              // to its end, limits enforced
+//	res, err := h.Close(err)       // everything released; the result
+//
+// Each stage runs only if the one before succeeded; Close is always
+// called, with the first error (or nil), and undoes whatever was made: a
+// shim that was spawned but not released is killed before the program
+// ever runs. gloved and glove run drive it the same way; Run is the
+// sequence without a durable record.
+type Handle struct {
+	p   *prepared
+	l   *Launch
+	pio IO
+	sp  *spawned // from Spawn
+	res *Result  // from Wait
+}
+
+// Run runs l to its end: Prepare, Spawn, Release, Wait, Close. An error
+// means the program never started (the command line reports it with
+// status 125); once it has started, every ending is a Result.
+func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
+	h, err := Prepare(env, l, pio)
+	if h == nil {
+		return nil, err
+	}
+	if err == nil {
+		_, err = h.Spawn()
+	}
+	if err == nil {
+		err = h.Release()
+	}
+	if err == nil {
+		err = h.Wait(ctx)
+	}
+	return h.Close(err)
+}
+
+// Prepare checks l and makes what its shim needs: the session's cgroups,
+// its mounts and its bundle. A nil Handle means l was refused and
+// nothing was made; otherwise Close must follow, error or not.
+func Prepare(env *Env, l *Launch, pio IO) (*Handle, error) {
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	if l.Retains() && (env.Loopext4 == nil || !filepath.IsAbs(env.MaterializationRoot)) {
+		return nil, fmt.Errorf("session %s: %w", l.Name, ErrNoImages)
+	}
+	p := &prepared{env: env, name: l.Name,
+		cg: newHelper(HelperCgroup, env.Cgroup, env.StartHelper), mnt: newHelper(HelperMounter, env.Mounter, env.StartHelper),
+		lx: newHelper(HelperLoopext4, env.Loopext4, env.StartHelper)}
+	return &Handle{p: p, l: l, pio: pio}, prepare(p, l, pio)
+}
+
+// spawned is a started glove-shim and what supervises it.
+type spawned struct {
+	s          *session
+	syncR      *os.File // the shim's end of the release pipe
+	syncW      *os.File // the release pipe: one byte lets the program run
+	ptyMaster  *os.File
+	ptySlave   *os.File
+	outR       *os.File // the output pipe without a terminal
+	outDone    sync.WaitGroup
+	waited     chan error
+	started    time.Time
+	terminated bool // the shim was waited for
+}
+
+// Spawn starts glove-shim in the session's cgroups (placed in the v1
+// hierarchies too), held before the program, and returns its identity.
+func (h *Handle) Spawn() (Identity, error) {
+	p, l, pio := h.p, h.l, h.pio
+	sp := &spawned{waited: make(chan error, 1)}
+	h.sp = sp
+	var err error
+	if sp.syncR, sp.syncW, err = os.Pipe(); err != nil {
+		return Identity{}, fmt.Errorf("sync pipe: %w", err)
+	}
+	extra := append(append([]*os.File(nil), p.shimFiles...), sp.syncR)
+	n := len(extra) - 1
+	cmd := &exec.Cmd{
+		Path: p.env.ShimPath,
+		Args: []string{"glove-shim", "run", "--bundle", p.bundle, "--preserve-fds", strconv.Itoa(n),
+			"--sync-fd", strconv.Itoa(3 + n), l.Name},
+		Env:        []string{},
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			// Born in the session's v2 cgroup: everything the shim
+			// starts is too. This needs the supervisor inside its
+			// delegated subtree (write access to the common ancestor).
+			UseCgroupFD: true, CgroupFD: int(p.cgroup[0].Fd()),
+			// Its own process group: the caller's terminal signals reach
+			// the supervisor, which decides what the program gets.
+			Setpgid:   true,
+			Pdeathsig: unix.SIGKILL,
+		},
+	}
+	s := &session{p: p, l: l, cmd: cmd, shimFD: -1}
+	sp.s = s
+	if l.Terminal {
+		if sp.ptyMaster, sp.ptySlave, err = openPTY(); err != nil {
+			return Identity{}, err
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = sp.ptySlave, sp.ptySlave, sp.ptySlave
+		sp.outDone.Add(1)
+		go func() { defer sp.outDone.Done(); s.pump(sp.ptyMaster, pio.Output) }()
+	} else {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return Identity{}, fmt.Errorf("output pipe: %w", err)
+		}
+		sp.outR = outR
+		cmd.Stdout, cmd.Stderr = outW, outW
+		sp.outDone.Add(1)
+		go func() { defer sp.outDone.Done(); s.pump(outR, pio.Output) }()
+		if pio.Input != nil {
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				outW.Close()
+				return Identity{}, fmt.Errorf("input pipe: %w", err)
+			}
+			go func() { _, _ = io.Copy(in, pio.Input); in.Close() }()
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		if !l.Terminal {
+			cmd.Stdout.(*os.File).Close()
+		}
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			return Identity{}, fmt.Errorf("start glove-shim in the session's cgroup: %w (the supervisor must run inside its delegated cgroup subtree: see scripts/setup-host.sh)", err)
+		}
+		return Identity{}, fmt.Errorf("start glove-shim: %w", err)
+	}
+	// The write ends now belong to the shim.
+	sp.syncR.Close()
+	sp.syncR = nil
+	if !l.Terminal {
+		cmd.Stdout.(*os.File).Close()
+	}
+	// A pidfd of the shim, opened before anything can reap it, so that it
+	// names the shim and no later process: kill uses it to tell whether
+	// the shim's pid still means the shim.
+	if fd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
+		s.killMu.Lock()
+		s.shimFD = fd
+		s.killMu.Unlock()
+	} else {
+		p.endErrs = append(p.endErrs, fmt.Errorf("pidfd_open glove-shim: %w", err))
+	}
+	go func() { sp.waited <- cmd.Wait() }()
+	sp.started = time.Now()
+	// v1 hierarchies (memory, pids on hybrid hosts): placement after the
+	// start, before the shim may fork; it waits for the release byte.
+	if err := place(p, cmd.Process.Pid); err != nil {
+		return Identity{}, err
+	}
+	id, err := identify(cmd.Process.Pid, p.cgInode)
+	if err != nil {
+		return Identity{}, fmt.Errorf("the session's identity: %w", err)
+	}
+	return id, nil
+}
+
+// Release lets the program run. From here on its retained images are
+// kept.
+func (h *Handle) Release() error {
+	p, sp, pio := h.p, h.sp, h.pio
+	p.started = true
+	if _, err := sp.syncW.Write([]byte{1}); err != nil {
+		p.started = false
+		return fmt.Errorf("release the shim: %w", err)
+	}
+	sp.syncW.Close()
+	sp.syncW = nil
+	if sp.ptyMaster != nil && pio.Input != nil {
+		go func() { _, _ = io.Copy(sp.ptyMaster, pio.Input) }()
+	}
+	if sp.ptyMaster != nil && pio.Resize != nil {
+		go func() {
+			for ws := range pio.Resize {
+				_ = unix.IoctlSetWinsize(int(sp.ptyMaster.Fd()), unix.TIOCSWINSZ, &ws)
+			}
+		}()
+	}
+	if pio.Signals != nil {
+		// Forwarded to glove-shim, which passes them to PID 1 of the
+		// sandbox, which passes them to the program.
+		go func() {
+			for sig := range pio.Signals {
+				// Not a kill: a signal the shim cannot get any more
+				// (os.ErrProcessDone) is for a session that is
+				// ending anyway, and stop_session's kill after its
+				// grace does not depend on this one.
+				_ = sp.s.cmd.Process.Signal(sig)
+			}
+		}()
+	}
+	return nil
+}
+
+// Wait supervises the released program to its end, enforcing its wall
+// and CPU limits; ctx ending stops the session. It waits for the
+// session's cgroup to empty and reaps what was re-parented to the
+// supervisor, so a session leaves no process behind, not even a zombie.
+func (h *Handle) Wait(ctx context.Context) error {
+	p, l, sp := h.p, h.l, h.sp
+	s, cmd := sp.s, sp.s.cmd
+	wall := time.AfterFunc(time.Duration(l.Limits.WallTimeMs)*time.Millisecond, func() { s.end(LimitWall) })
+	defer wall.Stop()
+	stopCPU := make(chan struct{})
+	go s.watchCPU(stopCPU)
+	var werr error
+	select {
+	case werr = <-sp.waited:
+	case <-ctx.Done():
+		s.end("")
+		werr = <-sp.waited
+	}
+	sp.terminated = true
+	close(stopCPU)
+	ended := time.Now()
+	// The shim is gone; what it started dies with the PID namespace (or
+	// was killed with the cgroup). Wait for that, then reap those that
+	// were re-parented to this supervisor (see BecomeSubreaper).
+	if !waitEmpty(p.cgroup[1], 10*time.Second) {
+		s.end("")
+		if !waitEmpty(p.cgroup[1], 10*time.Second) {
+			p.endErrs = append(p.endErrs, fmt.Errorf("%w: the session's cgroup still holds processes 20 s after glove-shim exited", ErrKill))
+		}
+	}
+	s.mu.Lock()
+	p.endErrs = append(p.endErrs, s.killErrs...)
+	s.killErrs = nil
+	s.mu.Unlock()
+	if err := reapOrphans(l.Name); err != nil {
+		p.endErrs = append(p.endErrs, err)
+	}
+	if sp.ptySlave != nil {
+		// The pty's output ends when the last process holding the slave
+		// is gone; the session's processes are (cgroup kill or exit).
+		sp.ptySlave.Close()
+		sp.ptySlave = nil
+	}
+	sp.outDone.Wait()
+
+	res := &Result{StartedAt: sp.started, EndedAt: ended}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return fmt.Errorf("wait for glove-shim: %w", werr)
+	}
+	s.mu.Lock()
+	reason := s.reason
+	res.Usage.TerminalOutputBytes = s.output
+	s.mu.Unlock()
+	if reason == "" && oomKilled(p.cgroup[2]) {
+		reason = LimitMemory
+	}
+	switch {
+	case reason != "":
+		res.Termination = reason
+	case ws.Signaled():
+		res.Termination, res.Signal = Signaled, int(ws.Signal())
+	case ws.ExitStatus() > 128 && ws.ExitStatus() < 128+65:
+		// glove-shim reports a program killed by signal N as 128+N.
+		res.Termination, res.Signal = Signaled, ws.ExitStatus()-128
+	default:
+		res.Termination, res.ExitCode = Exited, ws.ExitStatus()
+	}
+	res.Usage.WallTimeMs = uint64(ended.Sub(sp.started).Milliseconds())
+	var uerr error
+	if res.UsageMissing, uerr = p.usage(&res.Usage); uerr != nil {
+		p.endErrs = append(p.endErrs, uerr)
+	}
+	res.Usage.DiskBytes = p.diskUsed(l)
+	h.res = res
+	return nil
+}
+
+// diskUsed is what the session's writable file systems hold.
+func (p *prepared) diskUsed(l *Launch) uint64 {
+	var written []*os.File
+	for i, m := range l.Mounts {
+		if m.Kind == EphemeralCopy || m.Kind == RetainedCopy {
+			if !m.inScratch() {
+				written = append(written, p.mounts[i])
+			}
+		}
+	}
+	if p.scratch != nil {
+		written = append(written, p.scratch)
+	}
+	var used uint64
+	for _, f := range written {
+		var sf unix.Statfs_t
+		if unix.Fstatfs(int(f.Fd()), &sf) == nil {
+			used += (sf.Blocks - sf.Bfree) * uint64(sf.Bsize)
+		}
+	}
+	return used
+}
+
+// Close ends the session wherever it stopped (cause is the first stage's
+// error, or the caller's, such as a failed durable record, or nil): a
+// shim that was not released is killed, and everything the session made
+// is released. It returns Wait's result, if any, with the helpers lost
+// and the clean-up requests a fresh helper answered; a clean-up failure
+// after the program ran is an error beside the result, never instead.
+func (h *Handle) Close(cause error) (*Result, error) {
+	p, sp := h.p, h.sp
+	res, err := h.res, cause
+	if sp != nil && !sp.terminated && sp.s.cmd.Process != nil {
+		// Not released (or released and then abandoned): end it, with
+		// the session's kill and its recorded failures.
+		sp.s.kill()
+		<-sp.waited
+		sp.terminated = true
+		sp.s.mu.Lock()
+		err = errors.Join(append([]error{err}, sp.s.killErrs...)...)
+		sp.s.killErrs = nil
+		sp.s.mu.Unlock()
+	}
+	if sp != nil {
+		sp.close()
+	}
+	rerr := p.release()
+	rerr = errors.Join(append(p.endErrs, rerr)...)
+	var lost []string
+	for _, hp := range []*helper{p.cg, p.mnt, p.lx} {
+		if cerr := hp.checkAlive(); cerr != nil {
+			rerr = errors.Join(rerr, cerr)
+		}
+		if le := hp.lostErr(); le != nil {
+			lost = append(lost, hp.name)
+			// The loss is part of the outcome even when no request of
+			// the session's failed because of it (an error already
+			// naming it is not repeated).
+			var he *HelperLostError
+			if !errors.As(err, &he) && !errors.As(rerr, &he) {
+				rerr = errors.Join(rerr, le)
+			}
+		}
+	}
+	if res != nil {
+		res.HelpersLost = lost
+		for _, hp := range []*helper{p.cg, p.lx} {
+			res.ReplacedCalls = append(res.ReplacedCalls, hp.replaced()...)
+		}
+		for _, img := range p.images {
+			res.Retained = append(res.Retained, RetainedImage{Target: img.target, Image: img.name})
+		}
+	}
+	if rerr != nil {
+		if err == nil && res != nil {
+			// The program ran and ended; the clean-up failure is the
+			// supervisor's to report, not a reason to lose the result.
+			return res, fmt.Errorf("session %s ended, but: %w", h.l.Name, rerr)
+		}
+		err = errors.Join(err, rerr)
+	}
+	return res, err
+}
+
+// close ends the supervision: from here on the shim's pid may name
+// another process and the cgroup descriptors are closed, so a late kill
+// (a limit's timer firing as the session ends) must touch neither.
+func (sp *spawned) close() {
+	sp.s.killMu.Lock()
+	sp.s.over = true
+	if sp.s.shimFD >= 0 {
+		unix.Close(sp.s.shimFD)
+		sp.s.shimFD = -1
+	}
+	sp.s.killMu.Unlock()
+	for _, f := range []*os.File{sp.syncR, sp.syncW, sp.ptySlave, sp.ptyMaster, sp.outR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Outcome is the part of a terminal receipt the launch and its result
+// give: the projections the launch digest covers, spelled out, and how
+// and with what use the program ended (res nil: it never ran, and those
+// stay unset). gloved and glove run both build their receipts on it.
+func Outcome(l *Launch, res *Result) receipt.Body {
+	var b receipt.Body
+	if l != nil {
+		b.LibraryProjections = l.Projections
+		if l.Skills != nil {
+			b.SkillProjectionDigest = l.Skills.Digest
+		}
+	}
+	if res != nil {
+		b.Termination, b.ExitCode, b.Signal = res.Termination, res.ExitCode, res.Signal
+		b.Usage = receipt.Usage{CPUTimeMS: res.Usage.CPUTimeMs, MemoryPeakBytes: res.Usage.MemoryPeakBytes,
+			PidsPeak: res.Usage.PidsPeak, WallTimeMS: res.Usage.WallTimeMs, DiskBytes: res.Usage.DiskBytes,
+			TerminalOutputBytes: res.Usage.TerminalOutputBytes}
+		b.StartedAtMS = res.StartedAt.UnixMilli()
+		b.EndedAtMS = max(res.EndedAt.UnixMilli(), b.StartedAtMS)
+	}
+	return b
+}
