@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/glove-sandbox/glove/trustpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,13 +19,9 @@ import (
 // user's authority over every image.
 var mkfsCandidates = []string{"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"}
 
-// maxSymlinks bounds symbolic links followed while resolving mkfs.ext4
-// (the kernel's own limit).
-const maxSymlinks = 40
-
 // errUntrusted marks an executable or a directory above it that someone
 // other than its owner could have written.
-var errUntrusted = errors.New("not trusted")
+var errUntrusted = trustpath.ErrUntrusted
 
 // findMkfs opens the first of mkfsCandidates that exists, checked by
 // openTrustedExecutable from the real root directory with owner root. A
@@ -53,129 +50,30 @@ func findMkfs() (*os.File, string, error) {
 
 // openTrustedExecutable resolves the absolute path p beneath root (a
 // directory descriptor standing for "/"), following symbolic links
-// itself, and returns an O_PATH descriptor of the regular file it names
-// with the resolved path. Every directory walked through, every symbolic
-// link followed and the file itself must be owned by owner and, for
-// directories and the file, not writable by group or others.
+// itself (trustpath.Walk: every directory walked, every link followed
+// and the file owned by owner, none but the links group- or
+// other-writable), and returns an O_PATH descriptor of the executable
+// regular file it names, with the resolved path.
 //
 // Threat: the helper executes this file under its own identity, and a
 // binary or any directory above it that the service user (or anyone but
-// root) could write would let them choose the program. Each component is
-// opened relative to the descriptor of its checked parent with
-// O_NOFOLLOW, so a rename after a check is never followed, and the caller
-// executes the returned descriptor, never the path again, so swapping the
-// file after the check substitutes nothing.
+// root) could write would let them choose the program. The caller
+// executes the returned descriptor, never the path again, so swapping
+// the file after the check substitutes nothing.
 func openTrustedExecutable(root *os.File, p string, owner uint32) (*os.File, string, error) {
-	if !strings.HasPrefix(p, "/") {
-		return nil, "", fmt.Errorf("resolve %q: not an absolute path", p)
-	}
-	st, err := fstat(int(root.Fd()))
+	f, name, st, err := trustpath.Walk(root, p, owner, true)
 	if err != nil {
-		return nil, "", fmt.Errorf("resolve %s: stat /: %w", p, err)
+		return nil, "", err
 	}
-	if err := checkTrusted(&st, "/", owner, unix.S_IFDIR); err != nil {
-		return nil, "", fmt.Errorf("resolve %s: %w", p, err)
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		f.Close()
+		return nil, "", fmt.Errorf("resolve %s: %s is not a regular file: %w", p, name, errUntrusted)
+	case st.Mode&0o111 == 0:
+		f.Close()
+		return nil, "", fmt.Errorf("resolve %s: %s is not executable: %w", p, name, unix.EACCES)
 	}
-	// stack holds the directories from root down; its first entry is
-	// root itself, which the caller owns.
-	type dir struct {
-		fd   int
-		name string
-	}
-	stack := []dir{{int(root.Fd()), ""}}
-	defer func() {
-		for _, d := range stack[1:] {
-			unix.Close(d.fd)
-		}
-	}()
-	where := func(name string) string {
-		var b strings.Builder
-		for _, d := range stack[1:] {
-			b.WriteString("/" + d.name)
-		}
-		return b.String() + "/" + name
-	}
-	rest := strings.Split(p, "/")
-	links := 0
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if len(stack) > 1 {
-				unix.Close(stack[len(stack)-1].fd)
-				stack = stack[:len(stack)-1]
-			}
-			continue
-		}
-		name := where(c)
-		fd, err := openPathAt(stack[len(stack)-1].fd, c)
-		if err != nil {
-			return nil, "", fmt.Errorf("resolve %s: open %s: %w", p, name, err)
-		}
-		if st, err = fstat(fd); err != nil {
-			unix.Close(fd)
-			return nil, "", fmt.Errorf("resolve %s: stat %s: %w", p, name, err)
-		}
-		kind := st.Mode & unix.S_IFMT
-		if err := checkTrusted(&st, name, owner, kind); err != nil {
-			unix.Close(fd)
-			return nil, "", fmt.Errorf("resolve %s: %w", p, err)
-		}
-		switch kind {
-		case unix.S_IFLNK:
-			links++
-			if links > maxSymlinks {
-				unix.Close(fd)
-				return nil, "", fmt.Errorf("resolve %s: more than %d symbolic links: %w", p, maxSymlinks, unix.ELOOP)
-			}
-			target, err := readlinkFD(fd)
-			unix.Close(fd)
-			if err != nil {
-				return nil, "", fmt.Errorf("resolve %s: read link %s: %w", p, name, err)
-			}
-			if strings.HasPrefix(target, "/") {
-				for _, d := range stack[1:] {
-					unix.Close(d.fd)
-				}
-				stack = stack[:1]
-			}
-			rest = append(strings.Split(target, "/"), rest...)
-		case unix.S_IFDIR:
-			stack = append(stack, dir{fd, c})
-		case unix.S_IFREG:
-			for _, r := range rest {
-				if r != "" && r != "." {
-					unix.Close(fd)
-					return nil, "", fmt.Errorf("resolve %s: %s is not a directory: %w", p, name, unix.ENOTDIR)
-				}
-			}
-			if st.Mode&0o111 == 0 {
-				unix.Close(fd)
-				return nil, "", fmt.Errorf("resolve %s: %s is not executable: %w", p, name, unix.EACCES)
-			}
-			return os.NewFile(uintptr(fd), name), name, nil
-		default:
-			unix.Close(fd)
-			return nil, "", fmt.Errorf("resolve %s: %s is neither a directory, a regular file nor a symbolic link: %w", p, name, errUntrusted)
-		}
-	}
-	return nil, "", fmt.Errorf("resolve %s: names a directory, not an executable: %w", p, unix.EISDIR)
-}
-
-// checkTrusted checks one walked component. A symbolic link's own mode
-// bits mean nothing; its owner is checked so that a link planted by
-// another user in a sticky directory is refused too.
-func checkTrusted(st *unix.Stat_t, name string, owner uint32, kind uint32) error {
-	if st.Uid != owner {
-		return fmt.Errorf("%s is owned by uid %d, not %d: %w", name, st.Uid, owner, errUntrusted)
-	}
-	if kind != unix.S_IFLNK && st.Mode&0o022 != 0 {
-		return fmt.Errorf("%s has mode %04o, writable by group or others: %w", name, st.Mode&0o7777, errUntrusted)
-	}
-	return nil
+	return f, name, nil
 }
 
 // Descriptors of the formatting child. The image is its descriptor 3 and

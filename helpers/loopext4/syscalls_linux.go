@@ -336,20 +336,6 @@ func syncDir(dir int) error {
 // lockNoWait takes flock lock (LOCK_EX or LOCK_SH) without blocking.
 func lockNoWait(fd, lock int) error { return unix.Flock(fd, lock|unix.LOCK_NB) }
 
-// readlinkFD reads the target of the symbolic link an O_PATH|O_NOFOLLOW
-// descriptor refers to.
-func readlinkFD(fd int) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(fd, "", buf)
-	if err != nil {
-		return "", err
-	}
-	if n >= len(buf) {
-		return "", unix.ENAMETOOLONG
-	}
-	return string(buf[:n]), nil
-}
-
 // The formatter's calls (format.go).
 
 func seqpacketPair() ([2]int, error) {
