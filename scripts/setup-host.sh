@@ -118,14 +118,9 @@ make -s build PREFIX="$PREFIX" CONFDIR="$CONFDIR"
 # with the table's mode, group and file capabilities.
 install_current() {
   getent group "$GROUP" >/dev/null || return 1
-  local row bin dir mode caps dst want_owner got
-  while IFS= read -r row; do
-    # | `glove-mounter` | `$PREFIX/libexec/glove` | 0750 root:glove | `cap_sys_admin=ep` | ...
-    bin="$(awk -F'|' '{gsub(/[` ]/,"",$2); print $2}' <<<"$row")"
-    dir="$(awk -F'|' '{gsub(/[` ]/,"",$3); sub(/^\$PREFIX\//,"",$3); print $3}' <<<"$row")"
-    mode="$(awk -F'|' '{split($4,a," "); print a[1]}' <<<"$row")"
-    want_owner="$(awk -F'|' '{split($4,a," "); print a[2]}' <<<"$row")"
-    caps="$(awk -F'|' '{gsub(/[` ]/,"",$5); print $5}' <<<"$row")"
+  local bin dir mode want_owner bounds caps dst got
+  # glove captable --fields: binary dir mode owner:group bounds caps
+  while read -r bin dir mode want_owner bounds caps; do
     dst="$PREFIX/$dir/$bin"
     [ -f "$dst" ] && [ ! -L "$dst" ] || return 1
     cmp -s "bin/$bin" "$dst" || return 1
@@ -133,7 +128,7 @@ install_current() {
     [ "$got" = "$mode $want_owner" ] || return 1
     got="$(/usr/sbin/getcap "$dst" | awk '{print $2}')"
     if [ "$caps" = none ]; then [ -z "$got" ] || return 1; else [ "$got" = "$caps" ] || return 1; fi
-  done < <(bin/glove captable | grep '^| `')
+  done < <(bin/glove captable --fields)
   return 0
 }
 if install_current; then
@@ -286,14 +281,10 @@ reachable() {
   [ -z "$b" ] || die "$user cannot reach $2: $b is $(stat -c '%U:%G %a' "$b"), not searchable by $user; choose a PREFIX and CONFDIR outside it (e.g. PREFIX=/opt/glove)"
   die "$user cannot open $2 ($(stat -c '%U:%G %a' "$2")): give it back the mode and group make install or setup-host gave it"
 }
-while IFS= read -r row; do
-  bin="$(awk -F'|' '{gsub(/[` ]/,"",$2); print $2}' <<<"$row")"
-  dir="$(awk -F'|' '{gsub(/[` ]/,"",$3); sub(/^\$PREFIX\//,"",$3); print $3}' <<<"$row")"
+while read -r bin dir _ _ bounds _; do
   reachable -x "$PREFIX/$dir/$bin"
-done < <(bin/glove captable | grep '^| `')
-for f in mounter.json loopext4.json cgroup.json streamproxy.json; do
-  reachable -r "$CONFDIR/$f"
-done
+  [ "$bounds" = - ] || reachable -r "$CONFDIR/$bounds"
+done < <(bin/glove captable --fields)
 say "reach: $user can execute every installed executable and read every bounds file"
 
 # (g) summary.

@@ -160,6 +160,29 @@ func (e Entry) SetcapText() string {
 // MaskString formats a mask the way /proc/PID/status prints it.
 func MaskString(m uint64) string { return fmt.Sprintf("%016x", m) }
 
+// Fields renders the table for scripts (setup-host.sh): one line a row,
+// space-separated, no field containing a space: the executable, its
+// directory below the prefix, its mode, owner:group, its bounds file
+// ("-" for none) and its setcap(8) text ("none" for none).
+func Fields() string {
+	var b strings.Builder
+	for _, e := range Table {
+		mode, owner := "0755", "root:root"
+		if e.Helper {
+			mode, owner = "0750", "root:glove"
+		}
+		bounds, caps := e.Bounds, e.SetcapText()
+		if bounds == "" {
+			bounds = "-"
+		}
+		if caps == "" {
+			caps = "none"
+		}
+		fmt.Fprintf(&b, "%s %s %s %s %s %s\n", e.Binary, e.Dir, mode, owner, bounds, caps)
+	}
+	return b.String()
+}
+
 // Markdown renders the table for SECURITY.md.
 func Markdown() string {
 	var b strings.Builder

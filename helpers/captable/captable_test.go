@@ -71,3 +71,25 @@ func TestMakefileBuildsEveryRow(t *testing.T) {
 		}
 	}
 }
+
+// TestFields: one line a row, six fields without spaces, as
+// scripts/setup-host.sh reads them.
+func TestFields(t *testing.T) {
+	lines := strings.Split(strings.TrimSuffix(Fields(), "\n"), "\n")
+	if len(lines) != len(Table) {
+		t.Fatalf("%d lines for %d rows", len(lines), len(Table))
+	}
+	for i, l := range lines {
+		f := strings.Split(l, " ")
+		e := Table[i]
+		if len(f) != 6 || f[0] != e.Binary || f[1] != e.Dir || (e.Bounds != "" && f[4] != e.Bounds) {
+			t.Errorf("line %q for row %s", l, e.Binary)
+		}
+		if e.Helper && (f[2] != "0750" || f[3] != "root:glove") {
+			t.Errorf("line %q: a helper is 0750 root:glove", l)
+		}
+		if caps := e.SetcapText(); (caps == "" && f[5] != "none") || (caps != "" && f[5] != caps) {
+			t.Errorf("line %q: capabilities %q", l, caps)
+		}
+	}
+}

@@ -30,7 +30,8 @@ const (
 
 const usage = `usage:
   glove version                 print the version
-  glove captable                print the capability table (helper -> file capabilities)
+  glove captable [--fields]     print the capability table (helper -> file capabilities);
+                                --fields: one line a row, for scripts
   glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
                                 name, protocol and live capability sets
                                 (run as a member of the glove service group)
@@ -95,7 +96,15 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "glove", Version)
 		return ExitOK
 	case "captable":
-		fmt.Fprint(stdout, captable.Markdown())
+		switch {
+		case len(args) == 1:
+			fmt.Fprint(stdout, captable.Markdown())
+		case len(args) == 2 && args[1] == "--fields":
+			fmt.Fprint(stdout, captable.Fields())
+		default:
+			fmt.Fprint(stderr, usage)
+			return ExitUsage
+		}
 		return ExitOK
 	case "helpers":
 		return helpers(args[1:], stdout, stderr)
