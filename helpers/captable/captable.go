@@ -52,6 +52,9 @@ type Entry struct {
 	// Bounds is a helper's bounds file under the configuration directory
 	// (helperkit.ConfigDir), root's, which it reads at start-up.
 	Bounds string
+	// Protocol is the package that declares a helper's protocol (its
+	// wire.Protocol, named Binary), relative to the module.
+	Protocol string
 	// Caps is the exact file capability set, raised effective at exec.
 	Caps []Cap
 	// OnDemand are the capabilities of Caps the helper keeps permitted
@@ -69,21 +72,21 @@ type Entry struct {
 // Table is the capability table. Order is the order of SECURITY.md.
 var Table = []Entry{
 	{
-		Binary: "glove-mounter", Dir: DirLibexec, Helper: true, Bounds: "mounter.json",
+		Binary: "glove-mounter", Dir: DirLibexec, Helper: true, Bounds: "mounter.json", Protocol: "helpers/wire/mountwire",
 		Caps: []Cap{SysAdmin}, OnDemand: []Cap{SysAdmin},
 		Why: "open_tree_attr (a clone with its attributes; before Linux 6.15 open_tree + mount_setattr from a private copy of the mount namespace) and fsopen/fsconfig/fsmount create detached bind and tmpfs mounts; nothing is attached to, or changed in, the host mount table; once serving, effective only on the thread of the call that uses it, for that call",
 	},
 	{
-		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true, Bounds: "loopext4.json",
+		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true, Bounds: "loopext4.json", Protocol: "helpers/wire/loopwire",
 		Caps: []Cap{SysAdmin, DACOverride}, OnDemand: []Cap{SysAdmin, DACOverride},
 		Why: "CAP_SYS_ADMIN for fsopen/fsconfig/fsmount of ext4 and fspick/fsconfig reconfigure read-only (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600, once at start) and /dev/loopN (0660 root:disk); once serving, each is effective only on the thread of the call that uses it, for that call",
 	},
 	{
-		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true, Bounds: "cgroup.json",
+		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true, Bounds: "cgroup.json", Protocol: "helpers/wire/cgwire",
 		Why: "none: works only inside the cgroup subtree delegated to the service user",
 	},
 	{
-		Binary: "glove-streamproxy", Dir: DirLibexec, Helper: true, Bounds: "streamproxy.json",
+		Binary: "glove-streamproxy", Dir: DirLibexec, Helper: true, Bounds: "streamproxy.json", Protocol: "helpers/wire/streamwire",
 		Why: "none: relays bounded frames between descriptors it is given",
 	},
 	{
@@ -186,8 +189,8 @@ func Fields() string {
 // Markdown renders the table for SECURITY.md.
 func Markdown() string {
 	var b strings.Builder
-	b.WriteString("| executable | installed in | mode | bounds | file capabilities | CapPrm mask; CapEff while serving | why |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| executable | installed in | mode | bounds | protocol | file capabilities | CapPrm mask; CapEff while serving | why |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, e := range Table {
 		mode := "0755 root:root"
 		if e.Helper {
@@ -205,8 +208,12 @@ func Markdown() string {
 		if e.Bounds != "" {
 			bounds = "`$CONFDIR/" + e.Bounds + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | %s | `%s` | %s | %s |\n",
-			e.Binary, e.Dir, mode, bounds, caps, masks, e.Why)
+		proto := "—"
+		if e.Protocol != "" {
+			proto = "`" + e.Protocol + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | %s | %s | `%s` | %s | %s |\n",
+			e.Binary, e.Dir, mode, bounds, proto, caps, masks, e.Why)
 	}
 	return b.String()
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/glove-sandbox/glove/helpers/captable"
 )
 
 // notSystemCalls are the functions of golang.org/x/sys/unix a helper may
@@ -99,6 +101,51 @@ func TestHelperLayout(t *testing.T) {
 		}
 		if sysFiles == 0 {
 			t.Errorf("helpers/%s has no syscalls_linux.go", dir)
+		}
+	}
+}
+
+// TestProtocolRows ties each helper's capability table row to its
+// protocol: the package the row names declares `var Protocol =
+// wire.NewProtocol("NAME", ...)` with the row's executable name, and the
+// helper serves that very protocol (its Spec).
+func TestProtocolRows(t *testing.T) {
+	for _, f := range specs {
+		s := f()
+		row := captable.MustLookup(s.Name)
+		if row.Protocol == "" {
+			t.Errorf("%s: its row names no protocol package", s.Name)
+			continue
+		}
+		dir := filepath.Join("..", "..", row.Protocol)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		declared := ""
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+				continue
+			}
+			file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, e.Name()), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				vs, ok := n.(*ast.ValueSpec)
+				if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "Protocol" || len(vs.Values) != 1 {
+					return true
+				}
+				if call, ok := vs.Values[0].(*ast.CallExpr); ok && len(call.Args) > 0 {
+					if lit, ok := call.Args[0].(*ast.BasicLit); ok {
+						declared, _ = strconv.Unquote(lit.Value)
+					}
+				}
+				return true
+			})
+		}
+		if declared != s.Name || s.Protocol.Name != s.Name {
+			t.Errorf("%s: %s declares protocol %q, the helper serves %q", s.Name, row.Protocol, declared, s.Protocol.Name)
 		}
 	}
 }
