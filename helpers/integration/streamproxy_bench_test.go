@@ -23,10 +23,10 @@ import (
 //
 // The relay refuses a request sent before it recorded the previous
 // exchange delivered (its post-send rule), so after each response the
-// proxy run polls StreamStatus, without sleeping, until the exchange is
+// proxy run polls streamwire Status, without sleeping, until the exchange is
 // counted. That wait is left out of the round trip and of ns/op and
 // exchanges/s, and reported on its own as settle-p50-us / settle-p99-us
-// (it holds the delivered record's fdatasync and at least one StreamStatus
+// (it holds the delivered record's fdatasync and at least one streamwire Status
 // call) and settle-polls/op. Root only (testenv skips otherwise); `make
 // bench` runs it.
 func BenchmarkStreamproxyExchange1KiB(b *testing.B) {

@@ -397,7 +397,7 @@ func (s *spSession) status() *streamwire.StatusReply {
 	return r
 }
 
-// waitClosed polls StreamStatus until the stream closed.
+// waitClosed polls streamwire Status until the stream closed.
 func (s *spSession) waitClosed() *streamwire.StatusReply {
 	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -595,7 +595,7 @@ func TestStreamproxyFraming(t *testing.T) {
 	}
 }
 
-// TestStreamproxyCloseMidExchange: StreamClose while the upstream holds
+// TestStreamproxyCloseMidExchange: streamwire Close while the upstream holds
 // the response cancels the exchange; nothing is released or recorded
 // delivered.
 func TestStreamproxyCloseMidExchange(t *testing.T) {
@@ -647,9 +647,9 @@ func TestStreamproxyKilledMidExchange(t *testing.T) {
 	}
 }
 
-// TestStreamproxyRefusals: StreamOpen with descriptors of the wrong kind
+// TestStreamproxyRefusals: streamwire Open with descriptors of the wrong kind
 // or identity is refused with a wire error; the helper keeps answering
-// (StreamStatus: no stream) and a second StreamOpen is a protocol error.
+// (streamwire Status: no stream) and a second streamwire Open is a protocol error.
 func TestStreamproxyRefusals(t *testing.T) {
 	env := testenv.Get(t)
 	type fds struct{ guest, upstream, audit int }
@@ -734,7 +734,7 @@ func TestStreamproxyRefusals(t *testing.T) {
 			if !errors.As(err, &we) || we.Code != wire.ErrBadRequest {
 				t.Errorf("status without a stream: %v, want a bad-request error", err)
 			}
-			// One StreamOpen per helper, refused or not.
+			// One streamwire Open per helper, refused or not.
 			_, files, err = streamwire.Open.Call(p.Client, &streamwire.OpenRequest{Session: "s-1", Alias: "svc"}, []int{f.guest, f.upstream, f.audit})
 			closeAll(files)
 			if !errors.As(err, &we) || we.Code != wire.ErrProtocol {
@@ -747,7 +747,7 @@ func TestStreamproxyRefusals(t *testing.T) {
 	}
 }
 
-// TestStreamproxyDescriptorCounts: StreamOpen carries exactly three
+// TestStreamproxyDescriptorCounts: streamwire Open carries exactly three
 // descriptors; any other count is a protocol error and the helper exits 2.
 func TestStreamproxyDescriptorCounts(t *testing.T) {
 	env := testenv.Get(t)
@@ -784,7 +784,7 @@ func TestStreamproxyDescriptorCounts(t *testing.T) {
 	}
 }
 
-// TestStreamproxyWithoutStream: status and close before any StreamOpen
+// TestStreamproxyWithoutStream: status and close before any streamwire Open
 // are refused and the helper goes on serving.
 func TestStreamproxyWithoutStream(t *testing.T) {
 	env := testenv.Get(t)

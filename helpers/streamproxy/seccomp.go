@@ -7,7 +7,7 @@ import (
 
 // This file is data: glove-streamproxy's additions to
 // helperkit.BaseSyscalls, for checking the three descriptors of
-// StreamOpen (server.go), keeping them (net.FileConn in relay.FromFile,
+// streamwire Open (server.go), keeping them (net.FileConn in relay.FromFile,
 // dup) and relaying on them (package relay). Reads, writes, close and the
 // poller are in the base list.
 //

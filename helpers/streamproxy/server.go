@@ -17,14 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Stable codes of StreamStatusReply.Err, the reason a stream closed.
+// Stable codes of streamwire StatusReply.Err, the reason a stream closed.
 const (
 	CodeEOF       = "eof"            // the guest closed its end between exchanges
 	CodeFraming   = "framing"        // a zero, oversized or truncated frame
 	CodePipelined = "pipelined"      // guest input queued around an exchange
 	CodeDrift     = "upstream_drift" // the upstream's SO_PEERCRED changed
 	CodeTimeout   = "timeout"        // the exchange deadline passed
-	CodeCanceled  = "canceled"       // StreamClose
+	CodeCanceled  = "canceled"       // streamwire Close
 	CodeAudit     = "audit"          // an audit append or fdatasync failed
 	CodeTransport = "transport"      // a read, write or queue check failed
 	CodeInternal  = "internal"       // anything else
@@ -55,7 +55,7 @@ type server struct {
 	uid uint32
 
 	mu        sync.Mutex
-	opened    bool // StreamOpen succeeded (at most once: Accepts)
+	opened    bool // Open succeeded (at most once: the route is once-only)
 	open      bool // the relay still runs
 	exchanges uint64
 	code      string
@@ -248,7 +248,7 @@ func (s *server) start(req *streamwire.OpenRequest, fds []*os.File, peer unix.Uc
 }
 
 // checkPeer is the relay's CheckUpstream: the upstream's SO_PEERCRED must
-// be the one seen at StreamOpen.
+// be the one seen at streamwire Open.
 func checkPeer(fd int, want unix.Ucred) error {
 	got, err := peerCred(fd)
 	if err != nil {

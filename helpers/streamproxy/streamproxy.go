@@ -3,17 +3,17 @@
 // bounded response at a time between a sandbox's descriptor and an
 // upstream connection. It holds no capability.
 //
-// One helper process serves one stream: StreamOpen (once) hands it the
+// One helper process serves one stream: streamwire Open (once) hands it the
 // guest end, the upstream connection and the audit file; the helper
 // checks them, runs the relay (package relay) in a goroutine, and keeps
-// answering StreamStatus (is it open, how many exchanges were delivered,
-// why it closed) and StreamClose (cancel and wait). Each audit record is
+// answering streamwire Status (is it open, how many exchanges were delivered,
+// why it closed) and streamwire Close (cancel and wait). Each audit record is
 // one JSON line {"seq","session","alias","phase","status","latency_ms"}
 // appended with one write(2) and made durable with fdatasync(2) before
 // the relay goes on.
 //
 // The upstream's SO_PEERCRED uid must be the helper's own (the Glove
-// service user), at StreamOpen; before and after every exchange its
+// service user), at streamwire Open; before and after every exchange its
 // pid, uid and gid must still be the ones seen then (upstream drift).
 // If the supervisor closes the control connection while the stream is
 // open the helper exits at once: a pending exchange keeps its

@@ -8,13 +8,13 @@
 // start_session use. It holds no capability: every privileged step is a
 // helper's, reached over the helper's socket.
 //
-//	cgroup ── CgCreate ──► dir, events, memory events, cpu.stat descriptors
+//	cgroup ── cgwire Create ──► dir, events, memory events, cpu.stat descriptors
 //	mounts ── Bind / Tmpfs ──► detached mount descriptors (copies filled here)
 //	images ── Create / Attach (glove-loopext4) ──► detached ext4 mounts (filled here)
 //	bundle ── spec.Build ──► config.json (mounts as /proc/self/fd/N)
-//	shim   ── clone3(CLONE_INTO_CGROUP) + CgPlace (v1) + sync byte ──► program
+//	shim   ── clone3(CLONE_INTO_CGROUP) + cgwire Place (v1) + sync byte ──► program
 //	limits ── wall timer, cpu.stat budget, output counter, memory/pids by cgroup
-//	end    ── CgStat, CgRemove, images synced and frozen (Freeze),
+//	end    ── cgwire Stat, cgwire Remove, images synced and frozen (Freeze),
 //	          descriptors closed, bundle removed
 package session
 

@@ -764,7 +764,7 @@ func (s *session) end(reason string) {
 // another process unless the ones that do not have failed. The order:
 //
 //  1. cgroup.kill, opened relative to the session's v2 cgroup directory
-//     descriptor this supervisor has held since CgCreate. The kernel
+//     descriptor this supervisor has held since cgwire Create. The kernel
 //     kills every process of the cgroup, those forked meanwhile
 //     included, and the shim (outside the sandbox's PID namespace) too.
 //     The descriptor names that cgroup and no other (a cgroup removed
@@ -778,7 +778,7 @@ func (s *session) end(reason string) {
 //     than 5.14, a cgroup directory removed under us, a host whose
 //     delegation differs). A pidfd names the process it was opened for,
 //     never a later one with the same pid.
-//  3. glove-cgroup's CgKill, bounded by killCallWait, on a fresh helper if
+//  3. glove-cgroup's cgwire Kill, bounded by killCallWait, on a fresh helper if
 //     the session's is gone: the same write, through another process, as
 //     a last resort.
 func (s *session) kill() {

@@ -106,7 +106,7 @@ const maxSweep = 4096
 //     supervisor's leaf;
 //   - sessions of the store that are not terminal are left (recovery has
 //     just finished those that a previous gloved left running);
-//   - glove-cgroup removes each with CgRemoveEmpty, which never kills and
+//   - glove-cgroup removes each with cgwire RemoveEmpty, which never kills and
 //     which the kernel refuses for a cgroup holding a process or a child
 //     cgroup (the check and the removal are one rmdir), so another
 //     supervisor's session being started, or anything else in use, is

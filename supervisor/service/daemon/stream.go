@@ -151,7 +151,7 @@ func (e *endpoint) exposes(path string) bool {
 // openStream prepares a session's stream: the socketpair (the guest end
 // goes to the launch), a checked upstream connection, an audit file of
 // the session in the store directory, and a glove-streamproxy holding
-// the peer end. The returned helper must get StreamClose before it is
+// the peer end. The returned helper must get streamwire Close before it is
 // closed.
 func (d *Daemon) openStream(id string) (*session.Stream, *session.Transport, *helperproc.Proc, error) {
 	e := d.stream
@@ -197,7 +197,7 @@ func (d *Daemon) openStream(id string) (*session.Stream, *session.Transport, *he
 }
 
 // endStream ends a session's stream and its helper after the session,
-// reporting what failed: a StreamClose that failed at the connection
+// reporting what failed: a streamwire Close that failed at the connection
 // means glove-streamproxy died during the session (a
 // session.HelperLostError: the store's reason names it). Its death cut
 // the stream (both of its ends were the helper's descriptors), so nothing
