@@ -116,7 +116,9 @@ func run(args []string) int {
 	ln, err := daemon.Listen(d.SocketPath())
 	if err != nil {
 		log.WithField("event", "start").Error("refusing to start: " + redact(cfg, err))
-		_ = d.Shutdown(0)
+		if serr := d.Shutdown(0); serr != nil {
+			log.WithField("event", "start").Error("shutdown: " + redact(cfg, serr))
+		}
 		return 1
 	}
 	done := make(chan error, 1)
@@ -137,6 +139,9 @@ func run(args []string) int {
 		log.WithField("event", "stop").Error("shutdown: " + err.Error())
 		code = 1
 	}
+	// Shutdown has closed every listener Serve was given (the close
+	// ends Serve); this second close can only report that, and is
+	// kept for a Serve that ended before Shutdown registered it.
 	_ = ln.Close()
 	return code
 }

@@ -72,8 +72,12 @@ func Start(opts Options) (*Proc, error) {
 	}
 	conn, err := wire.FromFile(ours)
 	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		// The helper never got a usable socket: end it. Its exit status
+		// (killed) says nothing more; a failed kill is reported.
+		if kerr := cmd.Process.Kill(); kerr != nil && !errors.Is(kerr, os.ErrProcessDone) {
+			err = errors.Join(err, fmt.Errorf("kill: %w", kerr))
+		}
+		_ = cmd.Wait() // reaps it; its status is the kill above
 		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
 	}
 	return &Proc{Name: opts.Name, Cmd: cmd, Client: &wire.Client{Conn: conn}, conn: conn}, nil

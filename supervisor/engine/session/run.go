@@ -238,7 +238,9 @@ func (p *prepared) release() error {
 	// which unbinds their loop devices (autoclear). The image files stay.
 	for _, img := range p.images {
 		if !p.started {
-			p.removeImage(img)
+			if err := p.removeImage(img); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		if img.mnt == nil {
@@ -301,12 +303,16 @@ func syncImage(mnt *os.File) error {
 
 // removeImage unlinks an image of a launch that never started, if its
 // name still names the file created (the service user owns the root;
-// nothing else there is touched).
-func (p *prepared) removeImage(img *image) {
+// nothing else there is touched). A failed unlink is reported: the
+// image would stay in the materialization root, holding its space.
+func (p *prepared) removeImage(img *image) error {
 	var st unix.Stat_t
 	if unix.Fstatat(int(p.root.Fd()), img.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Dev == img.dev && st.Ino == img.ino {
-		_ = unix.Unlinkat(int(p.root.Fd()), img.name, 0)
+		if err := unix.Unlinkat(int(p.root.Fd()), img.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("remove the unused image %s: %w", img.name, err)
+		}
 	}
+	return nil
 }
 
 // call sends one request of the start path to a helper and returns the
