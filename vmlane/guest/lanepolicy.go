@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
@@ -180,7 +181,7 @@ func BuildPolicy(shell string, readOnly []string, dataDir string) (*LanePolicy, 
 		tmpls = append(tmpls, r)
 	}
 	slices.SortFunc(tmpls, func(a, b policy.RuntimeTemplate) int {
-		return compareStrings(a.RuntimeTemplateID, b.RuntimeTemplateID)
+		return strings.Compare(a.RuntimeTemplateID, b.RuntimeTemplateID)
 	})
 	dirs := AliasDirs(dataDir)
 	aliases := []policy.PathAlias{
@@ -194,16 +195,6 @@ func BuildPolicy(shell string, readOnly []string, dataDir string) (*LanePolicy, 
 		return nil, fmt.Errorf("the lane policy does not validate: %w", err)
 	}
 	return &LanePolicy{Policy: pol}, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Plan is a plan for template and profile granting every alias the

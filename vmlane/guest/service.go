@@ -49,6 +49,15 @@ type Service interface {
 	Crash(ev *Evidence) error
 }
 
+// unitExecStart is gloved's packaged ExecStart= command.
+func unitExecStart() (string, error) {
+	unit, err := os.ReadFile(UnitFile)
+	if err != nil {
+		return "", fmt.Errorf("read the unit file: %w", err)
+	}
+	return ParseExecStart(string(unit))
+}
+
 // ParseExecStart returns the first non-empty ExecStart= command of a unit
 // file's text, with continuation lines joined.
 func ParseExecStart(unit string) (string, error) {
@@ -118,33 +127,18 @@ func systemctl(ev *Evidence, timeout time.Duration, args ...string) Result {
 	return Run(ev, RunOpts{Timeout: timeout}, append([]string{"systemctl"}, args...)...)
 }
 
-func (systemdService) Enable(ev *Evidence) error {
-	if r := systemctl(ev, 60*time.Second, "enable", UnitName); !r.OK() {
+// unit runs systemctl verb on gloved's unit, failing with its output.
+func unit(ev *Evidence, timeout time.Duration, verb string) error {
+	if r := systemctl(ev, timeout, verb, UnitName); !r.OK() {
 		return errors.New(r.Brief())
 	}
 	return nil
 }
 
-func (systemdService) Start(ev *Evidence) error {
-	if r := systemctl(ev, 120*time.Second, "start", UnitName); !r.OK() {
-		return errors.New(r.Brief())
-	}
-	return nil
-}
-
-func (systemdService) Stop(ev *Evidence) error {
-	if r := systemctl(ev, 150*time.Second, "stop", UnitName); !r.OK() {
-		return errors.New(r.Brief())
-	}
-	return nil
-}
-
-func (systemdService) Restart(ev *Evidence) error {
-	if r := systemctl(ev, 150*time.Second, "restart", UnitName); !r.OK() {
-		return errors.New(r.Brief())
-	}
-	return nil
-}
+func (systemdService) Enable(ev *Evidence) error  { return unit(ev, 60*time.Second, "enable") }
+func (systemdService) Start(ev *Evidence) error   { return unit(ev, 120*time.Second, "start") }
+func (systemdService) Stop(ev *Evidence) error    { return unit(ev, 150*time.Second, "stop") }
+func (systemdService) Restart(ev *Evidence) error { return unit(ev, 150*time.Second, "restart") }
 
 func (systemdService) Active(ev *Evidence) (bool, string) {
 	r := systemctl(ev, 30*time.Second, "is-active", UnitName)
@@ -172,14 +166,14 @@ func (systemdService) SetExtraArgs(ev *Evidence, args []string) error {
 		if err := os.Remove(DropInFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		_ = os.Remove(DropInDir)
+		// The directory may hold an operator's own drop-ins: removing it
+		// is best effort, and one left behind changes nothing.
+		if err := os.Remove(DropInDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			ev.Printf("kept %s: %v", DropInDir, err)
+		}
 		ev.Printf("removed %s", DropInFile)
 	} else {
-		unit, err := os.ReadFile(UnitFile)
-		if err != nil {
-			return err
-		}
-		es, err := ParseExecStart(string(unit))
+		es, err := unitExecStart()
 		if err != nil {
 			return err
 		}
@@ -309,11 +303,7 @@ func (d *devService) Start(ev *Evidence) error {
 	if err != nil {
 		return err
 	}
-	unit, err := os.ReadFile(UnitFile)
-	if err != nil {
-		return err
-	}
-	es, err := ParseExecStart(string(unit))
+	es, err := unitExecStart()
 	if err != nil {
 		return err
 	}

@@ -13,54 +13,16 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/service/daemon"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 )
 
-// End is the "ended" notification's params.
-type End struct {
-	SessionID   string `json:"session_id"`
-	State       string `json:"state"`
-	Termination string `json:"termination"`
-	ExitCode    int    `json:"exit_code"`
-	Signal      int    `json:"signal"`
-	Status      int    `json:"status"`
-}
-
-// Output is the "output" notification's params.
-type Output struct {
-	SessionID string `json:"session_id"`
-	Data      []byte `json:"data"`
-	Offset    uint64 `json:"offset"`
-}
-
-// Status is session_status's result.
-type Status struct {
-	SessionID            string `json:"session_id"`
-	State                string `json:"state"`
-	Reason               string `json:"reason"`
-	ControllerPlanDigest string `json:"controller_plan_digest"`
-	PlanContentDigest    string `json:"plan_content_digest"`
-	CreatedAtMS          int64  `json:"created_at_ms"`
-	UpdatedAtMS          int64  `json:"updated_at_ms"`
-	LaunchDigest         string `json:"launch_digest,omitempty"`
-	Termination          string `json:"termination,omitempty"`
-	ExitCode             *int   `json:"exit_code,omitempty"`
-	Signal               *int   `json:"signal,omitempty"`
-}
-
-func (s Status) String() string {
-	v := fmt.Sprintf("state=%s reason=%q", s.State, s.Reason)
-	if s.Termination != "" {
-		v += " termination=" + s.Termination
-	}
-	if s.ExitCode != nil {
-		v += fmt.Sprintf(" exit_code=%d", *s.ExitCode)
-	}
-	if s.Signal != nil {
-		v += fmt.Sprintf(" signal=%d", *s.Signal)
-	}
-	return v
-}
+// The notifications' and session_status's shapes are gloved's own.
+type (
+	End    = daemon.End
+	Output = daemon.Output
+	Status = daemon.Status
+)
 
 // Page is receipts_page's result.
 type Page struct {
@@ -344,8 +306,10 @@ func (a *Agent) Run(ev *Evidence, c *Client, name, template, profile string, obs
 	end, err := s.WaitEnd(a.cfg.SessionTimeout)
 	<-done
 	if err != nil {
-		// Do not leave it running.
-		_ = c.Call("stop_session", map[string]any{"session_id": s.ID, "grace_ms": 100}, nil, 30*time.Second)
+		// Do not leave it running; a failed stop is part of the failure.
+		if serr := c.Call("stop_session", map[string]any{"session_id": s.ID, "grace_ms": 100}, nil, 30*time.Second); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stop the session: %w", serr))
+		}
 		return s, Status{}, err
 	}
 	st, err := a.Status(c, s.ID)

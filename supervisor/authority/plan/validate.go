@@ -122,8 +122,8 @@ func checkProfile(r *policy.ResourceProfile, pol *policy.Policy) error {
 	// themselves, not a name whose limits may change under it.
 	got, exp := r.Limits(), want.Limits()
 	for i := range got {
-		if got[i].Value != exp[i].Value {
-			return faultf(ptr("resource_profile", got[i].Name), "%d does not match profile %q (%d)", got[i].Value, want.ProfileID, exp[i].Value)
+		if *got[i].Value != *exp[i].Value {
+			return faultf(ptr("resource_profile", got[i].Name), "%d does not match profile %q (%d)", *got[i].Value, want.ProfileID, *exp[i].Value)
 		}
 	}
 	return nil

@@ -530,7 +530,7 @@ func validateProfiles(rs []ResourceProfile) error {
 			}
 		}
 		for _, l := range r.Limits() {
-			if err := checkRange(join(at, l.Name), l.Value, 1, l.Max); err != nil {
+			if err := checkRange(join(at, l.Name), *l.Value, 1, l.Max); err != nil {
 				return err
 			}
 		}
@@ -538,22 +538,23 @@ func validateProfiles(rs []ResourceProfile) error {
 	return nil
 }
 
-// Limit is one of a profile's six limits.
+// Limit is one of a profile's six limits: the one list of their names
+// and ceilings, which validation, plans and `glove run --limit` read.
 type Limit struct {
-	Name  string // the JSON member name
-	Value uint64
-	Max   uint64 // the ceiling Validate enforces
+	Name  string  // the JSON member name
+	Value *uint64 // the profile's field
+	Max   uint64  // the ceiling Validate enforces
 }
 
-// Limits returns the six limits in document order.
+// Limits returns the six limits of r in document order.
 func (r *ResourceProfile) Limits() [6]Limit {
 	return [6]Limit{
-		{"cpu_time_ms", r.CPUTimeMs, MaxCPUTimeMs},
-		{"memory_bytes", r.MemoryBytes, MaxMemoryBytes},
-		{"pids", r.Pids, MaxPids},
-		{"wall_time_ms", r.WallTimeMs, MaxWallTimeMs},
-		{"disk_bytes", r.DiskBytes, MaxDiskBytes},
-		{"terminal_output_bytes", r.TerminalOutputBytes, MaxTerminalOutputBytes},
+		{"cpu_time_ms", &r.CPUTimeMs, MaxCPUTimeMs},
+		{"memory_bytes", &r.MemoryBytes, MaxMemoryBytes},
+		{"pids", &r.Pids, MaxPids},
+		{"wall_time_ms", &r.WallTimeMs, MaxWallTimeMs},
+		{"disk_bytes", &r.DiskBytes, MaxDiskBytes},
+		{"terminal_output_bytes", &r.TerminalOutputBytes, MaxTerminalOutputBytes},
 	}
 }
 

@@ -610,12 +610,15 @@ func Stage(o Options) (*Report, error) {
 		Bytes:       t.Bytes,
 		DryRun:      o.DryRun,
 	}
-	same, err := existing(dirfd, t.Digest, staged, o.Progress)
-	if err != nil {
-		return nil, err
+	// alreadyStaged admits a copy already in place only when identical.
+	alreadyStaged := func() (bool, error) {
+		same, err := existing(dirfd, t.Digest, staged, o.Progress)
+		rep.AlreadyStaged = same
+		return same, err
 	}
-	if same {
-		rep.AlreadyStaged = true
+	if same, err := alreadyStaged(); err != nil {
+		return nil, err
+	} else if same {
 		return rep, nil
 	}
 	if o.DryRun {
@@ -656,12 +659,9 @@ func Stage(o Options) (*Report, error) {
 	if err := unix.Renameat2(dirfd, tmp, dirfd, t.Digest, unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			// Staged concurrently: admit it only when identical.
-			same, err := existing(dirfd, t.Digest, staged, o.Progress)
-			if err != nil {
+			if same, err := alreadyStaged(); err != nil {
 				return nil, err
-			}
-			if same {
-				rep.AlreadyStaged = true
+			} else if same {
 				return rep, nil
 			}
 		}

@@ -48,11 +48,19 @@ func (l limitList) Set(v string) error {
 	if !ok || err != nil || n == 0 || strconv.FormatUint(n, 10) != value {
 		return fmt.Errorf("--limit %q: want NAME=VALUE with VALUE a positive integer", v)
 	}
-	if _, ok := limitCeilings[name]; !ok {
-		return fmt.Errorf("--limit %q: unknown limit (cpu_time_ms, memory_bytes, pids, wall_time_ms, disk_bytes, terminal_output_bytes)", v)
+	var known []string
+	var ceiling uint64
+	for _, lim := range (&policy.ResourceProfile{}).Limits() {
+		known = append(known, lim.Name)
+		if lim.Name == name {
+			ceiling = lim.Max
+		}
 	}
-	if n > limitCeilings[name] {
-		return fmt.Errorf("--limit %q: above the ceiling %d", v, limitCeilings[name])
+	if ceiling == 0 {
+		return fmt.Errorf("--limit %q: unknown limit (%s)", v, strings.Join(known, ", "))
+	}
+	if n > ceiling {
+		return fmt.Errorf("--limit %q: above the ceiling %d", v, ceiling)
 	}
 	if _, dup := l[name]; dup {
 		return fmt.Errorf("--limit %s given twice", name)
@@ -61,27 +69,10 @@ func (l limitList) Set(v string) error {
 	return nil
 }
 
-// limitCeilings are the policy's ceilings (docs/policy.md).
-var limitCeilings = map[string]uint64{
-	"cpu_time_ms": policy.MaxCPUTimeMs, "memory_bytes": policy.MaxMemoryBytes, "pids": policy.MaxPids,
-	"wall_time_ms": policy.MaxWallTimeMs, "disk_bytes": policy.MaxDiskBytes, "terminal_output_bytes": policy.MaxTerminalOutputBytes,
-}
-
 func (l limitList) apply(p *policy.ResourceProfile) {
-	for name, v := range l {
-		switch name {
-		case "cpu_time_ms":
-			p.CPUTimeMs = v
-		case "memory_bytes":
-			p.MemoryBytes = v
-		case "pids":
-			p.Pids = v
-		case "wall_time_ms":
-			p.WallTimeMs = v
-		case "disk_bytes":
-			p.DiskBytes = v
-		case "terminal_output_bytes":
-			p.TerminalOutputBytes = v
+	for _, lim := range p.Limits() {
+		if v, ok := l[lim.Name]; ok {
+			*lim.Value = v
 		}
 	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -16,10 +17,7 @@ import (
 
 type noParams struct{}
 
-func (d *Daemon) capabilities(_ *conn, k *call) (any, *Error) {
-	if e := decodeParams(k.params, &noParams{}); e != nil {
-		return nil, e
-	}
+func (d *Daemon) capabilities(_ *conn, k *call, _ *noParams) (any, *Error) {
 	// inherited_stream_version is 1 only for the exact inherited-stream-v1
 	// composition (configured upstream, its helper working), 0 otherwise.
 	stream := 0
@@ -58,11 +56,7 @@ type validateParams struct {
 	Plan jsontext.Value `json:"plan"`
 }
 
-func (d *Daemon) validatePlan(_ *conn, k *call) (any, *Error) {
-	var ps validateParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
+func (d *Daemon) validatePlan(_ *conn, k *call, ps *validateParams) (any, *Error) {
 	p, e := d.checkPlan(ps.Plan)
 	if e != nil {
 		return nil, e
@@ -77,11 +71,7 @@ type createParams struct {
 	Plan                 jsontext.Value `json:"plan"`
 }
 
-func (d *Daemon) createSession(_ *conn, k *call) (any, *Error) {
-	var ps createParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
+func (d *Daemon) createSession(_ *conn, k *call, ps *createParams) (any, *Error) {
 	if !store.ValidSessionID(ps.SessionID) {
 		return nil, errorf(CodeInvalidParams, "session_id is not %s", names.NamePattern)
 	}
@@ -115,45 +105,6 @@ type sessionParams struct {
 	SessionID string `json:"session_id"`
 }
 
-func (p *sessionParams) sessionID() string { return p.SessionID }
-
-// namesSession is the params of a method that names a session.
-type namesSession interface{ sessionID() string }
-
-// decodeSession decodes a method's params, of type P, and returns the
-// stored session they name.
-func decodeSession[P any, PP interface {
-	*P
-	namesSession
-}](d *Daemon, k *call) (*P, store.Session, *Error) {
-	ps := new(P)
-	if e := decodeParams(k.params, ps); e != nil {
-		return nil, store.Session{}, e
-	}
-	sess, e := d.lookup(k, PP(ps).sessionID())
-	if e != nil {
-		return nil, store.Session{}, e
-	}
-	return ps, sess, nil
-}
-
-// decodeLive decodes a method's params, of type P, and returns the
-// session they name, which must be running in this gloved.
-func decodeLive[P any, PP interface {
-	*P
-	namesSession
-}](d *Daemon, k *call) (*P, *live, *Error) {
-	ps := new(P)
-	if e := decodeParams(k.params, ps); e != nil {
-		return nil, nil, e
-	}
-	l, e := d.liveSession(k, PP(ps).sessionID())
-	if e != nil {
-		return nil, nil, e
-	}
-	return ps, l, nil
-}
-
 // lookup returns the stored session named by the params.
 func (d *Daemon) lookup(k *call, id string) (store.Session, *Error) {
 	if !store.ValidSessionID(id) {
@@ -184,8 +135,23 @@ type Status struct {
 	Signal      *int   `json:"signal,omitempty"`
 }
 
-func (d *Daemon) sessionStatus(_ *conn, k *call) (any, *Error) {
-	_, sess, e := decodeSession[sessionParams](d, k)
+// String is a status in one line, for logs and test evidence.
+func (s Status) String() string {
+	v := fmt.Sprintf("state=%s reason=%q", s.State, s.Reason)
+	if s.Termination != "" {
+		v += " termination=" + s.Termination
+	}
+	if s.ExitCode != nil {
+		v += fmt.Sprintf(" exit_code=%d", *s.ExitCode)
+	}
+	if s.Signal != nil {
+		v += fmt.Sprintf(" signal=%d", *s.Signal)
+	}
+	return v
+}
+
+func (d *Daemon) sessionStatus(_ *conn, k *call, ps *sessionParams) (any, *Error) {
+	sess, e := d.lookup(k, ps.SessionID)
 	if e != nil {
 		return nil, e
 	}
@@ -215,11 +181,7 @@ type pageParams struct {
 // MaxPage bounds receipts_page's limit.
 const MaxPage = 100
 
-func (d *Daemon) receiptsPage(_ *conn, k *call) (any, *Error) {
-	var ps pageParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
+func (d *Daemon) receiptsPage(_ *conn, k *call, ps *pageParams) (any, *Error) {
 	if ps.Limit < 1 || ps.Limit > MaxPage {
 		return nil, errorf(CodeInvalidParams, "limit must be 1..%d", MaxPage)
 	}
@@ -239,11 +201,7 @@ type ackParams struct {
 	EnvelopeMAC string `json:"envelope_mac"`
 }
 
-func (d *Daemon) receiptsAck(_ *conn, k *call) (any, *Error) {
-	var ps ackParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
+func (d *Daemon) receiptsAck(_ *conn, k *call, ps *ackParams) (any, *Error) {
 	if err := d.receipts.Ack(ps.Seq, ps.EnvelopeMAC); err != nil {
 		if errors.Is(err, receipt.ErrAck) {
 			return nil, errorf(CodeConflict, "acknowledgement rejected: not the exact envelope above the acknowledged head")

@@ -121,21 +121,34 @@ type call struct {
 
 type handler func(d *Daemon, c *conn, k *call) (any, *Error)
 
+// method makes a handler of fn, which gets the request's params already
+// decoded strictly into P: a peer's params reach no handler undecoded,
+// and each method's params are declared once, as its P.
+func method[P any](fn func(d *Daemon, c *conn, k *call, ps *P) (any, *Error)) handler {
+	return func(d *Daemon, c *conn, k *call) (any, *Error) {
+		ps := new(P)
+		if e := decodeParams(k.params, ps); e != nil {
+			return nil, e
+		}
+		return fn(d, c, k, ps)
+	}
+}
+
 var handlers = map[string]handler{
-	"capabilities":    (*Daemon).capabilities,
-	"validate_plan":   (*Daemon).validatePlan,
-	"create_session":  (*Daemon).createSession,
-	"session_status":  (*Daemon).sessionStatus,
-	"start_session":   (*Daemon).startSession,
-	"attach":          (*Daemon).attach,
-	"write_stdin":     (*Daemon).writeStdin,
-	"resize":          (*Daemon).resize,
-	"signal":          (*Daemon).signal,
-	"detach":          (*Daemon).detach,
-	"stop_session":    (*Daemon).stopSession,
-	"cleanup_session": (*Daemon).cleanupSession,
-	"receipts_page":   (*Daemon).receiptsPage,
-	"receipts_ack":    (*Daemon).receiptsAck,
+	"capabilities":    method((*Daemon).capabilities),
+	"validate_plan":   method((*Daemon).validatePlan),
+	"create_session":  method((*Daemon).createSession),
+	"session_status":  method((*Daemon).sessionStatus),
+	"start_session":   method((*Daemon).startSession),
+	"attach":          method((*Daemon).attach),
+	"write_stdin":     method((*Daemon).writeStdin),
+	"resize":          method((*Daemon).resize),
+	"signal":          method((*Daemon).signal),
+	"detach":          method((*Daemon).detach),
+	"stop_session":    method((*Daemon).stopSession),
+	"cleanup_session": method((*Daemon).cleanupSession),
+	"receipts_page":   method((*Daemon).receiptsPage),
+	"receipts_ack":    method((*Daemon).receiptsAck),
 }
 
 // decodeParams strictly decodes params (absent means {}) into v.

@@ -270,10 +270,8 @@ type startParams struct {
 	StartToken string `json:"start_token"`
 }
 
-func (p *startParams) sessionID() string { return p.SessionID }
-
-func (d *Daemon) startSession(_ *conn, k *call) (any, *Error) {
-	ps, sess, e := decodeSession[startParams](d, k)
+func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
+	sess, e := d.lookup(k, ps.SessionID)
 	if e != nil {
 		return nil, e
 	}
@@ -664,10 +662,8 @@ type attachParams struct {
 	From      *uint64 `json:"from,omitempty"`
 }
 
-func (p *attachParams) sessionID() string { return p.SessionID }
-
-func (d *Daemon) attach(c *conn, k *call) (any, *Error) {
-	ps, l, e := decodeLive[attachParams](d, k)
+func (d *Daemon) attach(c *conn, k *call, ps *attachParams) (any, *Error) {
+	l, e := d.liveSession(k, ps.SessionID)
 	if e != nil {
 		return nil, e
 	}
@@ -686,10 +682,8 @@ type stdinParams struct {
 	Data      []byte `json:"data"`
 }
 
-func (p *stdinParams) sessionID() string { return p.SessionID }
-
-func (d *Daemon) writeStdin(_ *conn, k *call) (any, *Error) {
-	ps, l, e := decodeLive[stdinParams](d, k)
+func (d *Daemon) writeStdin(_ *conn, k *call, ps *stdinParams) (any, *Error) {
+	l, e := d.liveSession(k, ps.SessionID)
 	if e != nil {
 		return nil, e
 	}
@@ -708,11 +702,7 @@ type resizeParams struct {
 	Cols      uint16 `json:"cols"`
 }
 
-func (d *Daemon) resize(_ *conn, k *call) (any, *Error) {
-	var ps resizeParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
+func (d *Daemon) resize(_ *conn, k *call, ps *resizeParams) (any, *Error) {
 	if ps.Rows == 0 || ps.Cols == 0 {
 		return nil, errorf(CodeInvalidParams, "rows and cols must be 1..65535")
 	}
@@ -747,11 +737,7 @@ type signalParams struct {
 	Signal    string `json:"signal"`
 }
 
-func (d *Daemon) signal(_ *conn, k *call) (any, *Error) {
-	var ps signalParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
+func (d *Daemon) signal(_ *conn, k *call, ps *signalParams) (any, *Error) {
 	sig, ok := signals[ps.Signal]
 	if !ok {
 		return nil, errorf(CodeInvalidParams, "signal must be one of INT, TERM, HUP, QUIT, USR1, USR2, WINCH")
@@ -766,8 +752,8 @@ func (d *Daemon) signal(_ *conn, k *call) (any, *Error) {
 	return map[string]any{"signaled": true}, nil
 }
 
-func (d *Daemon) detach(c *conn, k *call) (any, *Error) {
-	_, l, e := decodeLive[sessionParams](d, k)
+func (d *Daemon) detach(c *conn, k *call, ps *sessionParams) (any, *Error) {
+	l, e := d.liveSession(k, ps.SessionID)
 	if e != nil {
 		return nil, e
 	}
@@ -783,11 +769,7 @@ type stopParams struct {
 	GraceMs   *uint64 `json:"grace_ms,omitempty"`
 }
 
-func (d *Daemon) stopSession(_ *conn, k *call) (any, *Error) {
-	var ps stopParams
-	if e := decodeParams(k.params, &ps); e != nil {
-		return nil, e
-	}
+func (d *Daemon) stopSession(_ *conn, k *call, ps *stopParams) (any, *Error) {
 	grace := uint64(DefaultGraceMs)
 	if ps.GraceMs != nil {
 		grace = *ps.GraceMs
@@ -817,8 +799,8 @@ func (d *Daemon) stopSession(_ *conn, k *call) (any, *Error) {
 	return map[string]any{"session_id": l.id, "state": store.Stopping}, nil
 }
 
-func (d *Daemon) cleanupSession(_ *conn, k *call) (any, *Error) {
-	_, sess, e := decodeSession[sessionParams](d, k)
+func (d *Daemon) cleanupSession(_ *conn, k *call, ps *sessionParams) (any, *Error) {
+	sess, e := d.lookup(k, ps.SessionID)
 	if e != nil {
 		return nil, e
 	}
