@@ -6,7 +6,7 @@ import (
 )
 
 func TestLaunchDigest(t *testing.T) {
-	l := streamLaunch(t, nil)
+	l, _ := streamLaunch(t, nil)
 	tr := func() *Transport {
 		return &Transport{Kind: "inherited-stream-v1", FDs: map[string]int{"sage": 3},
 			Guest: EndpointID{Dev: 9, Ino: 100, UID: 1000}, Upstream: EndpointID{Dev: 8, Ino: 200, UID: 1000},
@@ -34,7 +34,7 @@ func TestLaunchDigest(t *testing.T) {
 		"limit":           func(l *Launch, t *Transport) *Transport { l.Limits.Pids++; return t },
 	}
 	for name, change := range changes {
-		l2 := streamLaunch(t, nil)
+		l2, _ := streamLaunch(t, nil)
 		l2.Mounts = append([]Mount(nil), l2.Mounts...)
 		adapter := "d1"
 		if name == "adapter" {

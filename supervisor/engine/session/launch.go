@@ -108,15 +108,70 @@ type Launch struct {
 	// Skills is set for a native-skill runtime: its private home
 	// (a PrivateHome mount) and the skill entries expanded into it.
 	Skills *SkillProjection
-
-	bundles      []*library.Bundle // verified by Resolve; Close releases them
-	skillSources []skillSource
 }
 
-// Stream is one adapter-bound alias's inherited stream.
+// Stream is one adapter-bound alias's inherited stream; its guest end is
+// Pins.Stream.
 type Stream struct {
 	Alias string
-	Guest *os.File // AF_UNIX SOCK_STREAM, the sandbox's end
+}
+
+// Pins are the open descriptors a launch runs with, held by the caller
+// from Resolve (or from opening the stream) until the session has
+// ended; the Launch itself is plain data. The library bundles stay open
+// from their verification to their copy into the sandbox (threat: a
+// bundle replaced in the bundle root between the two), with the skill
+// entries read from them; Stream is the inherited stream's guest end.
+type Pins struct {
+	bundles      []*library.Bundle
+	skillSources []skillSource
+	// Stream is the sandbox's end of the inherited stream (an AF_UNIX
+	// SOCK_STREAM socket, the program's StreamFD) when Launch.Stream is
+	// set, and nil otherwise.
+	Stream *os.File
+}
+
+// Close releases the pins, reporting the first descriptor that would
+// not close. The engine never closes them: their owner does, once.
+func (p *Pins) Close() error {
+	if p == nil {
+		return nil
+	}
+	var errs []error
+	for _, b := range p.bundles {
+		if err := b.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close library bundle %s: %w", b.Digest, err))
+		}
+	}
+	p.bundles, p.skillSources = nil, nil
+	if p.Stream != nil {
+		if err := p.Stream.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the inherited stream's guest end: %w", err))
+		}
+		p.Stream = nil
+	}
+	return errors.Join(errs...)
+}
+
+// checkPins checks that pins hold what l names: the guest end of its
+// stream, an AF_UNIX stream socket, and no stream it does not name.
+func checkPins(l *Launch, pins *Pins) error {
+	var guest *os.File
+	if pins != nil {
+		guest = pins.Stream
+	}
+	if (l.Stream == nil) != (guest == nil) {
+		return fmt.Errorf("session: the launch's stream and its pinned guest end do not match: %w", ErrInvalid)
+	}
+	if guest == nil {
+		return nil
+	}
+	dom, derr := unix.GetsockoptInt(int(guest.Fd()), unix.SOL_SOCKET, unix.SO_DOMAIN)
+	typ, terr := unix.GetsockoptInt(int(guest.Fd()), unix.SOL_SOCKET, unix.SO_TYPE)
+	if derr != nil || terr != nil || dom != unix.AF_UNIX || typ != unix.SOCK_STREAM {
+		return fmt.Errorf("session: stream %s: the guest end is not an AF_UNIX stream socket: %w", l.Stream.Alias, ErrInvalid)
+	}
+	return nil
 }
 
 // StreamFD is the program's descriptor for the inherited stream.
@@ -134,8 +189,10 @@ const StreamEnv = "GLOVE_LOCAL_SERVICE_FDS_V1"
 // an adapter registry names its own.
 const StreamAliasEnv = "GLOVE_LOCAL_SERVICE_ALIAS"
 
-// Check validates the launch's shape; package spec checks the rest when
-// the bundle is built.
+// Check validates the launch's shape, once: Resolve checks what it
+// returns, and glove run checks the launch of its local defaults;
+// Prepare takes a checked launch. glove-shim validates the bundle again
+// as a boundary of its own.
 func (l *Launch) Check() error {
 	bad := func(f string, a ...any) error { return fmt.Errorf("session: %s: %w", fmt.Sprintf(f, a...), ErrInvalid) }
 	if !validName(l.Name) {
@@ -147,15 +204,8 @@ func (l *Launch) Check() error {
 		}
 	}
 	if st := l.Stream; st != nil {
-		if !policy.ValidIdentifier(st.Alias) || st.Guest == nil {
-			return bad("stream: alias %q is not an identifier, or no descriptor", st.Alias)
-		}
-		var dom, typ int
-		var derr, terr error
-		dom, derr = unix.GetsockoptInt(int(st.Guest.Fd()), unix.SOL_SOCKET, unix.SO_DOMAIN)
-		typ, terr = unix.GetsockoptInt(int(st.Guest.Fd()), unix.SOL_SOCKET, unix.SO_TYPE)
-		if derr != nil || terr != nil || dom != unix.AF_UNIX || typ != unix.SOCK_STREAM {
-			return bad("stream %s: the guest end is not an AF_UNIX stream socket", st.Alias)
+		if !policy.ValidIdentifier(st.Alias) {
+			return bad("stream: alias %q is not an identifier", st.Alias)
 		}
 	}
 	lim := l.Limits

@@ -43,12 +43,13 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 //     bundle root (src.Libraries) and verified, and mounted read-only at
 //     <destination target>/<digest>.
 //
-// A launch that Resolve returns may hold open bundle descriptors: the
-// caller closes it (Launch.Close) once the session has ended.
-func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *Launch, err error) {
+// The launch is checked (Launch.Check) and plain data; the bundle
+// descriptors it runs with are its pins, which the caller closes
+// (Pins.Close) once the session has ended.
+func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *Launch, _ *Pins, err error) {
 	t, ok := pol.Template(pl.RuntimeTemplateID)
 	if !ok {
-		return nil, fmt.Errorf("resolve: runtime template %q: not in the policy: %w", pl.RuntimeTemplateID, ErrInvalid)
+		return nil, nil, fmt.Errorf("resolve: runtime template %q: not in the policy: %w", pl.RuntimeTemplateID, ErrInvalid)
 	}
 	l := &Launch{
 		Name:       name,
@@ -59,20 +60,21 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 		Limits:     pl.ResourceProfile,
 		Terminal:   true,
 	}
+	pins := &Pins{}
 	defer func() {
 		if err != nil {
-			l.Close()
+			err = errors.Join(err, pins.Close())
 		}
 	}()
 	if t.Launch.RuntimeDiscovery != "" {
 		pin, err := resolveExecutable(t.Launch.RuntimeDiscovery, t.Launch.ExecutableSearchPaths)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		l.Executable, l.ExecutablePin = pin.Path, pin
 	}
 	if l.Executable == "" {
-		return nil, fmt.Errorf("resolve: runtime template %q: no executable: %w", t.RuntimeTemplateID, ErrInvalid)
+		return nil, nil, fmt.Errorf("resolve: runtime template %q: no executable: %w", t.RuntimeTemplateID, ErrInvalid)
 	}
 	l.Mounts = append(l.Mounts, Mount{Target: l.Executable, Kind: ReadOnlyBind, HostPath: l.Executable})
 	for _, p := range t.Launch.ReadOnlyPaths {
@@ -82,7 +84,7 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 	for i, g := range pl.PathGrants {
 		a, ok := pol.Alias(g.Alias)
 		if !ok {
-			return nil, fmt.Errorf("resolve: path_grants[%d]: alias %q: not in the policy: %w", i, g.Alias, ErrInvalid)
+			return nil, nil, fmt.Errorf("resolve: path_grants[%d]: alias %q: not in the policy: %w", i, g.Alias, ErrInvalid)
 		}
 		m := Mount{Target: a.TargetPath, HostPath: a.HostPath}
 		switch {
@@ -103,7 +105,7 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 				home = a.TargetPath
 			}
 		default:
-			return nil, fmt.Errorf("resolve: path_grants[%d] %s: %s/%s is not launchable: %w", i, g.Alias, g.Access, g.Materialization, ErrInvalid)
+			return nil, nil, fmt.Errorf("resolve: path_grants[%d] %s: %s/%s is not launchable: %w", i, g.Alias, g.Access, g.Materialization, ErrInvalid)
 		}
 		l.Mounts = append(l.Mounts, m)
 	}
@@ -127,15 +129,15 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 	for i, p := range pl.LibraryProjections {
 		d, ok := pol.Destination(p.DestinationAlias)
 		if !ok {
-			return nil, fmt.Errorf("resolve: library_projections[%d]: destination %q: not in the policy: %w", i, p.DestinationAlias, ErrInvalid)
+			return nil, nil, fmt.Errorf("resolve: library_projections[%d]: destination %q: not in the policy: %w", i, p.DestinationAlias, ErrInvalid)
 		}
 		reqs = append(reqs, libraryRequest{digest: p.Digest, destination: p.DestinationAlias, target: d.TargetPath})
 	}
-	if err := resolveLibraries(l, src, reqs, t.RuntimeID); err != nil {
-		return nil, err
+	if err := resolveLibraries(l, pins, src, reqs, t.RuntimeID); err != nil {
+		return nil, nil, err
 	}
 	if err := l.Check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return l, nil
+	return l, pins, nil
 }

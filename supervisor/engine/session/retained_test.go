@@ -169,7 +169,7 @@ func TestRetainedCopyCheck(t *testing.T) {
 		}
 	}
 	// Without glove-loopext4, nothing is made.
-	if _, err := session.Run(t.Context(), &session.Env{}, base(ok), session.IO{}); !errors.Is(err, session.ErrNoImages) {
+	if _, err := session.Run(t.Context(), &session.Env{}, base(ok), nil, session.IO{}); !errors.Is(err, session.ErrNoImages) {
 		t.Errorf("Run without glove-loopext4: %v, want ErrNoImages", err)
 	}
 }

@@ -190,6 +190,7 @@ func (r *Result) Status() int {
 type prepared struct {
 	env    *Env
 	name   string
+	pins   *Pins      // the caller's, never closed here
 	cg     *helper    // glove-cgroup
 	mnt    *helper    // glove-mounter
 	lx     *helper    // glove-loopext4 (proc nil unless the launch retains)
@@ -361,7 +362,7 @@ func prepare(p *prepared, l *Launch, pio IO) error {
 		case m.inScratch():
 			f, err = p.scratchDir(i, m, l, pio)
 		case m.Kind == LibraryBundles:
-			f, err = sourceMount(p.mnt, m, l)
+			f, err = sourceMount(p.mnt, m, p.pins)
 		default:
 			f, err = materializeMount(p.env, p.mnt, m, pio)
 		}
@@ -429,12 +430,12 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 
 // sourceMount makes a LibraryBundles tmpfs and fills it through its
 // descriptor before anything can see it.
-func sourceMount(mounter *helper, m Mount, l *Launch) (*os.File, error) {
+func sourceMount(mounter *helper, m Mount, pins *Pins) (*os.File, error) {
 	files, err := call(mounter, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
 	if err != nil {
 		return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 	}
-	if err := fillLibraries(files[0], m, l); err != nil {
+	if err := fillLibraries(files[0], m, pins); err != nil {
 		files[0].Close()
 		return nil, err
 	}
@@ -476,7 +477,7 @@ func (p *prepared) scratchDir(i int, m Mount, l *Launch, pio IO) (*os.File, erro
 	}
 	switch m.Kind {
 	case PrivateHome:
-		err = fillHome(dir, l)
+		err = fillHome(dir, l, p.pins)
 	case EphemeralCopy:
 		err = fill(p.env, dir, m, pio)
 	}
@@ -502,7 +503,7 @@ type mountSource struct {
 func (p *prepared) descriptors(l *Launch) ([]*os.File, []mountSource) {
 	var files []*os.File
 	if l.Stream != nil {
-		files = append(files, l.Stream.Guest)
+		files = append(files, p.pins.Stream)
 	}
 	srcs := make([]mountSource, len(l.Mounts))
 	for i, m := range l.Mounts {

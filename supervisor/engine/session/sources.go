@@ -110,15 +110,6 @@ type skillSource struct {
 	entry *library.Entry
 }
 
-// Close releases what Resolve opened for the launch (the verified
-// bundles' descriptors). Run does not close them; the caller does, once.
-func (l *Launch) Close() {
-	for _, b := range l.bundles {
-		b.Close()
-	}
-	l.bundles = nil
-}
-
 // Sources is what Resolve may read besides the policy and the plan.
 type Sources struct {
 	// Libraries is the pinned library bundle root (--library-bundle-root);
@@ -158,7 +149,7 @@ func recheckExecutable(pin *ExecutablePin, mnt *os.File) error {
 // resolveLibraries opens and verifies every requested bundle and builds
 // the library mounts, the projection list and, for a native-skill
 // runtime, the skill projection.
-func resolveLibraries(l *Launch, src Sources, requests []libraryRequest, runtime string) error {
+func resolveLibraries(l *Launch, pins *Pins, src Sources, requests []libraryRequest, runtime string) error {
 	if len(requests) == 0 {
 		return nil
 	}
@@ -176,7 +167,7 @@ func resolveLibraries(l *Launch, src Sources, requests []libraryRequest, runtime
 		if err != nil {
 			return fmt.Errorf("resolve: library bundle %s: %w", r.digest, err)
 		}
-		l.bundles = append(l.bundles, b)
+		pins.bundles = append(pins.bundles, b)
 		i, ok := byTarget[r.target]
 		if !ok {
 			i = len(l.Mounts)
@@ -222,7 +213,7 @@ func resolveLibraries(l *Launch, src Sources, requests []libraryRequest, runtime
 		seen[s.Name] = s.Bundle
 	}
 	l.Skills.Skills = skills
-	l.skillSources = sources
+	pins.skillSources = sources
 	l.Skills.Digest = skillDigest(runtime, l.Skills)
 	return nil
 }
@@ -271,7 +262,7 @@ func privateHome(l *Launch, runtime string) bool {
 
 // fillHome creates the skill directory in the home tmpfs and expands
 // every projected skill entry into it, through the tmpfs's descriptor.
-func fillHome(home *os.File, l *Launch) error {
+func fillHome(home *os.File, l *Launch, pins *Pins) error {
 	if l.Skills == nil {
 		return nil
 	}
@@ -284,7 +275,7 @@ func fillHome(home *os.File, l *Launch) error {
 		return fmt.Errorf("private home: create %s: %w", l.Skills.SkillDir, err)
 	}
 	defer dir.Close()
-	for _, s := range l.skillSources {
+	for _, s := range pins.skillSources {
 		if err := library.ExpandSkill(dir, s.entry); err != nil {
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				return fmt.Errorf("%s: the private home's skills need more than its quota: %w", LimitDisk, err)
@@ -298,13 +289,16 @@ func fillHome(home *os.File, l *Launch) error {
 // fillLibraries copies each verified bundle into the library tmpfs as a
 // file named by its digest, hashing the bytes as they are copied: the
 // file in the sandbox is exactly bytes whose hash is the digest.
-func fillLibraries(dst *os.File, m Mount, l *Launch) error {
+func fillLibraries(dst *os.File, m Mount, pins *Pins) error {
 	for _, d := range m.Bundles {
-		i := slices.IndexFunc(l.bundles, func(b *library.Bundle) bool { return b.Digest == d })
+		i := -1
+		if pins != nil {
+			i = slices.IndexFunc(pins.bundles, func(b *library.Bundle) bool { return b.Digest == d })
+		}
 		if i < 0 {
 			return fmt.Errorf("library bundle %s: not opened by Resolve: %w", d, ErrInvalid)
 		}
-		if err := copyBundle(dst, l.bundles[i]); err != nil {
+		if err := copyBundle(dst, pins.bundles[i]); err != nil {
 			return fmt.Errorf("library bundle %s: %w", d, err)
 		}
 	}

@@ -245,10 +245,11 @@ func TestResolveLibraries(t *testing.T) {
 	l := &Launch{}
 	privateHome(l, "codex")
 	empty := l.Skills.Digest
-	if err := resolveLibraries(l, Sources{Libraries: r}, req(ds[0], ds[1]), "codex"); err != nil {
+	pins := &Pins{}
+	defer closePins(t, pins)
+	if err := resolveLibraries(l, pins, Sources{Libraries: r}, req(ds[0], ds[1]), "codex"); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
 	if len(l.Projections) != 2 || l.Projections[1].Target != "/opt/lib/"+ds[1] || l.Projections[0].Identifier != "libraries/"+ds[0] {
 		t.Errorf("projections %+v", l.Projections)
 	}
@@ -270,7 +271,7 @@ func TestResolveLibraries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hf.Close()
-	if err := fillHome(hf, l); err != nil {
+	if err := fillHome(hf, l, pins); err != nil {
 		t.Fatal(err)
 	}
 	for name, body := range map[string]string{"alpha": "# a\n", "beta": "# b\n"} {
@@ -285,29 +286,38 @@ func TestResolveLibraries(t *testing.T) {
 
 	l2 := &Launch{}
 	privateHome(l2, "codex")
-	err = resolveLibraries(l2, Sources{Libraries: r}, req(ds[0], ds[2]), "codex")
-	l2.Close()
+	pins2 := &Pins{}
+	err = resolveLibraries(l2, pins2, Sources{Libraries: r}, req(ds[0], ds[2]), "codex")
+	closePins(t, pins2)
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `skill "alpha"`) {
 		t.Errorf("one skill in two bundles: %v", err)
 	}
 
-	l3 := &Launch{}
-	if err := resolveLibraries(l3, Sources{Libraries: r}, req(ds[0]), "cloudflare-os"); err != nil || l3.Skills != nil || len(l3.Projections) != 1 {
+	l3, pins3 := &Launch{}, &Pins{}
+	if err := resolveLibraries(l3, pins3, Sources{Libraries: r}, req(ds[0]), "cloudflare-os"); err != nil || l3.Skills != nil || len(l3.Projections) != 1 {
 		t.Errorf("runtime outside the table: %v %+v", err, l3.Skills)
 	}
-	l3.Close()
+	closePins(t, pins3)
 
-	if err := resolveLibraries(&Launch{}, Sources{}, req(ds[0]), "codex"); !errors.Is(err, ErrUnsupported) {
+	if err := resolveLibraries(&Launch{}, &Pins{}, Sources{}, req(ds[0]), "codex"); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("no bundle root: %v", err)
 	}
 	many := req(ds[0], ds[1], ds[2], ds[0], ds[1], ds[2], ds[0], ds[1], ds[2])
-	if err := resolveLibraries(&Launch{}, Sources{Libraries: r}, many, "codex"); !errors.Is(err, ErrInvalid) {
+	if err := resolveLibraries(&Launch{}, &Pins{}, Sources{Libraries: r}, many, "codex"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("nine projections: %v", err)
 	}
 	bad := []libraryRequest{{digest: ds[0], destination: "libraries", target: "/opt/lib with space"}}
-	l4 := &Launch{}
-	if err := resolveLibraries(l4, Sources{Libraries: r}, bad, "codex"); !errors.Is(err, ErrInvalid) {
+	l4, pins4 := &Launch{}, &Pins{}
+	if err := resolveLibraries(l4, pins4, Sources{Libraries: r}, bad, "codex"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a target a receipt cannot carry: %v", err)
 	}
-	l4.Close()
+	closePins(t, pins4)
+}
+
+// closePins closes a test's pins, failing the test if one will not.
+func closePins(t *testing.T, p *Pins) {
+	t.Helper()
+	if err := p.Close(); err != nil {
+		t.Error(err)
+	}
 }

@@ -19,7 +19,7 @@ import (
 
 // Handle is one session, started and run one stage at a time:
 //
-//	h, err := Prepare(env, l, pio) // cgroups, mounts, bundle
+//	h, err := Prepare(env, l, pins, pio) // cgroups, mounts, bundle
 //	id, err := h.Spawn()           // glove-shim in the cgroups, held
 //	...                            // the caller makes id durable
 //	err = h.Release()              // the program runs
@@ -42,8 +42,8 @@ type Handle struct {
 // Run runs l to its end: Prepare, Spawn, Release, Wait, Close. An error
 // means the program never started (the command line reports it with
 // status 125); once it has started, every ending is a Result.
-func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
-	h, err := Prepare(env, l, pio)
+func Run(ctx context.Context, env *Env, l *Launch, pins *Pins, pio IO) (*Result, error) {
+	h, err := Prepare(env, l, pins, pio)
 	if h == nil {
 		return nil, err
 	}
@@ -59,17 +59,18 @@ func Run(ctx context.Context, env *Env, l *Launch, pio IO) (*Result, error) {
 	return h.Close(err)
 }
 
-// Prepare checks l and makes what its shim needs: the session's cgroups,
-// its mounts and its bundle. A nil Handle means l was refused and
+// Prepare makes what the shim of l, a checked launch (Launch.Check),
+// needs: the session's cgroups, its mounts and its bundle, filled from
+// pins (which stay the caller's). A nil Handle means l was refused and
 // nothing was made; otherwise Close must follow, error or not.
-func Prepare(env *Env, l *Launch, pio IO) (*Handle, error) {
-	if err := l.Check(); err != nil {
+func Prepare(env *Env, l *Launch, pins *Pins, pio IO) (*Handle, error) {
+	if err := checkPins(l, pins); err != nil {
 		return nil, err
 	}
 	if l.Retains() && (env.Loopext4 == nil || !filepath.IsAbs(env.MaterializationRoot)) {
 		return nil, fmt.Errorf("session %s: %w", l.Name, ErrNoImages)
 	}
-	p := &prepared{env: env, name: l.Name,
+	p := &prepared{env: env, name: l.Name, pins: pins,
 		cg: newHelper(HelperCgroup, env.Cgroup, env.StartHelper), mnt: newHelper(HelperMounter, env.Mounter, env.StartHelper),
 		lx: newHelper(HelperLoopext4, env.Loopext4, env.StartHelper)}
 	return &Handle{p: p, l: l, pio: pio}, prepare(p, l, pio)

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func streamLaunch(t *testing.T, guest *os.File) *Launch {
+func streamLaunch(t *testing.T, guest *os.File) (*Launch, *Pins) {
 	t.Helper()
 	return &Launch{
 		Name: "s1", Executable: "/usr/bin/true", Cwd: "/", Hostname: "glove",
@@ -22,8 +23,8 @@ func streamLaunch(t *testing.T, guest *os.File) *Launch {
 			{Target: "/tmp", Kind: Tmpfs},
 		},
 		Limits: policy.ResourceProfile{CPUTimeMs: 1, MemoryBytes: 1, Pids: 1, WallTimeMs: 1, DiskBytes: 1, TerminalOutputBytes: 1},
-		Stream: &Stream{Alias: "sage", Guest: guest},
-	}
+		Stream: &Stream{Alias: "sage"},
+	}, &Pins{Stream: guest}
 }
 
 func socketpair(t *testing.T, typ int) (*os.File, *os.File) {
@@ -43,8 +44,11 @@ func socketpair(t *testing.T, typ int) (*os.File, *os.File) {
 // exactly descriptor 3.
 func TestStreamBundle(t *testing.T) {
 	guest, _ := socketpair(t, unix.SOCK_STREAM)
-	l := streamLaunch(t, guest)
+	l, pins := streamLaunch(t, guest)
 	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPins(l, pins); err != nil {
 		t.Fatal(err)
 	}
 	// Any open files stand for the mounts: descriptors only places them.
@@ -53,7 +57,7 @@ func TestStreamBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer usr.Close()
-	p := &prepared{mounts: []*os.File{usr, nil}, scratch: usr}
+	p := &prepared{pins: pins, mounts: []*os.File{usr, nil}, scratch: usr}
 	files, srcs := p.descriptors(l)
 	if len(files) != 3 || files[0] != guest {
 		t.Fatalf("descriptors %v, want the stream, /usr and the scratch", files)
@@ -108,18 +112,21 @@ func TestStreamCheck(t *testing.T) {
 	}
 	defer pr.Close()
 	defer pw.Close()
-	cases := map[string]func(*Launch){
-		"datagram socket":   func(l *Launch) { l.Stream.Guest = dgram },
-		"pipe":              func(l *Launch) { l.Stream.Guest = pr },
-		"no descriptor":     func(l *Launch) { l.Stream.Guest = nil },
-		"bad alias":         func(l *Launch) { l.Stream.Alias = "Sage!" },
-		"reserved env":      func(l *Launch) { l.Env = append(l.Env, "GLOVE_LOCAL_SERVICE_FDS_V1={}") },
-		"other GLOVE_ name": func(l *Launch) { l.Env = append(l.Env, "GLOVE_X=1") },
+	cases := map[string]func(*Launch, *Pins){
+		"datagram socket":   func(_ *Launch, p *Pins) { p.Stream = dgram },
+		"pipe":              func(_ *Launch, p *Pins) { p.Stream = pr },
+		"no descriptor":     func(_ *Launch, p *Pins) { p.Stream = nil },
+		"no stream":         func(l *Launch, _ *Pins) { l.Stream = nil },
+		"bad alias":         func(l *Launch, _ *Pins) { l.Stream.Alias = "Sage!" },
+		"reserved env":      func(l *Launch, _ *Pins) { l.Env = append(l.Env, "GLOVE_LOCAL_SERVICE_FDS_V1={}") },
+		"other GLOVE_ name": func(l *Launch, _ *Pins) { l.Env = append(l.Env, "GLOVE_X=1") },
 	}
 	for name, mutate := range cases {
-		l := streamLaunch(t, guest)
-		mutate(l)
-		if err := l.Check(); err == nil {
+		// The launch's shape (Check) and its pins (checkPins, which
+		// Prepare runs) are its checks together.
+		l, pins := streamLaunch(t, guest)
+		mutate(l, pins)
+		if err := errors.Join(l.Check(), checkPins(l, pins)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

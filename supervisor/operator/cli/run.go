@@ -146,7 +146,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glove: run: %v\n", err)
 		return ExitNotStarted
 	}
-	res, err := runSession(l, "", stdin, stdout, stderr)
+	res, err := runSession(l, nil, "", stdin, stdout, stderr)
 	status, _ := finish(res, err, stderr)
 	return status
 }
@@ -204,12 +204,18 @@ func runPlan(polFile, planFile, matRoot, libRoot string, ro receiptOptions, stdi
 		defer r.Close()
 		src.Libraries = r
 	}
-	l, err := session.Resolve(pol, pl, "run-"+hex.EncodeToString(id[:]), src)
+	l, pins, err := session.Resolve(pol, pl, "run-"+hex.EncodeToString(id[:]), src)
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
 		return ExitNotStarted
 	}
-	defer l.Close()
+	defer func() {
+		// The bundles were only read; one that will not close is said,
+		// and the session's outcome stands.
+		if err := pins.Close(); err != nil {
+			fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
+		}
+	}()
 	if l.Retains() {
 		if matRoot == "" {
 			fmt.Fprintf(stderr, "glove: run: the plan has a retained_write grant: --materialization-root DIR (glove-loopext4's materialization_root) is required\n")
@@ -221,7 +227,7 @@ func runPlan(polFile, planFile, matRoot, libRoot string, ro receiptOptions, stdi
 		}
 	}
 	l.Terminal = isTerminal(os.Stdin)
-	res, err := runSession(l, matRoot, stdin, stdout, stderr)
+	res, err := runSession(l, pins, matRoot, stdin, stdout, stderr)
 	status, started := finish(res, err, stderr)
 	if !started {
 		return status
@@ -297,7 +303,7 @@ func runLaunch(workspace string, prof policy.ResourceProfile, cmdArgs []string) 
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("session name: %w", err)
 	}
-	return &session.Launch{
+	l := &session.Launch{
 		Name:       "run-" + hex.EncodeToString(id[:]),
 		Executable: exe,
 		Args:       cmdArgs[1:],
@@ -314,7 +320,12 @@ func runLaunch(workspace string, prof policy.ResourceProfile, cmdArgs []string) 
 		},
 		Limits:   prof,
 		Terminal: isTerminal(os.Stdin),
-	}, nil
+	}
+	// Checked once, here, as Resolve checks a plan's launch.
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func termName() string {
@@ -350,7 +361,7 @@ func isTerminal(f *os.File) bool {
 // runSession starts the helpers, runs the session and stops the helpers.
 // glove-loopext4 is started only for a launch with retained copies,
 // whose images go in matRoot (its configured materialization_root).
-func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stderr io.Writer) (res *session.Result, err error) {
+func runSession(l *session.Launch, pins *session.Pins, matRoot string, stdin io.Reader, stdout, stderr io.Writer) (res *session.Result, err error) {
 	rt, err := os.MkdirTemp("", "glove-run-")
 	if err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
@@ -431,7 +442,7 @@ func runSession(l *session.Launch, matRoot string, stdin io.Reader, stdout, stde
 	if isTerminal(os.Stderr) {
 		pio.Progress = progressBar(stderr)
 	}
-	res, err = session.Run(context.Background(), env, l, pio)
+	res, err = session.Run(context.Background(), env, l, pins, pio)
 	if pio.Progress != nil {
 		fmt.Fprint(stderr, "\r\033[K")
 	}

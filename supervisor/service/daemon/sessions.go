@@ -319,7 +319,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	if err := plan.Validate(pl, d.pol, time.Now()); err != nil {
 		return fail("plan_rejected", errorf(CodeRejected, "plan rejected: %s", oneLine(err.Error())))
 	}
-	launch, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries})
+	launch, pins, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries})
 	if err != nil {
 		// The reason names the class only: the error itself may carry
 		// host paths, which neither the controller nor the store gets.
@@ -329,7 +329,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	launched := false
 	defer func() {
 		if !launched {
-			launch.Close()
+			d.closePins(sess.ID, pins)
 		}
 	}()
 	launch.Terminal = true
@@ -343,15 +343,16 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 				return fail("stream_exposed", errorf(CodeRejected, "a path grant would expose the inherited stream's upstream"))
 			}
 		}
-		st, tr, p, err := d.openStream(sess.ID)
+		guest, tr, p, err := d.openStream(sess.ID)
 		transport = tr
 		if err != nil {
 			d.log.WithField("session_id", sess.ID).WithField("event", "stream").Warn("inherited stream unavailable")
 			return fail("stream", errorf(CodeUnavailable, "inherited stream unavailable"))
 		}
-		launch.Stream, sp = st, p
+		launch.Stream, pins.Stream, sp = &session.Stream{Alias: d.stream.alias}, guest, p
 	}
-	// releaseStream closes the stream if the session does not run.
+	// releaseStream ends the stream's helper if the session does not run
+	// (its guest end is a pin, closed with the others).
 	releaseStream := func() {
 		if sp != nil {
 			// The session never ran: a failed close only ends a
@@ -359,7 +360,6 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 			if err := endStream(sp); err != nil {
 				d.log.WithField("session_id", sess.ID).WithField("event", "stream").WithField("error", oneLine(err.Error())).Warn("closing an unused inherited stream failed")
 			}
-			launch.Stream.Guest.Close()
 		}
 	}
 	// Bundles and retained images both live in the materialization root:
@@ -433,8 +433,17 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	d.wg.Add(1)
 	d.mu.Unlock()
 	launched = true
-	go d.run(ctx, l, sess, env, launch, launchDigest, helpers, sp)
+	go d.run(ctx, l, sess, env, launch, pins, launchDigest, helpers, sp)
 	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
+}
+
+// closePins releases a session's pins once it has ended or will not
+// run. They were only read (bundles) or are the stream's guest end: a
+// failed close is logged, and changes nothing the session did.
+func (d *Daemon) closePins(id string, pins *session.Pins) {
+	if err := pins.Close(); err != nil {
+		d.log.WithField("session_id", id).WithField("error", oneLine(err.Error())).Warn("closing the session's pinned descriptors failed")
+	}
 }
 
 // running counts the sessions that have not ended (d.mu held).
@@ -450,15 +459,15 @@ func (d *Daemon) running() int {
 
 // run runs one session to its end, seals its receipt, then records the
 // terminal state: the receipt is durable before the session is exited.
-func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, launchDigest string, helpers []*helperproc.Proc, sp *helperproc.Proc) {
+func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *session.Env, launch *session.Launch, pins *session.Pins, launchDigest string, helpers []*helperproc.Proc, sp *helperproc.Proc) {
 	defer d.wg.Done()
 	defer l.cancel()
-	defer launch.Close()
+	defer d.closePins(sess.ID, pins)
 	// A helper that dies during the session is replaced by a fresh one
 	// for the session's clean-up (its cgroups removed, its images frozen):
 	// nothing a dead helper would have undone is left behind.
 	env.StartHelper = d.startHelper
-	res, err := d.drive(ctx, sess.ID, env, launch, launchDigest, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
+	res, err := d.drive(ctx, sess.ID, env, launch, pins, launchDigest, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
 	log := d.log.WithField("session_id", sess.ID)
 	for _, p := range helpers {
 		// Close reaps the helper after its socket's EOF: an error is its
@@ -473,7 +482,6 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 		if serr := endStream(sp); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		launch.Stream.Guest.Close()
 	}
 	d.endSession(l, sess, launch, res, err)
 }
@@ -483,8 +491,8 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 // gloved killed at any point finds, on restart, either no runtime
 // (nothing ran) or one it can check. The identity is recorded with the
 // managed-launch digest.
-func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch *session.Launch, launchDigest string, pio session.IO) (*session.Result, error) {
-	h, err := session.Prepare(env, launch, pio)
+func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch *session.Launch, pins *session.Pins, launchDigest string, pio session.IO) (*session.Result, error) {
+	h, err := session.Prepare(env, launch, pins, pio)
 	if h == nil {
 		return nil, err
 	}

@@ -148,12 +148,12 @@ func (e *endpoint) exposes(path string) bool {
 	return true
 }
 
-// openStream prepares a session's stream: the socketpair (the guest end
-// goes to the launch), a checked upstream connection, an audit file of
+// openStream prepares a session's stream: the socketpair (the guest end,
+// returned, becomes the session's Pins.Stream), a checked upstream connection, an audit file of
 // the session in the store directory, and a glove-streamproxy holding
 // the peer end. The returned helper must get streamwire Close before it is
 // closed.
-func (d *Daemon) openStream(id string) (*session.Stream, *session.Transport, *helperproc.Proc, error) {
+func (d *Daemon) openStream(id string) (*os.File, *session.Transport, *helperproc.Proc, error) {
 	e := d.stream
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
@@ -193,7 +193,7 @@ func (d *Daemon) openStream(id string) (*session.Stream, *session.Transport, *he
 		_ = sp.Close()
 		return nil, nil, nil, fmt.Errorf("glove-streamproxy: %w", err)
 	}
-	return &session.Stream{Alias: e.alias, Guest: guest}, tr, sp, nil
+	return guest, tr, sp, nil
 }
 
 // endStream ends a session's stream and its helper after the session,
