@@ -14,18 +14,16 @@ import (
 )
 
 // Encode encodes m, of kind k, as a whole frame with request id reqID.
-// Errors wrap [ErrInvalidMessage].
+// It refuses, wrapping [ErrInvalidMessage], what the peer would refuse.
 func Encode(reqID uint32, k *Kind, m Message) ([]byte, error) {
 	v := reflect.ValueOf(m)
 	if m == nil || v.Type() != k.goT || v.IsNil() {
 		return nil, fmt.Errorf("wire: encode %s: %w: message %T", k, ErrInvalidMessage, m)
 	}
-	buf, err := encodeFields(make([]byte, HeaderSize), v.Elem(), k.fields)
-	if c, ok := m.(checker); ok && err == nil {
-		err = c.check()
-	}
-	if err == nil && len(buf) > MaxMessage {
-		err = fmt.Errorf("%d bytes, max %d", len(buf), MaxMessage)
+	buf := encodeFields(make([]byte, HeaderSize), v.Elem(), k.fields)
+	err := fmt.Errorf("%d bytes, max %d", len(buf), MaxMessage)
+	if len(buf) <= MaxMessage { // else a field's length prefix may have wrapped
+		_, err = decodeMsg(buf[HeaderSize:], k)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("wire: encode %s: %w: %w", k, ErrInvalidMessage, err)
@@ -42,14 +40,12 @@ func Encode(reqID uint32, k *Kind, m Message) ([]byte, error) {
 // testHookDecode, set by a test, sees each type about to be decoded.
 var testHookDecode func(MsgType)
 
-// Decode checks one received frame, given the number of descriptors that
+// Decode checks a received frame, given the number of descriptors that
 // came with it, and decodes its message if a admits its type: any other
-// is refused with ErrNotAccepted from the header alone, its payload never
-// decoded (threat: a compromised supervisor reaching the decoder of a
-// message the helper does not accept). It is the pure part of
-// [Conn.Recv]. Every failure is a *ProtocolError wrapping the rule's
-// sentinel; nothing is allocated for the payload before the header
-// passed.
+// is refused with ErrNotAccepted from the header alone (threat: a
+// compromised supervisor reaching the decoder of a message the helper
+// does not accept). It is the pure part of [Conn.Recv]; every failure is
+// a *ProtocolError wrapping the rule's sentinel.
 func Decode(buf []byte, nfds int, a Admits) (Frame, error) {
 	const op = "decode frame"
 	le := binary.LittleEndian
@@ -57,38 +53,35 @@ func Decode(buf []byte, nfds int, a Admits) (Frame, error) {
 		return Frame{}, protoErr(op, ErrShortFrame, "%d bytes", len(buf))
 	}
 	ver, typ, plen, declFDs, flags := le.Uint16(buf), MsgType(le.Uint16(buf[2:])), le.Uint32(buf[8:]), int(le.Uint16(buf[12:])), le.Uint16(buf[14:])
-	var k *Kind
-	switch {
+	var err error
+	switch k := a(typ); {
 	case ver != Version:
-		return Frame{}, protoErr(op, ErrVersion, "got %d, want %d", ver, Version)
+		err = protoErr(op, ErrVersion, "got %d, want %d", ver, Version)
 	case flags != 0:
-		return Frame{}, protoErr(op, ErrFlags, "%#04x", flags)
+		err = protoErr(op, ErrFlags, "%#04x", flags)
 	case plen > MaxPayload || len(buf) > MaxMessage:
-		return Frame{}, protoErr(op, ErrTooLarge, "declared payload %d bytes, frame %d bytes", plen, len(buf))
+		err = protoErr(op, ErrTooLarge, "declared payload %d bytes, frame %d bytes", plen, len(buf))
 	case int(plen) != len(buf)-HeaderSize:
-		return Frame{}, protoErr(op, ErrLength, "declared %d, received %d", plen, len(buf)-HeaderSize)
+		err = protoErr(op, ErrLength, "declared %d, received %d", plen, len(buf)-HeaderSize)
 	case declFDs > MaxFDs || nfds > MaxFDs:
-		return Frame{}, protoErr(op, ErrTooManyFDs, "declared %d, received %d", declFDs, nfds)
+		err = protoErr(op, ErrTooManyFDs, "declared %d, received %d", declFDs, nfds)
 	case declFDs != nfds:
-		return Frame{}, protoErr(op, ErrFDCount, "declared %d, received %d", declFDs, nfds)
+		err = protoErr(op, ErrFDCount, "declared %d, received %d", declFDs, nfds)
+	case k == nil:
+		err = protoErr(op, ErrNotAccepted, "type %#04x", uint16(typ))
+	case k.fds != nfds:
+		err = protoErr(op, ErrFDCount, "%s carries %d, frame has %d", k, k.fds, nfds)
+	default:
+		if testHookDecode != nil {
+			testHookDecode(typ)
+		}
+		m, err := decodeMsg(buf[HeaderSize:], k)
+		if err != nil {
+			return Frame{}, &ProtocolError{Op: op + " " + k.String(), Err: err}
+		}
+		return Frame{ReqID: le.Uint32(buf[4:]), Type: typ, Msg: m}, nil
 	}
-	if k = a(typ); k == nil {
-		return Frame{}, protoErr(op, ErrNotAccepted, "type %#04x", uint16(typ))
-	} else if k.fds != nfds {
-		return Frame{}, protoErr(op, ErrFDCount, "%s carries %d, frame has %d", k, k.fds, nfds)
-	}
-	if testHookDecode != nil {
-		testHookDecode(typ)
-	}
-	m := reflect.New(k.goT.Elem())
-	err := decodeFields(buf[HeaderSize:], m.Elem(), k.fields)
-	if c, ok := m.Interface().(checker); ok && err == nil {
-		err = c.check()
-	}
-	if err != nil {
-		return Frame{}, &ProtocolError{Op: op + " " + k.String(), Err: err}
-	}
-	return Frame{ReqID: le.Uint32(buf[4:]), Type: typ, Msg: m.Interface()}, nil
+	return Frame{}, err
 }
 
 // Conn is one end of a SOCK_SEQPACKET unix socket carrying frames. Send
@@ -111,19 +104,18 @@ type Frame struct {
 // SCM_RIGHTS; a helper given the wrong descriptor must fail loudly.
 func FromFile(f *os.File) (*Conn, error) {
 	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil, fmt.Errorf("wire: from file %q: %w", f.Name(), err)
-	}
 	var domain, typ int
 	var serr error
-	cerr := rc.Control(func(fd uintptr) {
-		domain, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
-		if serr == nil {
-			typ, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
-		}
-	})
-	if err := errors.Join(cerr, serr); err != nil {
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(fd uintptr) {
+			domain, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+			if serr == nil {
+				typ, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
+			}
+		})
+	}
+	if err := errors.Join(err, serr); err != nil {
 		return nil, fmt.Errorf("wire: from file %q: getsockopt: %w", f.Name(), err)
 	}
 	if domain != unix.AF_UNIX || typ != unix.SOCK_SEQPACKET {
@@ -200,13 +192,6 @@ func (c *Conn) Recv(a Admits) (Frame, error) {
 	// The kernel installed the descriptors already: take them before any
 	// check can return, or they leak.
 	fds, err := takeControl(oob[:oobn])
-	for _, fd := range fds {
-		// Go receives with MSG_CMSG_CLOEXEC; this re-checks, as a
-		// descriptor without it would reach every child a helper execs.
-		if cerr := ensureCloexec(fd); cerr != nil && err == nil {
-			err = fmt.Errorf("wire: recv: fd %d: %w", fd, cerr)
-		}
-	}
 	var fr Frame
 	switch {
 	case (rerr == nil && n == 0 || errors.Is(rerr, io.EOF)) && oobn == 0:
@@ -223,6 +208,13 @@ func (c *Conn) Recv(a Admits) (Frame, error) {
 		err = protoErr("recv", ErrTruncated, "datagram exceeds %d bytes", MaxMessage)
 	default:
 		fr, err = Decode(buf[:n], len(fds), a)
+	}
+	for _, fd := range fds {
+		// Go receives with MSG_CMSG_CLOEXEC; this re-checks, as a
+		// descriptor without it would reach every child a helper execs.
+		if ferr := ensureCloexec(fd); err == nil && ferr != nil {
+			err = fmt.Errorf("wire: recv: fd %d: %w", fd, ferr)
+		}
 	}
 	if err != nil {
 		closeFDs(fds)

@@ -420,9 +420,9 @@ func TestErrorString(t *testing.T) {
 	}
 }
 
-// TestDecodeFieldsBounds: the codec stops at the first fault, leaving the
-// later fields unread, and checks a declared length against the
-// maximum, then against the bytes remaining, before anything is sliced.
+// TestDecodeFieldsBounds: the codec stops at the first fault and returns
+// no message with it, and checks a declared length against the maximum,
+// then against the bytes remaining, before anything is sliced.
 func TestDecodeFieldsBounds(t *testing.T) {
 	type msg struct {
 		Flag bool
@@ -433,40 +433,37 @@ func TestDecodeFieldsBounds(t *testing.T) {
 		S    string `wire:"10"`
 		Blob []byte `wire:"100"`
 	}
-	fs := layoutOf(reflect.TypeFor[msg]())
-	decode := func(p []byte) (msg, error) {
-		var m msg
-		err := decodeFields(p, reflect.ValueOf(&m).Elem(), fs)
-		return m, err
-	}
-	m, err := decode([]byte{2, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	all := kindOf[msg](0, 0)
+	m, err := decodeMsg([]byte{2, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, &all)
 	if !errors.Is(err, ErrBool) {
 		t.Fatalf("bool byte 2 accepted: %v", err)
 	}
-	// Nothing after the fault is read, even with data left.
-	if !reflect.ValueOf(m).IsZero() {
-		t.Error("fields after the error were decoded")
+	// Nothing is returned with the fault, even with data left.
+	if m != nil {
+		t.Errorf("returned %#v with the error", m)
 	}
 
 	// one decodes field i alone.
-	one := func(i int, p []byte) (msg, error) {
-		var m msg
-		err := decodeFields(p, reflect.ValueOf(&m).Elem(), fs[i:i+1])
-		return m, err
+	one := func(i int, p []byte) (*msg, error) {
+		k := all
+		k.fields = all.fields[i : i+1]
+		m, err := decodeMsg(p, &k)
+		got, _ := m.(*msg)
+		return got, err
 	}
-	if m, err := one(6, []byte{0xff, 0xff}); m.Blob != nil || !errors.Is(err, ErrFieldTooLong) {
-		t.Errorf("over-max length: got %v, %v", m.Blob, err)
+	if m, err := one(6, []byte{0xff, 0xff}); m != nil || !errors.Is(err, ErrFieldTooLong) {
+		t.Errorf("over-max length: got %v, %v", m, err)
 	}
-	if m, err := one(5, []byte{5, 0, 'a'}); m.S != "" || !errors.Is(err, ErrShortPayload) {
-		t.Errorf("length past end: got %q, %v", m.S, err)
+	if m, err := one(5, []byte{5, 0, 'a'}); m != nil || !errors.Is(err, ErrShortPayload) {
+		t.Errorf("length past end: got %v, %v", m, err)
 	}
 	if _, err := one(1, []byte{1}); err != nil {
 		t.Errorf("clean finish: %v", err)
 	}
 	if m, err := one(6, []byte{0, 0, 7}); !errors.Is(err, ErrTrailing) {
-		t.Errorf("empty field then trailing byte: got %v, %v", m.Blob, err)
+		t.Errorf("empty field then trailing byte: got %v, %v", m, err)
 	}
 	if m, err := one(6, []byte{0, 0}); err != nil || m.Blob == nil || len(m.Blob) != 0 {
-		t.Errorf("empty field: got %v, %v", m.Blob, err)
+		t.Errorf("empty field: got %v, %v", m, err)
 	}
 }

@@ -25,12 +25,13 @@ type Kind struct {
 	fields []field
 }
 
-func kindOf[T any](t MsgType, fds int) Kind {
-	rt := reflect.TypeFor[T]()
-	return Kind{t: t, goT: reflect.PointerTo(rt), fds: fds, fields: layoutOf(rt)}
+// Decl is one request, its reply and its conversation rule.
+type Decl struct {
+	req, reply Kind
+	once       bool
 }
 
-// The read-only view of a declaration, for the supervisor's calls
+// The read-only view of the declarations, for the calling side
 // (wirecall), the tests' tools (wiretest) and the documentation (wiredoc).
 func (k *Kind) Type() MsgType       { return k.t }
 func (k *Kind) FDs() int            { return k.fds }
@@ -41,13 +42,12 @@ func (d *Decl) Once() bool          { return d.once }
 func (d *Decl) Type() MsgType       { return d.req.t }
 func (p *Protocol) Routes() []*Decl { return append([]*Decl(nil), p.routes...) }
 func ErrorKind() *Kind              { return &errorKind }
-func (d *Decl) decl() *Decl         { return d }
 func (k *Kind) String() string      { return fmt.Sprintf("%s (%#04x)", k.goT.Elem().Name(), uint16(k.t)) }
+func (d *Decl) decl() *Decl         { return d }
 
-// Decl is one request, its reply and its conversation rule.
-type Decl struct {
-	req, reply Kind
-	once       bool
+func kindOf[T any](t MsgType, fds int) Kind {
+	rt := reflect.TypeFor[T]()
+	return Kind{t: t, goT: reflect.PointerTo(rt), fds: fds, fields: layoutOf(rt)}
 }
 
 // Route declares one request a helper accepts: its type number (the reply
@@ -94,14 +94,13 @@ func (h Handler) Type() MsgType { return h.d.req.t }
 type Protocol struct {
 	Name   string
 	routes []*Decl
-	byReq  map[MsgType]*Decl
 }
 
 // NewProtocol declares helper name's protocol: Hello (once) and routes.
 // Type numbers must be unique and outside the common range; a mistake
 // panics at package initialization, before any helper serves.
 func NewProtocol(name string, routes ...interface{ decl() *Decl }) *Protocol {
-	p := &Protocol{Name: name, routes: []*Decl{HelloRoute.Decl}, byReq: map[MsgType]*Decl{MsgHello: HelloRoute.Decl}}
+	p := &Protocol{Name: name, routes: []*Decl{HelloRoute.Decl}}
 	seen := map[MsgType]bool{MsgHello: true, MsgHelloReply: true, MsgError: true}
 	for _, r := range routes {
 		d := r.decl()
@@ -109,7 +108,7 @@ func NewProtocol(name string, routes ...interface{ decl() *Decl }) *Protocol {
 			panic(fmt.Sprintf("wire: protocol %s: type %#04x reused or reserved", name, uint16(d.req.t)))
 		}
 		seen[d.req.t], seen[d.reply.t] = true, true
-		p.routes, p.byReq[d.req.t] = append(p.routes, d), d
+		p.routes = append(p.routes, d)
 	}
 	return p
 }
@@ -118,10 +117,12 @@ func NewProtocol(name string, routes ...interface{ decl() *Decl }) *Protocol {
 // other, which is then refused from the frame's header.
 type Admits func(MsgType) *Kind
 
-// request Admits a request of the protocol (the helper's side).
+// request Admits a request of the protocol: the helper's side.
 func (p *Protocol) request(t MsgType) *Kind {
-	if d := p.byReq[t]; d != nil {
-		return &d.req
+	for _, d := range p.routes {
+		if d.req.t == t {
+			return &d.req
+		}
 	}
 	return nil
 }
@@ -161,9 +162,9 @@ func layoutOf(t reflect.Type) []field {
 	return out
 }
 
-// encodeFields appends v's fields to b. It refuses what the decoder
-// would: the encoding stays canonical and the peer never disagrees.
-func encodeFields(b []byte, v reflect.Value, fs []field) ([]byte, error) {
+// encodeFields appends v's fields to b, unchecked: [Encode] decodes what
+// it wrote, so it refuses exactly what the peer's decoder would.
+func encodeFields(b []byte, v reflect.Value, fs []field) []byte {
 	for _, f := range fs {
 		x, u, data := v.Field(f.index), uint64(0), []byte(nil)
 		switch f.kind {
@@ -172,37 +173,32 @@ func encodeFields(b []byte, v reflect.Value, fs []field) ([]byte, error) {
 				u = 1
 			}
 		case reflect.String:
-			if err := checkString(x.String()); err != nil {
-				return nil, err
-			}
 			data = []byte(x.String())
 		case reflect.Slice:
 			data = x.Bytes()
 		default:
 			u = x.Uint()
 		}
-		if len(data) > f.max {
-			return nil, fmt.Errorf("%w: %d bytes, max %d", ErrFieldTooLong, len(data), f.max)
-		} else if f.max > 0 {
+		if f.max > 0 {
 			u = uint64(len(data))
 		}
 		b = append(binary.LittleEndian.AppendUint64(b, u)[:len(b)+f.size], data...)
 	}
-	return b, nil
+	return b
 }
 
-// decodeFields reads v's fields from p, which they must fill exactly:
-// trailing bytes would be fields this side does not know. A declared
-// length is checked against the field's maximum and the bytes present
-// before anything is sliced or allocated (a 2-byte prefix must not make
-// us allocate 64 KiB); strings and bytes are copied, never aliasing the
-// receive buffer.
-func decodeFields(p []byte, v reflect.Value, fs []field) error {
-	off := 0
-	fail := func(err error, format string, args ...any) error {
-		return fmt.Errorf("decode payload at offset %d: %w: "+format, append([]any{off, err}, args...)...)
+// decodeMsg decodes payload p as a message of kind k. The fields must
+// fill p exactly: trailing bytes would be fields this side does not know.
+// A declared length is checked against the field's maximum and the bytes
+// present before anything is sliced or allocated (a 2-byte prefix must
+// not make us allocate 64 KiB); strings and bytes are copied, so a
+// message never pins the receive buffer.
+func decodeMsg(p []byte, k *Kind) (Message, error) {
+	m, off := reflect.New(k.goT.Elem()), 0
+	fail := func(err error, format string, args ...any) (Message, error) {
+		return nil, fmt.Errorf("decode payload at offset %d: %w: "+format, append([]any{off, err}, args...)...)
 	}
-	for _, f := range fs {
+	for _, f := range k.fields {
 		if f.size > len(p)-off {
 			return fail(ErrShortPayload, "need %d bytes, have %d", f.size, len(p)-off)
 		}
@@ -211,7 +207,7 @@ func decodeFields(p []byte, v reflect.Value, fs []field) error {
 			u |= uint64(c) << (8 * i)
 		}
 		off += f.size
-		x := v.Field(f.index)
+		x := m.Elem().Field(f.index)
 		switch {
 		case f.max > 0 && u > uint64(f.max):
 			return fail(ErrFieldTooLong, "%d bytes, max %d", u, f.max)
@@ -220,17 +216,18 @@ func decodeFields(p []byte, v reflect.Value, fs []field) error {
 		case f.kind == reflect.Slice:
 			x.SetBytes(append([]byte{}, p[off:off+int(u)]...))
 		case f.kind == reflect.String:
-			// Invalid UTF-8 because helpers log and compare strings; NUL
-			// because a system call would truncate the string at it, so
-			// the helper would check one path and act on another.
+			// Invalid UTF-8, because helpers log and compare strings; NUL,
+			// because a system call would cut the string there, and the
+			// helper check one path and act on another.
 			s := string(p[off : off+int(u)])
-			if err := checkString(s); err != nil {
-				return fail(err, "string field")
+			if !utf8.ValidString(s) {
+				return fail(ErrInvalidUTF8, "string field")
+			} else if i := strings.IndexByte(s, 0); i >= 0 {
+				return fail(ErrNUL, "at byte %d", i)
 			}
 			x.SetString(s)
 		case f.kind == reflect.Bool && u > 1:
-			// One value, one encoding: no data smuggled in "true".
-			return fail(ErrBool, "byte %#x", u)
+			return fail(ErrBool, "byte %#x", u) // one value, one encoding
 		case f.kind == reflect.Bool:
 			x.SetBool(u == 1)
 		default:
@@ -243,18 +240,8 @@ func decodeFields(p []byte, v reflect.Value, fs []field) error {
 	if off != len(p) {
 		return fail(ErrTrailing, "%d bytes", len(p)-off)
 	}
-	return nil
-}
-
-func checkString(s string) error {
-	if !utf8.ValidString(s) {
-		return ErrInvalidUTF8
+	if e, ok := m.Interface().(*Error); ok {
+		return e, e.check()
 	}
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		return fmt.Errorf("%w at byte %d", ErrNUL, i)
-	}
-	return nil
+	return m.Interface(), nil
 }
-
-// checker is a message that checks its values beyond their types.
-type checker interface{ check() error }

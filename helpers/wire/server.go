@@ -10,9 +10,9 @@ import (
 
 // Server runs a helper's side of a connection, one request at a time.
 // A handler's error is the reply: an *Error (possibly wrapped) is sent as
-// it is and the server keeps serving, except after code ErrProtocol,
-// which ends the connection as the code promises; any other error is
-// sent as ErrInternal with its message.
+// it is and serving goes on, except after code ErrProtocol, which ends
+// the connection as the code promises; any other error is sent as
+// ErrInternal with its message.
 type Server struct {
 	Protocol *Protocol
 	Conn     *Conn
@@ -23,15 +23,13 @@ type Server struct {
 // Serve handles requests until the peer closes the connection (nil) or
 // breaks the protocol: then it returns the *ProtocolError after a best
 // effort ErrProtocol reply with request id 0. A helper exits non-zero on
-// any error: after a protocol fault nothing the supervisor sends can be
-// trusted.
+// any error: after a protocol fault nothing the peer sends can be trusted.
 func (s *Server) Serve() error {
 	handlers, err := s.table()
 	if err != nil {
 		return err
 	}
-	seen := map[MsgType]bool{}
-	var lastID uint32 // ids start at 1
+	seen, lastID := map[MsgType]bool{}, uint32(0) // ids start at 1
 	for {
 		// Recv refuses a type the protocol does not accept from the
 		// header, before decoding the payload.
@@ -40,9 +38,7 @@ func (s *Server) Serve() error {
 			return nil
 		}
 		h := handlers[fr.Type]
-		// Strictly increasing ids make a replayed or reordered request
-		// detectable.
-		switch {
+		switch { // strictly increasing ids expose a replayed or reordered request
 		case err != nil:
 		case fr.ReqID <= lastID:
 			err = protoErr("serve", ErrRequestID, "id %d after %d", fr.ReqID, lastID)
@@ -73,7 +69,7 @@ func (s *Server) table() (map[MsgType]Handler, error) {
 	set := map[MsgType]Handler{}
 	for _, h := range s.Handlers {
 		if h.fn == nil || s.Protocol.request(h.d.req.t) != &h.d.req || set[h.d.req.t].fn != nil {
-			return nil, fmt.Errorf("wire: serve %s: a handler not made by Route.Handle, of a type the protocol does not declare, or a second one of its type", s.Protocol.Name)
+			return nil, fmt.Errorf("wire: serve %s: a handler not made by Route.Handle, undeclared or twice", s.Protocol.Name)
 		}
 		set[h.d.req.t] = h
 	}
@@ -101,7 +97,7 @@ func (s *Server) reply(reqID uint32, k *Kind, m Message, replyFDs []int, herr er
 	defer closeFDs(replyFDs)
 	var e *Error
 	switch {
-	case herr != nil && errors.As(herr, &e):
+	case errors.As(herr, &e):
 		s.log("request refused", "id", reqID, "err", herr)
 		k, m, replyFDs = &errorKind, e, nil
 	case herr != nil:

@@ -1,7 +1,6 @@
 // Package wire is the protocol between the unprivileged glove supervisor
-// and its privileged helpers (glove-mounter, glove-loopext4,
-// glove-cgroup, glove-streamproxy): one frame per sendmsg(2) on an
-// AF_UNIX SOCK_SEQPACKET socket pair, descriptors in SCM_RIGHTS.
+// and its privileged helpers: one frame per sendmsg(2) on an AF_UNIX
+// SOCK_SEQPACKET socket pair, descriptors in SCM_RIGHTS.
 //
 // Threat model: a compromised supervisor must not turn a helper into a
 // confused deputy, so every decoding path assumes a hostile peer. Lengths
@@ -9,9 +8,9 @@
 // allocated; unknown types, flags, control messages and trailing bytes
 // are refused, not ignored; a type the receiver does not admit is refused
 // from the header, before its payload is decoded; and every descriptor a
-// received frame brings is handed over as an *os.File or closed before an
-// error returns. docs/helpers.md ("The wire format") gives the frame,
-// the field encoding, the type ranges and the error codes.
+// frame brings is handed over as an *os.File or closed before an error
+// returns. docs/helpers.md ("The wire format") gives the frame, the field
+// encoding, the type ranges and the error codes.
 package wire
 
 import (
@@ -22,15 +21,13 @@ import (
 // MsgType identifies a message; ranges are reserved per helper.
 type MsgType uint16
 
-// Common message types (range 0x0001-0x00ff).
+// Common message types, and limits that bound what a peer can make us
+// allocate.
 const (
 	MsgHello      MsgType = 1
 	MsgHelloReply MsgType = 2
 	MsgError      MsgType = 3
-)
 
-// Frame and field limits: they bound what a peer can make us allocate.
-const (
 	Version     = 1
 	HeaderSize  = 16
 	MaxMessage  = 65536 // header + payload
@@ -42,8 +39,7 @@ const (
 // HelloRoute is the first request of every protocol, once per connection.
 var HelloRoute = NewRoute[Hello, HelloReply](MsgHello, 0, 0, true)
 
-// errorKind is the negative reply any request may get.
-var errorKind = kindOf[Error](MsgError, 0)
+var errorKind = kindOf[Error](MsgError, 0) // any request's negative reply
 
 // Hello is the supervisor's first request.
 type Hello struct{}
@@ -122,21 +118,19 @@ var (
 	ErrRequestID        = errors.New("request id not strictly increasing or not echoed")
 	ErrNotAccepted      = errors.New("message type not accepted by this helper")
 	ErrRepeated         = errors.New("once-only request repeated")
-	// ErrInvalidMessage is a local refusal to send what the peer would
-	// refuse: a bug of the sending side, never a peer fault.
+	// ErrInvalidMessage is a refusal to send what the peer would refuse:
+	// a bug of the sending side, never a peer fault.
 	ErrInvalidMessage = errors.New("invalid outgoing message")
 )
 
-// ProtocolError is a fault of the peer. Helpers treat it as fatal: the
-// peer is misbehaving, possibly compromised.
+// ProtocolError is a fault of the peer, fatal to a helper: the peer is
+// misbehaving, possibly compromised.
 type ProtocolError struct {
 	Op  string
-	Err error
+	Err error // the rule violated
 }
 
 func (e *ProtocolError) Error() string { return "wire: " + e.Op + ": protocol error: " + e.Err.Error() }
-
-// Unwrap returns the rule violated.
 func (e *ProtocolError) Unwrap() error { return e.Err }
 
 func protoErr(op string, sentinel error, format string, args ...any) *ProtocolError {
