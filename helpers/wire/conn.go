@@ -104,18 +104,10 @@ type Frame struct {
 // SCM_RIGHTS; a helper given the wrong descriptor must fail loudly.
 func FromFile(f *os.File) (*Conn, error) {
 	defer f.Close()
-	var domain, typ int
-	var serr error
-	rc, err := f.SyscallConn()
-	if err == nil {
-		err = rc.Control(func(fd uintptr) {
-			domain, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
-			if serr == nil {
-				typ, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
-			}
-		})
-	}
-	if err := errors.Join(err, serr); err != nil {
+	fd := int(f.Fd()) // blocking now; FileConn makes its duplicate non-blocking
+	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	typ, terr := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err := errors.Join(err, terr); err != nil {
 		return nil, fmt.Errorf("wire: from file %q: getsockopt: %w", f.Name(), err)
 	}
 	if domain != unix.AF_UNIX || typ != unix.SOCK_SEQPACKET {

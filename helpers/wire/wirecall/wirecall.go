@@ -72,24 +72,21 @@ func (c *Client) call(d *wire.Decl, req wire.Message, fds []int) (wire.Message, 
 		return nil, nil, fmt.Errorf("wire: call %d: %w", id, err)
 	}
 	e, isErr := fr.Msg.(*wire.Error)
-	if fr.ReqID != id || isErr {
-		closeFiles(fr.FDs)
+	if fr.ReqID == id && !isErr {
+		return fr.Msg, fr.FDs, nil
 	}
-	switch {
-	case fr.ReqID != id && isErr && fr.ReqID == 0:
-		// The helper rejected our frame as a protocol error and is
-		// exiting; surface its explanation.
-		return nil, nil, &wire.ProtocolError{Op: fmt.Sprintf("call %d", id), Err: errors.Join(wire.ErrRequestID, e)}
-	case fr.ReqID != id:
-		return nil, nil, &wire.ProtocolError{Op: fmt.Sprintf("call %d", id), Err: fmt.Errorf("%w: reply has id %d", wire.ErrRequestID, fr.ReqID)}
-	case isErr:
-		return nil, nil, e
-	}
-	return fr.Msg, fr.FDs, nil
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
+	for _, f := range fr.FDs {
 		f.Close()
 	}
+	switch {
+	case fr.ReqID == id:
+		return nil, nil, e
+	case isErr && fr.ReqID == 0:
+		// The helper rejected our frame as a protocol error and is
+		// exiting; surface its explanation.
+		err = errors.Join(wire.ErrRequestID, e)
+	default:
+		err = fmt.Errorf("%w: reply has id %d", wire.ErrRequestID, fr.ReqID)
+	}
+	return nil, nil, &wire.ProtocolError{Op: fmt.Sprintf("call %d", id), Err: err}
 }

@@ -113,7 +113,9 @@ func TestClientRejectsWrongReplyID(t *testing.T) {
 	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
 	go func() {
 		if fr, err := b.Recv(func(wire.MsgType) *wire.Kind { return fdRoute.Request() }); err == nil {
-			closeFiles(fr.FDs)
+			for _, f := range fr.FDs {
+				f.Close()
+			}
 			// Echoes the wrong id, with a descriptor.
 			b.Send(fr.ReqID+1, fdRoute.Reply(), &testFDReply{}, []int{p[1]})
 		}
