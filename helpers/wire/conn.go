@@ -21,8 +21,10 @@ func Encode(reqID uint32, k *Kind, m Message) ([]byte, error) {
 		return nil, fmt.Errorf("wire: encode %s: %w: message %T", k, ErrInvalidMessage, m)
 	}
 	buf := encodeFields(make([]byte, HeaderSize), v.Elem(), k.fields)
-	err := fmt.Errorf("%d bytes, max %d", len(buf), MaxMessage)
-	if len(buf) <= MaxMessage { // else a field's length prefix may have wrapped
+	var err error
+	if len(buf) > MaxMessage { // a field's length prefix may have wrapped
+		err = fmt.Errorf("%d bytes, max %d", len(buf), MaxMessage)
+	} else {
 		_, err = decodeMsg(buf[HeaderSize:], k)
 	}
 	if err != nil {
