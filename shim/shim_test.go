@@ -18,6 +18,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"github.com/glove-sandbox/glove/seccomp"
 	"github.com/glove-sandbox/glove/spec"
 	"github.com/glove-sandbox/glove/testenv"
@@ -161,7 +162,7 @@ func TestShimRunsSpecBuildWithMounterFDs(t *testing.T) {
 	p, log := e.StartServing(t, "glove-mounter")
 	call := func(req wire.Message, fds []int) *os.File {
 		t.Helper()
-		_, files, err := mountwire.Protocol.Call(p.Client, req, fds)
+		_, files, err := wirecall.CallAny(mountwire.Protocol, p.Client, req, fds)
 		if err != nil || len(files) != 1 {
 			t.Fatalf("mounter %T: %v (%d descriptors)\nlog: %s", req, err, len(files), log)
 		}
@@ -707,7 +708,7 @@ func TestShimSharedDescriptor(t *testing.T) {
 	p, log := e.StartServing(t, "glove-mounter")
 	call := func(req wire.Message, fds []int) *os.File {
 		t.Helper()
-		_, files, err := mountwire.Protocol.Call(p.Client, req, fds)
+		_, files, err := wirecall.CallAny(mountwire.Protocol, p.Client, req, fds)
 		if err != nil || len(files) != 1 {
 			t.Fatalf("mounter %T: %v (%d descriptors)\nlog: %s", req, err, len(files), log)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,7 +64,7 @@ func (e *Env) ReadImage(t testing.TB, dir, name string, files ...string) []Image
 		t.Fatal(err)
 	}
 	defer unix.Close(root)
-	_, fds, err := loopwire.Attach.Call(lx.Client, &loopwire.AttachRequest{Name: name, ReadOnly: true}, []int{root})
+	_, fds, err := wirecall.Call(loopwire.Attach, lx.Client, &loopwire.AttachRequest{Name: name, ReadOnly: true}, []int{root})
 	if err != nil || len(fds) != 1 {
 		t.Fatalf("attach %s read-only: %v (%d descriptors)\nhelper log: %s", name, err, len(fds), log)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/loopext4"
 	"github.com/glove-sandbox/glove/helpers/mounter"
+	"github.com/glove-sandbox/glove/helpers/wire/wiredoc"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 )
 
@@ -39,7 +40,7 @@ func protocolsMarkdown() string {
 	var b strings.Builder
 	for _, f := range specs {
 		s := f()
-		fmt.Fprintf(&b, "\n`%s`:\n\n%s", s.Name, s.Protocol.Markdown())
+		fmt.Fprintf(&b, "\n`%s`:\n\n%s", s.Name, wiredoc.Markdown(s.Protocol))
 	}
 	return b.String()
 }
@@ -94,7 +95,7 @@ func helpersMarkdown() string {
 			own = "base and " + ruleNames(append(append([]bpf.Rule{}, mounter.Syscalls...), mounter.AttrSyscalls...)) +
 				"; before Linux 6.15, instead of `open_tree_attr*`: " + ruleNames(mounter.FallbackSyscalls)
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, s.Protocol.Accepts(), own)
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, wiredoc.Accepts(s.Protocol), own)
 		if s.Name == loopext4.Name {
 			fmt.Fprintf(&b, "| its formatter (`%s`, no capability) | Hello (once), Format | base and %s, and mkfs.ext4's |\n",
 				loopext4.FormatterName, ruleNames(loopext4.FormatterSyscalls))

@@ -52,12 +52,12 @@ func TestSpecsMatchTables(t *testing.T) {
 				handled[h.Type()] = true
 			}
 		}
-		accepts := s.Protocol.Types()
+		accepts := s.Protocol.Routes()
 		if len(accepts) != len(handled) {
 			t.Errorf("%s: handles %d message types, its protocol declares %d", s.Name, len(handled), len(accepts))
 		}
-		for _, a := range accepts {
-			if !handled[a] {
+		for _, d := range accepts {
+			if a := d.Type(); !handled[a] {
 				t.Errorf("%s: protocol declares %#04x, no handler", s.Name, uint16(a))
 			}
 		}

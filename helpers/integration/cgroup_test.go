@@ -17,6 +17,8 @@ import (
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
+	"github.com/glove-sandbox/glove/helpers/wire/wiretest"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +27,7 @@ import (
 type cgHelper struct {
 	t   testing.TB
 	env *testenv.Env
-	c   *wire.Client
+	c   *wirecall.Client
 	log *testenv.SyncBuffer
 	// lastFiles are the descriptors of the last Create reply (directory,
 	// cgroup.events, memory events, cpu.stat); closed when the test ends.
@@ -39,7 +41,7 @@ func startCgroup(t testing.TB, env *testenv.Env) *cgHelper {
 }
 
 func (h *cgHelper) call(req wire.Message, fds ...int) (wire.Message, error) {
-	reply, files, err := cgwire.Protocol.Call(h.c, req, fds)
+	reply, files, err := wirecall.CallAny(cgwire.Protocol, h.c, req, fds)
 	closeAll(files)
 	return reply, err
 }
@@ -47,7 +49,7 @@ func (h *cgHelper) call(req wire.Message, fds ...int) (wire.Message, error) {
 // create makes a session and removes it when the test ends.
 func (h *cgHelper) create(name string, mem, pids uint64) *cgwire.CreateReply {
 	h.t.Helper()
-	reply, files, err := cgwire.Create.Call(h.c, &cgwire.CreateRequest{Session: name, MemoryBytes: mem, Pids: pids}, nil)
+	reply, files, err := wirecall.Call(cgwire.Create, h.c, &cgwire.CreateRequest{Session: name, MemoryBytes: mem, Pids: pids}, nil)
 	if err != nil {
 		h.t.Fatalf("create %s: %v\nhelper log: %s", name, err, h.log)
 	}
@@ -553,12 +555,12 @@ func TestCgroupDescriptorCounts(t *testing.T) {
 			if _, err := p.Hello(); err != nil {
 				t.Fatal(err)
 			}
-			good, err := cgwire.Protocol.Frame(2, c.valid)
+			good, err := wiretest.FrameOf(cgwire.Protocol, 2, c.valid)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Same payload, header declaring the descriptors actually sent.
-			frame := append(wire.EncodeRawHeader(wire.Version, uint16(c.typ), 2, uint32(len(good)-wire.HeaderSize), uint16(c.nfds), 0), good[wire.HeaderSize:]...)
+			frame := append(wiretest.EncodeRawHeader(wire.Version, uint16(c.typ), 2, uint32(len(good)-wire.HeaderSize), uint16(c.nfds), 0), good[wire.HeaderSize:]...)
 			var fds []int
 			for i := 0; i < c.nfds; i++ {
 				fds = append(fds, openFD(t, "/etc/hostname", unix.O_RDONLY))
@@ -566,7 +568,7 @@ func TestCgroupDescriptorCounts(t *testing.T) {
 			if err := p.Conn().SendRaw(frame, fds); err != nil {
 				t.Fatal(err)
 			}
-			if fr, err := p.Conn().Recv(wire.OnlyErrors); err == nil {
+			if fr, err := p.Conn().Recv(wiretest.OnlyErrors); err == nil {
 				closeAll(fr.FDs)
 			}
 			code, sig := testenv.WaitExit(t, p, 10*time.Second)

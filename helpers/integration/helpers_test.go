@@ -15,6 +15,8 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
+	"github.com/glove-sandbox/glove/helpers/wire/wiretest"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
 )
@@ -99,7 +101,7 @@ func checkThreads(t *testing.T, pid int, want map[string]string) int {
 func TestHelperProtocolFaults(t *testing.T) {
 	env := testenv.Get(t)
 	hello := func(id uint32) []byte {
-		b, err := wire.HelloRoute.Frame(id, &wire.Hello{})
+		b, err := wire.Encode(id, wire.HelloRoute.Request(), &wire.Hello{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,17 +119,17 @@ func TestHelperProtocolFaults(t *testing.T) {
 		foreign bool
 	}
 	faults := []fault{
-		{name: "malformed: wrong version", frame: wire.EncodeRawHeader(wire.Version+1, uint16(wire.MsgHello), 1, 0, 0, 0)},
+		{name: "malformed: wrong version", frame: wiretest.EncodeRawHeader(wire.Version+1, uint16(wire.MsgHello), 1, 0, 0, 0)},
 		{name: "malformed: short header", frame: hello(1)[:9]},
-		{name: "malformed: length past the end", frame: wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 8, 0, 0)},
-		{name: "malformed: reserved flags", frame: wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 0, 0, 1)},
-		{name: "malformed: trailing payload", frame: append(wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 1, 0, 0), 0)},
-		{name: "fd count: declared 1, sent 0", frame: wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 0, 1, 0)},
+		{name: "malformed: length past the end", frame: wiretest.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 8, 0, 0)},
+		{name: "malformed: reserved flags", frame: wiretest.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 0, 0, 1)},
+		{name: "malformed: trailing payload", frame: append(wiretest.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 1, 0, 0), 0)},
+		{name: "fd count: declared 1, sent 0", frame: wiretest.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 0, 1, 0)},
 		{name: "fd count: declared 0, sent 1", frame: hello(1), sendFDs: 1},
-		{name: "fd count: declared 1, sent 1, type takes 0", frame: wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 0, 1, 0), sendFDs: 1},
-		{name: "unknown message type", frame: wire.EncodeRawHeader(wire.Version, 0x7777, 1, 0, 0, 0)},
+		{name: "fd count: declared 1, sent 1, type takes 0", frame: wiretest.EncodeRawHeader(wire.Version, uint16(wire.MsgHello), 1, 0, 1, 0), sendFDs: 1},
+		{name: "unknown message type", frame: wiretest.EncodeRawHeader(wire.Version, 0x7777, 1, 0, 0, 0)},
 		{name: "unpermitted: another helper's request", foreign: true, sendFDs: 1},
-		{name: "unpermitted: a reply type", frame: wire.EncodeRawHeader(wire.Version, uint16(wire.MsgHelloReply), 1, 0, 0, 0)},
+		{name: "unpermitted: a reply type", frame: wiretest.EncodeRawHeader(wire.Version, uint16(wire.MsgHelloReply), 1, 0, 0, 0)},
 		{name: "request id zero", frame: hello(0)},
 		{name: "replayed request id", before: [][]byte{hello(5)}, frame: hello(5)},
 		{name: "once-only message twice", before: [][]byte{hello(5)}, frame: hello(6)},
@@ -142,7 +144,7 @@ func TestHelperProtocolFaults(t *testing.T) {
 					if err := conn.SendRaw(b, nil); err != nil {
 						t.Fatalf("send: %v", err)
 					}
-					fr, err := conn.Recv(wire.HelloRoute.Replies())
+					fr, err := conn.Recv(wirecall.Replies(wire.HelloRoute.Decl))
 					if err != nil {
 						t.Fatalf("reply to the frame before the fault: %v\nhelper log: %s", err, log)
 					}
@@ -161,9 +163,9 @@ func TestHelperProtocolFaults(t *testing.T) {
 				}
 				frame := f.frame
 				if f.foreign {
-					frame, err = loopwire.Freeze.Frame(1, &loopwire.FreezeRequest{})
+					frame, err = wire.Encode(1, loopwire.Freeze.Request(), &loopwire.FreezeRequest{})
 					if name == "glove-loopext4" {
-						frame, err = mountwire.Bind.Frame(1, &mountwire.BindRequest{})
+						frame, err = wire.Encode(1, mountwire.Bind.Request(), &mountwire.BindRequest{})
 					}
 					if err != nil {
 						t.Fatal(err)
@@ -176,7 +178,7 @@ func TestHelperProtocolFaults(t *testing.T) {
 				}
 				// The helper answers a protocol fault with an Error of
 				// code ErrProtocol (best effort) and exits.
-				if fr, err := conn.Recv(wire.OnlyErrors); err == nil {
+				if fr, err := conn.Recv(wiretest.OnlyErrors); err == nil {
 					closeAll(fr.FDs)
 					if e, ok := fr.Msg.(*wire.Error); !ok || e.Code != wire.ErrProtocol {
 						t.Errorf("answer to the fault: %#v, want an Error with code %d", fr.Msg, wire.ErrProtocol)

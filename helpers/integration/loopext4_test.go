@@ -18,6 +18,8 @@ import (
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
+	"github.com/glove-sandbox/glove/helpers/wire/wiretest"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
@@ -63,7 +65,7 @@ func l4Call(p *helperproc.Proc, m wire.Message, fds ...*os.File) (wire.Message, 
 	for _, f := range fds {
 		raw = append(raw, int(f.Fd()))
 	}
-	return loopwire.Protocol.Call(p.Client, m, raw)
+	return wirecall.CallAny(loopwire.Protocol, p.Client, m, raw)
 }
 
 // l4WantRefusal checks err is an Error reply with code.
@@ -589,7 +591,7 @@ func l4RawRequest(typ wire.MsgType, reqID uint32, nfds uint16, fields ...[]byte)
 	for _, f := range fields {
 		payload = append(payload, f...)
 	}
-	return append(wire.EncodeRawHeader(wire.Version, uint16(typ), reqID, uint32(len(payload)), nfds, 0), payload...)
+	return append(wiretest.EncodeRawHeader(wire.Version, uint16(typ), reqID, uint32(len(payload)), nfds, 0), payload...)
 }
 
 func l4RawString(s string) []byte {
@@ -727,7 +729,7 @@ func TestLoopext4CompromisedSupervisor(t *testing.T) {
 			if err := c.p.Conn().SendRaw(b, fds); err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			if fr, err := c.p.Conn().Recv(wire.OnlyErrors); err == nil {
+			if fr, err := c.p.Conn().Recv(wiretest.OnlyErrors); err == nil {
 				closeAll(fr.FDs)
 				if e, ok := fr.Msg.(*wire.Error); !ok || e.Code != wire.ErrProtocol {
 					t.Errorf("answer: %#v, want an Error with code %d", fr.Msg, wire.ErrProtocol)

@@ -19,6 +19,8 @@ import (
 	mounterpkg "github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
+	"github.com/glove-sandbox/glove/helpers/wire/wiretest"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
@@ -74,7 +76,7 @@ func (m *mounter) barrier(t *testing.T) {
 }
 
 func (m *mounter) call(req wire.Message, fds []int) (*os.File, error) {
-	reply, files, err := mountwire.Protocol.Call(m.p.Client, req, fds)
+	reply, files, err := wirecall.CallAny(mountwire.Protocol, m.p.Client, req, fds)
 	if err != nil {
 		return nil, err
 	}
@@ -649,14 +651,14 @@ func TestMounterProtocolFaults(t *testing.T) {
 		}
 		payload := b[wire.HeaderSize:]
 		typ, id := binary.LittleEndian.Uint16(b[2:]), binary.LittleEndian.Uint32(b[4:])
-		return append(wire.EncodeRawHeader(wire.Version, typ, id, uint32(len(payload)), declared, 0), payload...)
+		return append(wiretest.EncodeRawHeader(wire.Version, typ, id, uint32(len(payload)), declared, 0), payload...)
 	}
 	frame := func(id uint32, m wire.Message, declared uint16) []byte {
-		b, err := mountwire.Protocol.Frame(id, m)
+		b, err := wiretest.FrameOf(mountwire.Protocol, id, m)
 		return redeclare(b, err, declared)
 	}
 	tmpfs := &mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 16, Mode: 0o700}
-	reply, err := mountwire.Bind.ReplyFrame(2, &mountwire.BindReply{})
+	reply, err := wire.Encode(2, mountwire.Bind.Reply(), &mountwire.BindReply{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,7 +689,7 @@ func TestMounterProtocolFaults(t *testing.T) {
 				if err := conn.SendRaw(b, nil); err != nil {
 					t.Fatal(err)
 				}
-				fr, err := conn.Recv(mountwire.Tmpfs.Replies())
+				fr, err := conn.Recv(wirecall.Replies(mountwire.Tmpfs.Decl))
 				if err != nil {
 					t.Fatalf("reply before the fault: %v\nhelper log: %s", err, log)
 				}
@@ -700,7 +702,7 @@ func TestMounterProtocolFaults(t *testing.T) {
 			if err := conn.SendRaw(c.frame, fds); err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			if fr, err := conn.Recv(wire.OnlyErrors); err == nil {
+			if fr, err := conn.Recv(wiretest.OnlyErrors); err == nil {
 				closeAll(fr.FDs)
 				if e, ok := fr.Msg.(*wire.Error); !ok || e.Code != wire.ErrProtocol {
 					t.Errorf("answer %#v, want an Error with code %d", fr.Msg, wire.ErrProtocol)

@@ -23,6 +23,8 @@ import (
 	"github.com/glove-sandbox/glove/helpers/streamproxy"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
+	"github.com/glove-sandbox/glove/helpers/wire/wiretest"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
@@ -374,7 +376,7 @@ func spOpenWith(t testing.TB, env *testenv.Env, setup func(*spUpstream)) *spSess
 	guest, client := spGuestPair(t)
 	p, log := env.StartServing(t, streamproxy.Name)
 	s := &spSession{t: t, p: p, log: log, client: client, up: up, audit: auditPath, session: "s-1", alias: "svc.echo", dir: dir}
-	_, files, err := streamwire.Open.Call(p.Client, &streamwire.OpenRequest{Session: s.session, Alias: s.alias},
+	_, files, err := wirecall.Call(streamwire.Open, p.Client, &streamwire.OpenRequest{Session: s.session, Alias: s.alias},
 		[]int{int(guest.Fd()), int(upFile.Fd()), int(auditFile.Fd())})
 	closeAll(files)
 	if err != nil {
@@ -389,7 +391,7 @@ func spOpenWith(t testing.TB, env *testenv.Env, setup func(*spUpstream)) *spSess
 
 func (s *spSession) status() *streamwire.StatusReply {
 	s.t.Helper()
-	r, files, err := streamwire.Status.Call(s.p.Client, &streamwire.StatusRequest{}, nil)
+	r, files, err := wirecall.Call(streamwire.Status, s.p.Client, &streamwire.StatusRequest{}, nil)
 	closeAll(files)
 	if err != nil {
 		s.t.Fatalf("stream status: %v\nhelper log: %s", err, s.log)
@@ -494,7 +496,7 @@ func TestStreamproxyRoundTrips(t *testing.T) {
 	}
 	// An idle stream closed by the supervisor: no exchange was under
 	// way, so nothing more is recorded.
-	if _, _, err := streamwire.Close.Call(s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
+	if _, _, err := wirecall.Call(streamwire.Close, s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
 		t.Fatalf("stream close: %v", err)
 	}
 	if st := s.status(); st.Open || st.Err != streamproxy.CodeCanceled || st.Exchanges != 3 {
@@ -505,7 +507,7 @@ func TestStreamproxyRoundTrips(t *testing.T) {
 	}
 	s.guestClosed()
 	// A second close is harmless.
-	if _, _, err := streamwire.Close.Call(s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
+	if _, _, err := wirecall.Call(streamwire.Close, s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
 		t.Errorf("second stream close: %v", err)
 	}
 }
@@ -607,7 +609,7 @@ func TestStreamproxyCloseMidExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.upstreamRequest()
-	if _, _, err := streamwire.Close.Call(s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
+	if _, _, err := wirecall.Call(streamwire.Close, s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
 		t.Fatalf("stream close: %v\nhelper log: %s", err, s.log)
 	}
 	if st := s.status(); st.Open || st.Err != streamproxy.CodeCanceled {
@@ -724,18 +726,18 @@ func TestStreamproxyRefusals(t *testing.T) {
 			if _, err := p.Hello(); err != nil {
 				t.Fatal(err)
 			}
-			_, files, err := streamwire.Open.Call(p.Client, &streamwire.OpenRequest{Session: session, Alias: alias}, []int{f.guest, f.upstream, f.audit})
+			_, files, err := wirecall.Call(streamwire.Open, p.Client, &streamwire.OpenRequest{Session: session, Alias: alias}, []int{f.guest, f.upstream, f.audit})
 			closeAll(files)
 			var we *wire.Error
 			if !errors.As(err, &we) || we.Code != c.code || !strings.Contains(we.Message, c.text) {
 				t.Fatalf("stream open: %v, want code %d naming %q\nhelper log: %s", err, c.code, c.text, log)
 			}
-			_, _, err = streamwire.Status.Call(p.Client, &streamwire.StatusRequest{}, nil)
+			_, _, err = wirecall.Call(streamwire.Status, p.Client, &streamwire.StatusRequest{}, nil)
 			if !errors.As(err, &we) || we.Code != wire.ErrBadRequest {
 				t.Errorf("status without a stream: %v, want a bad-request error", err)
 			}
 			// One streamwire Open per helper, refused or not.
-			_, files, err = streamwire.Open.Call(p.Client, &streamwire.OpenRequest{Session: "s-1", Alias: "svc"}, []int{f.guest, f.upstream, f.audit})
+			_, files, err = wirecall.Call(streamwire.Open, p.Client, &streamwire.OpenRequest{Session: "s-1", Alias: "svc"}, []int{f.guest, f.upstream, f.audit})
 			closeAll(files)
 			if !errors.As(err, &we) || we.Code != wire.ErrProtocol {
 				t.Errorf("second stream open: %v, want a protocol error", err)
@@ -758,11 +760,11 @@ func TestStreamproxyDescriptorCounts(t *testing.T) {
 			if _, err := p.Hello(); err != nil {
 				t.Fatal(err)
 			}
-			good, err := streamwire.Open.Frame(2, &streamwire.OpenRequest{Session: "s-1", Alias: "svc"})
+			good, err := wire.Encode(2, streamwire.Open.Request(), &streamwire.OpenRequest{Session: "s-1", Alias: "svc"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			frame := append(wire.EncodeRawHeader(wire.Version, uint16(streamwire.Open.Type()), 2,
+			frame := append(wiretest.EncodeRawHeader(wire.Version, uint16(streamwire.Open.Type()), 2,
 				uint32(len(good)-wire.HeaderSize), uint16(n), 0), good[wire.HeaderSize:]...)
 			var fds []int
 			for i := 0; i < n; i++ {
@@ -771,7 +773,7 @@ func TestStreamproxyDescriptorCounts(t *testing.T) {
 			if err := p.Conn().SendRaw(frame, fds); err != nil {
 				t.Fatal(err)
 			}
-			if fr, err := p.Conn().Recv(wire.OnlyErrors); err == nil {
+			if fr, err := p.Conn().Recv(wiretest.OnlyErrors); err == nil {
 				closeAll(fr.FDs)
 				if e, ok := fr.Msg.(*wire.Error); !ok || e.Code != wire.ErrProtocol {
 					t.Errorf("answer %#v, want a protocol error", fr.Msg)
@@ -792,7 +794,7 @@ func TestStreamproxyWithoutStream(t *testing.T) {
 	p, _ := env.StartServing(t, streamproxy.Name)
 	for _, m := range []wire.Message{&streamwire.StatusRequest{}, &streamwire.CloseRequest{}} {
 		var we *wire.Error
-		if _, _, err := streamwire.Protocol.Call(p.Client, m, nil); !errors.As(err, &we) || we.Code != wire.ErrBadRequest {
+		if _, _, err := wirecall.CallAny(streamwire.Protocol, p.Client, m, nil); !errors.As(err, &we) || we.Code != wire.ErrBadRequest {
 			t.Errorf("%T without a stream: %v, want a bad-request error", m, err)
 		}
 	}

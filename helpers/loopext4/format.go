@@ -14,6 +14,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -61,7 +62,7 @@ type formatReply struct {
 type formatter struct {
 	cmd    *exec.Cmd
 	conn   *wire.Conn
-	client *wire.Client
+	client *wirecall.Client
 }
 
 // startFormatter starts the formatter. It runs before the helper
@@ -88,7 +89,7 @@ func startFormatter() (*formatter, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start the formatter: %w", err), cmd.Process.Kill())
 	}
-	return &formatter{cmd: cmd, conn: conn, client: &wire.Client{Conn: conn}}, nil
+	return &formatter{cmd: cmd, conn: conn, client: &wirecall.Client{Conn: conn}}, nil
 }
 
 // stop ends the formatter (it exits on EOF) and reaps it, so it is
@@ -108,7 +109,7 @@ func (f *formatter) format(exe, img *os.File, uid, gid uint32) error {
 	if err := f.conn.SetDeadline(time.Now().Add(mkfsTimeout + 30*time.Second)); err != nil {
 		return fmt.Errorf("run mkfs.ext4: %w", err)
 	}
-	rep, _, err := formatRoute.Call(f.client, &formatRequest{UID: uid, GID: gid}, []int{int(img.Fd()), int(exe.Fd())})
+	rep, _, err := wirecall.Call(formatRoute, f.client, &formatRequest{UID: uid, GID: gid}, []int{int(img.Fd()), int(exe.Fd())})
 	if err != nil {
 		return fmt.Errorf("run mkfs.ext4: the formatter: %w", err)
 	}

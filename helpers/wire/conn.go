@@ -7,22 +7,92 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Conn is one end of a SOCK_SEQPACKET unix socket carrying wire frames.
-// Send and Recv may be used from different goroutines; each is a single
-// system call on its own buffers.
-type Conn struct {
-	uc *net.UnixConn
+// Encode encodes m, of kind k, as a whole frame with request id reqID.
+// It refuses, wrapping [ErrInvalidMessage], what the peer would refuse.
+func Encode(reqID uint32, k *Kind, m Message) ([]byte, error) {
+	v := reflect.ValueOf(m)
+	if m == nil || v.Type() != k.goT || v.IsNil() {
+		return nil, fmt.Errorf("wire: encode %s: %w: message %T", k, ErrInvalidMessage, m)
+	}
+	buf := encodeFields(make([]byte, HeaderSize), v.Elem(), k.fields)
+	var err error
+	if len(buf) > MaxMessage { // a field's length prefix may have wrapped
+		err = fmt.Errorf("%d bytes, max %d", len(buf), MaxMessage)
+	} else {
+		_, err = decodeMsg(buf[HeaderSize:], k)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode %s: %w: %w", k, ErrInvalidMessage, err)
+	}
+	le := binary.LittleEndian
+	le.PutUint16(buf, Version)
+	le.PutUint16(buf[2:], uint16(k.t))
+	le.PutUint32(buf[4:], reqID)
+	le.PutUint32(buf[8:], uint32(len(buf)-HeaderSize))
+	le.PutUint16(buf[12:], uint16(k.fds))
+	return buf, nil
 }
 
-// Frame is one received, fully validated message. FDs holds the received
-// descriptors as *os.File so that ownership is explicit and a forgotten one
-// is eventually closed by the garbage collector instead of leaking as a bare
-// int; the receiver owns them and should Close them.
+// testHookDecode, set by a test, sees each type about to be decoded.
+var testHookDecode func(MsgType)
+
+// Decode checks a received frame, given the number of descriptors that
+// came with it, and decodes its message if a admits its type: any other
+// is refused with ErrNotAccepted from the header alone (threat: a
+// compromised supervisor reaching the decoder of a message the helper
+// does not accept). It is the pure part of [Conn.Recv]; every failure is
+// a *ProtocolError wrapping the rule's sentinel.
+func Decode(buf []byte, nfds int, a Admits) (Frame, error) {
+	const op = "decode frame"
+	le := binary.LittleEndian
+	if len(buf) < HeaderSize {
+		return Frame{}, protoErr(op, ErrShortFrame, "%d bytes", len(buf))
+	}
+	ver, typ, plen, declFDs, flags := le.Uint16(buf), MsgType(le.Uint16(buf[2:])), le.Uint32(buf[8:]), int(le.Uint16(buf[12:])), le.Uint16(buf[14:])
+	var err error
+	switch k := a(typ); {
+	case ver != Version:
+		err = protoErr(op, ErrVersion, "got %d, want %d", ver, Version)
+	case flags != 0:
+		err = protoErr(op, ErrFlags, "%#04x", flags)
+	case plen > MaxPayload || len(buf) > MaxMessage:
+		err = protoErr(op, ErrTooLarge, "declared payload %d bytes, frame %d bytes", plen, len(buf))
+	case int(plen) != len(buf)-HeaderSize:
+		err = protoErr(op, ErrLength, "declared %d, received %d", plen, len(buf)-HeaderSize)
+	case declFDs > MaxFDs || nfds > MaxFDs:
+		err = protoErr(op, ErrTooManyFDs, "declared %d, received %d", declFDs, nfds)
+	case declFDs != nfds:
+		err = protoErr(op, ErrFDCount, "declared %d, received %d", declFDs, nfds)
+	case k == nil:
+		err = protoErr(op, ErrNotAccepted, "type %#04x", uint16(typ))
+	case k.fds != nfds:
+		err = protoErr(op, ErrFDCount, "%s carries %d, frame has %d", k, k.fds, nfds)
+	default:
+		if testHookDecode != nil {
+			testHookDecode(typ)
+		}
+		m, err := decodeMsg(buf[HeaderSize:], k)
+		if err != nil {
+			return Frame{}, &ProtocolError{Op: op + " " + k.String(), Err: err}
+		}
+		return Frame{ReqID: le.Uint32(buf[4:]), Type: typ, Msg: m}, nil
+	}
+	return Frame{}, err
+}
+
+// Conn is one end of a SOCK_SEQPACKET unix socket carrying frames. Send
+// and Recv may run in different goroutines.
+type Conn struct{ uc *net.UnixConn }
+
+// Frame is one received, checked message. Its descriptors are *os.File,
+// owned by the receiver, so that a forgotten one is closed by the
+// garbage collector instead of leaking as a bare int.
 type Frame struct {
 	ReqID uint32
 	Type  MsgType
@@ -30,51 +100,33 @@ type Frame struct {
 	FDs   []*os.File
 }
 
-// NewConn wraps c, which must be a connected "unixpacket" (SOCK_SEQPACKET)
-// socket. Use FromFile for an inherited descriptor: it checks the type.
-func NewConn(c *net.UnixConn) *Conn { return &Conn{uc: c} }
-
-// FromFile turns an inherited socket descriptor into a Conn. It takes
-// ownership of f and always closes it (net.FileConn works on a duplicate).
-//
-// The descriptor is checked to be AF_UNIX and SOCK_SEQPACKET before use:
-// on a SOCK_STREAM socket message boundaries would vanish and a peer could
-// split or merge frames, and a socket of another family cannot carry
-// SCM_RIGHTS at all. A helper started with the wrong descriptor must fail
-// loudly instead of speaking the protocol over it.
+// FromFile turns an inherited socket into a Conn. It always closes f.
+// The socket must be AF_UNIX SOCK_SEQPACKET: on a stream socket a peer
+// could split or merge frames, and another family cannot carry
+// SCM_RIGHTS; a helper given the wrong descriptor must fail loudly.
 func FromFile(f *os.File) (*Conn, error) {
 	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return nil, fmt.Errorf("wire: from file %q: %w", f.Name(), err)
-	}
-	var domain, typ int
-	var serr error
-	cerr := rc.Control(func(fd uintptr) {
-		domain, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
-		if serr == nil {
-			typ, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
-		}
-	})
-	if err := errors.Join(cerr, serr); err != nil {
+	fd := int(f.Fd()) // blocking now; FileConn makes its duplicate non-blocking
+	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	typ, terr := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err := errors.Join(err, terr); err != nil {
 		return nil, fmt.Errorf("wire: from file %q: getsockopt: %w", f.Name(), err)
 	}
 	if domain != unix.AF_UNIX || typ != unix.SOCK_SEQPACKET {
 		return nil, fmt.Errorf("wire: from file %q: socket domain %d type %d, want AF_UNIX SOCK_SEQPACKET", f.Name(), domain, typ)
 	}
-	nc, err := net.FileConn(f)
+	nc, err := net.FileConn(f) // a duplicate of f
 	if err != nil {
 		return nil, fmt.Errorf("wire: from file %q: %w", f.Name(), err)
 	}
 	uc, ok := nc.(*net.UnixConn)
 	if !ok {
-		nc.Close()
-		return nil, fmt.Errorf("wire: from file %q: got %T, want *net.UnixConn", f.Name(), nc)
+		return nil, errors.Join(fmt.Errorf("wire: from file %q: got %T", f.Name(), nc), nc.Close())
 	}
-	return NewConn(uc), nil
+	return &Conn{uc}, nil
 }
 
-// SetDeadline sets the read and write deadline of the underlying socket.
+// SetDeadline sets the socket's read and write deadline.
 func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.uc.SetDeadline(t); err != nil {
 		return fmt.Errorf("wire: set deadline: %w", err)
@@ -90,116 +142,104 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// send sends m, of kind k, with request id reqID as one datagram, with
-// fds attached in a single SCM_RIGHTS control message. len(fds) must be
-// the kind's count. send does not close fds; the caller still owns them.
-// Local validation failures wrap [ErrInvalidMessage]; nothing is sent in
-// that case.
-func (c *Conn) send(reqID uint32, k *kind, m Message, fds []int) error {
-	buf, err := encodeFrame(reqID, k, m)
+// Send sends m, of kind k, as one datagram with fds (still the caller's)
+// in one SCM_RIGHTS message. A local refusal wraps [ErrInvalidMessage]
+// and sends nothing.
+func (c *Conn) Send(reqID uint32, k *Kind, m Message, fds []int) error {
+	buf, err := Encode(reqID, k, m)
+	if err == nil && len(fds) != k.fds {
+		err = fmt.Errorf("%w: %d descriptors, %s carries %d", ErrInvalidMessage, len(fds), k, k.fds)
+	}
+	if err == nil {
+		err = c.SendRaw(buf, fds)
+	}
 	if err != nil {
 		return fmt.Errorf("wire: send: %w", err)
-	}
-	if len(fds) != k.fds {
-		return fmt.Errorf("wire: send %s: %w: %d descriptors, type carries %d", k, ErrInvalidMessage, len(fds), k.fds)
-	}
-	if err := c.SendRaw(buf, fds); err != nil {
-		return fmt.Errorf("wire: send %s: %w", k, err)
 	}
 	return nil
 }
 
-// Recv receives and validates one frame of a type a Admits (a *Protocol
-// Admits its requests; [OnlyErrors] an Error). It returns io.EOF when the
-// peer has closed the connection, a *ProtocolError for any peer fault,
-// and a plain wrapped error for local I/O failures. On every error path
-// each descriptor that arrived is closed before returning.
-func (c *Conn) Recv(a Admits) (Frame, error) {
-	const op = "recv"
-	// MaxMessage bytes exactly: anything longer sets MSG_TRUNC, which is
-	// how an oversized datagram is detected without a bigger buffer.
-	buf := make([]byte, MaxMessage)
-	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
-	n, oobn, flags, _, rerr := c.uc.ReadMsgUnix(buf, oob)
+// SendRaw sends b as one datagram with fds, unchecked: Send's last step,
+// and the tests' way to play a hostile peer.
+func (c *Conn) SendRaw(b []byte, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	n, oobn, err := c.uc.WriteMsgUnix(b, oob, nil)
+	if err == nil && (n != len(b) || oobn != len(oob)) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fmt.Errorf("wire: send raw: %w", err)
+	}
+	return nil
+}
 
-	// Collect descriptors first, before any check can return: once
-	// recvmsg has returned, the kernel has already installed them in our
-	// table and they leak unless closed.
-	fds, cerr := takeControl(oob[:oobn])
-	fail := func(err error) (Frame, error) {
+// Recv receives one frame of a type a admits. It returns io.EOF when the
+// peer closed, a *ProtocolError for a peer's fault, another error for a
+// local failure, and on every error closes each descriptor that came.
+func (c *Conn) Recv(a Admits) (Frame, error) {
+	// MaxMessage bytes exactly: a longer datagram sets MSG_TRUNC.
+	buf, oob := make([]byte, MaxMessage), make([]byte, unix.CmsgSpace(MaxFDs*4))
+	n, oobn, flags, _, rerr := c.uc.ReadMsgUnix(buf, oob)
+	// The kernel installed the descriptors already: take them before any
+	// check can return, or they leak.
+	fds, err := takeControl(oob[:oobn])
+	var fr Frame
+	switch {
+	case (rerr == nil && n == 0 || errors.Is(rerr, io.EOF)) && oobn == 0:
+		return Frame{}, io.EOF
+	case errors.Is(rerr, io.EOF):
+		// Go reports a 0-byte datagram as EOF; this protocol sends none.
+		err = protoErr("recv", ErrShortFrame, "empty datagram with %d bytes of control data", oobn)
+	case rerr != nil:
+		err = fmt.Errorf("wire: recv: %w", rerr)
+	case err != nil:
+	case flags&unix.MSG_CTRUNC != 0:
+		err = protoErr("recv", ErrControlTruncated, "more than %d descriptors", MaxFDs)
+	case flags&unix.MSG_TRUNC != 0:
+		err = protoErr("recv", ErrTruncated, "datagram exceeds %d bytes", MaxMessage)
+	default:
+		fr, err = Decode(buf[:n], len(fds), a)
+	}
+	for _, fd := range fds {
+		// Go receives with MSG_CMSG_CLOEXEC; this re-checks, as a
+		// descriptor without it would reach every child a helper execs.
+		if ferr := ensureCloexec(fd); err == nil && ferr != nil {
+			err = fmt.Errorf("wire: recv: fd %d: %w", fd, ferr)
+		}
+	}
+	if err != nil {
 		closeFDs(fds)
 		return Frame{}, err
 	}
-	// Go's net package receives with MSG_CMSG_CLOEXEC, so this only
-	// re-checks: a received descriptor without FD_CLOEXEC would be
-	// inherited by every child the helper execs (mount, mkfs, ...).
 	for _, fd := range fds {
-		if err := ensureCloexec(fd); err != nil {
-			return fail(fmt.Errorf("wire: %s: fd %d: %w", op, fd, err))
-		}
+		fr.FDs = append(fr.FDs, os.NewFile(uintptr(fd), "wire-fd"))
 	}
-
-	if rerr != nil {
-		// A SEQPACKET read of 0 bytes is reported as io.EOF by the net
-		// package, even if the zero-length datagram carried descriptors.
-		// This protocol never sends empty datagrams, so only a bare one is
-		// treated as the peer closing.
-		if errors.Is(rerr, io.EOF) {
-			if oobn == 0 {
-				return Frame{}, io.EOF
-			}
-			return fail(protoErr(op, ErrShortFrame, "empty datagram with %d bytes of control data", oobn))
-		}
-		return fail(fmt.Errorf("wire: %s: %w", op, rerr))
-	}
-	if n == 0 && oobn == 0 {
-		return Frame{}, io.EOF
-	}
-	if cerr != nil {
-		return fail(cerr)
-	}
-	if flags&unix.MSG_CTRUNC != 0 {
-		return fail(protoErr(op, ErrControlTruncated, "more than %d descriptors", MaxFDs))
-	}
-	if flags&unix.MSG_TRUNC != 0 {
-		return fail(protoErr(op, ErrTruncated, "datagram exceeds %d bytes", MaxMessage))
-	}
-	reqID, m, err := decodeFrame(buf[:n], len(fds), a)
-	typ := MsgType(binary.LittleEndian.Uint16(buf[offType:]))
-	if err != nil {
-		return fail(err)
-	}
-	files := make([]*os.File, len(fds))
-	for i, fd := range fds {
-		files[i] = os.NewFile(uintptr(fd), "wire-fd")
-	}
-	return Frame{ReqID: reqID, Type: typ, Msg: m, FDs: files}, nil
+	return fr, nil
 }
 
-// takeControl walks every control message and returns every descriptor
-// the kernel installed (from SCM_RIGHTS and also SCM_PIDFD, so the latter can
-// be closed), plus a *ProtocolError if anything other than SCM_RIGHTS was
-// present. The peer that created the socket pair may have enabled
-// SO_PASSCRED or SO_PASSPIDFD on our end; such messages are rejected, but
-// their descriptors are still collected so they get closed. Messages are
-// parsed one at a time so that a malformed later header cannot make us
-// forget descriptors from an earlier one.
-func takeControl(oob []byte) ([]int, error) {
-	var fds []int
-	var bad error
+// takeControl returns every descriptor the kernel installed, from
+// SCM_RIGHTS and SCM_PIDFD alike so all get closed, and a *ProtocolError
+// for anything but SCM_RIGHTS: the peer that made the socket pair may
+// have set SO_PASSCRED or SO_PASSPIDFD on our end. Messages are parsed
+// one at a time, so a malformed later one cannot hide earlier
+// descriptors.
+func takeControl(oob []byte) (fds []int, bad error) {
 	for rest := oob; len(rest) >= unix.CmsgLen(0); {
 		hdr, data, next, err := unix.ParseOneSocketControlMessage(rest)
 		if err != nil {
 			return fds, protoErr("recv", ErrControl, "malformed control message: %v", err)
 		}
 		rest = next
-		isRights := hdr.Level == unix.SOL_SOCKET && hdr.Type == unix.SCM_RIGHTS
-		if hdr.Level == unix.SOL_SOCKET && (isRights || hdr.Type == unix.SCM_PIDFD) {
+		rights := hdr.Level == unix.SOL_SOCKET && hdr.Type == unix.SCM_RIGHTS
+		if rights || (hdr.Level == unix.SOL_SOCKET && hdr.Type == unix.SCM_PIDFD) {
 			for i := 0; i+4 <= len(data); i += 4 {
 				fds = append(fds, int(int32(binary.NativeEndian.Uint32(data[i:]))))
 			}
 		}
-		if !isRights && bad == nil {
+		if !rights && bad == nil {
 			bad = protoErr("recv", ErrControl, "level %d type %d", hdr.Level, hdr.Type)
 		}
 	}
@@ -208,13 +248,11 @@ func takeControl(oob []byte) ([]int, error) {
 
 func ensureCloexec(fd int) error {
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	if err != nil {
-		return fmt.Errorf("fcntl F_GETFD: %w", err)
+	if err == nil && flags&unix.FD_CLOEXEC == 0 {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
 	}
-	if flags&unix.FD_CLOEXEC == 0 {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err != nil {
-			return fmt.Errorf("fcntl F_SETFD: %w", err)
-		}
+	if err != nil {
+		return fmt.Errorf("fcntl FD_CLOEXEC: %w", err)
 	}
 	return nil
 }

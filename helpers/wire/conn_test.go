@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -33,11 +34,7 @@ var (
 
 type testPing struct{ Tag uint32 }
 
-func (m *testPing) Decode(d *Decoder) { m.Tag = d.U32() }
-
 type testPong struct{ Tag uint32 }
-
-func (m *testPong) Decode(d *Decoder) { m.Tag = d.U32() }
 
 type testFD struct {
 	Flag bool
@@ -47,38 +44,33 @@ type testFD struct {
 
 type testFDReply struct{ Tag uint32 }
 
-func (m *testFDReply) Decode(d *Decoder) { m.Tag = d.U32() }
-
 type testOther struct {
 	Session string `wire:"64"`
 }
 
-func (m *testOther) Decode(d *Decoder) { m.Session = d.String(MaxSessionName) }
-
 type testOtherReply struct{}
 
-// testAll admits every type of both test protocols, requests and replies,
-// so the frame rules can be tested apart from which end admits what.
-var testAll = func() anyKinds {
-	a := anyKinds{}
+// testKinds holds every type of both test protocols, requests and
+// replies, and Error; testAll admits them all, so the frame rules can be
+// tested apart from which end admits what.
+var testKinds = func() map[MsgType]*Kind {
+	a := map[MsgType]*Kind{MsgError: &errorKind}
 	for _, p := range []*Protocol{testProto, otherProto} {
-		for t, k := range p.all {
-			a[t] = k
+		for _, d := range p.routes {
+			a[d.req.t], a[d.reply.t] = &d.req, &d.reply
 		}
 	}
 	return a
 }()
 
-type anyKinds map[MsgType]*kind
+func testAll(t MsgType) *Kind { return testKinds[t] }
 
-func (a anyKinds) kind(t MsgType) (*kind, bool) {
-	k, ok := a[t]
-	return k, ok
-}
+// maxNameLen is HelloReply.Name's maximum.
+const maxNameLen = 64
 
 // kindOfMsg finds a test message's kind by its Go type (each is unique).
-func kindOfMsg(m Message) *kind {
-	for _, k := range testAll {
+func kindOfMsg(m Message) *Kind {
+	for _, k := range testKinds {
 		if k.goT == reflect.TypeOf(m) {
 			return k
 		}
@@ -87,10 +79,24 @@ func kindOfMsg(m Message) *kind {
 }
 
 // sendMsg sends m as its kind.
-func sendMsg(c *Conn, id uint32, m Message, fds []int) error { return c.send(id, kindOfMsg(m), m, fds) }
+func sendMsg(c *Conn, id uint32, m Message, fds []int) error { return c.Send(id, kindOfMsg(m), m, fds) }
 
 // encodeMsg encodes m as its kind.
-func encodeMsg(id uint32, m Message) ([]byte, error) { return encodeFrame(id, kindOfMsg(m), m) }
+func encodeMsg(id uint32, m Message) ([]byte, error) { return Encode(id, kindOfMsg(m), m) }
+
+// rawHeader returns a header with arbitrary field values, unchecked, to
+// forge malformed frames.
+func rawHeader(version, typ uint16, reqID, payloadLen uint32, nfds, flags uint16) []byte {
+	h, err := binary.Append(nil, binary.LittleEndian, struct {
+		V, T    uint16
+		ID, Len uint32
+		N, F    uint16
+	}{version, typ, reqID, payloadLen, nfds, flags})
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
 
 // rawPair returns a SOCK_SEQPACKET pair as raw descriptors, closed at the
 // end of the test unless the caller takes them.
@@ -291,14 +297,14 @@ func TestRejectedDescriptorsClosed(t *testing.T) {
 	fds := pipes(t, 3)
 	before := openFDs(t)
 	// A Hello that declares no descriptors but carries three.
-	sendRaw(t, raw, EncodeRawHeader(Version, uint16(MsgHello), 1, 0, 0, 0), unix.UnixRights(fds...))
+	sendRaw(t, raw, rawHeader(Version, uint16(MsgHello), 1, 0, 0, 0), unix.UnixRights(fds...))
 	_, err := c.Recv(testAll)
 	if !errors.Is(err, ErrFDCount) {
 		t.Fatalf("got %v, want ErrFDCount", err)
 	}
 	checkNoLeak(t, before)
 	// The connection stays usable; a valid frame still decodes.
-	sendRaw(t, raw, EncodeRawHeader(Version, uint16(MsgHello), 2, 0, 0, 0), nil)
+	sendRaw(t, raw, rawHeader(Version, uint16(MsgHello), 2, 0, 0, 0), nil)
 	if fr, err := c.Recv(testAll); err != nil || fr.ReqID != 2 {
 		t.Fatalf("valid frame after rejection: %v", err)
 	}
@@ -344,7 +350,7 @@ func TestSendInvalidFields(t *testing.T) {
 		m    Message
 		want error
 	}{
-		{&HelloReply{Name: strings.Repeat("n", MaxNameLen+1)}, ErrFieldTooLong},
+		{&HelloReply{Name: strings.Repeat("n", maxNameLen+1)}, ErrFieldTooLong},
 		{&HelloReply{Name: "a\x00b"}, ErrNUL},
 		{&HelloReply{Name: "\xff"}, ErrInvalidUTF8},
 		{&Error{Code: 0, Message: "x"}, ErrBadCode},
@@ -414,37 +420,50 @@ func TestErrorString(t *testing.T) {
 	}
 }
 
-func TestDecoderStickyError(t *testing.T) {
-	d := NewDecoder([]byte{2, 1, 0, 0, 0, 0, 0, 0, 0})
-	if d.Bool() || !errors.Is(d.Err(), ErrBool) {
-		t.Fatalf("bool byte 2 accepted: %v", d.Err())
+// TestDecodeFieldsBounds: the codec stops at the first fault and returns
+// no message with it, and checks a declared length against the maximum,
+// then against the bytes remaining, before anything is sliced.
+func TestDecodeFieldsBounds(t *testing.T) {
+	type msg struct {
+		Flag bool
+		A    uint8
+		B    uint16
+		C    uint32
+		D    uint64
+		S    string `wire:"10"`
+		Blob []byte `wire:"100"`
 	}
-	first := d.Err()
-	// Every later call is a no-op returning zero, even with data left.
-	if d.U8() != 0 || d.U16() != 0 || d.U32() != 0 || d.U64() != 0 || d.String(10) != "" || d.Bytes(10) != nil || d.Bool() {
-		t.Error("call after error returned data")
+	all := kindOf[msg](0, 0)
+	m, err := decodeMsg([]byte{2, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, &all)
+	if !errors.Is(err, ErrBool) {
+		t.Fatalf("bool byte 2 accepted: %v", err)
 	}
-	if d.Finish() != first {
-		t.Errorf("error changed: %v -> %v", first, d.Finish())
+	// Nothing is returned with the fault, even with data left.
+	if m != nil {
+		t.Errorf("returned %#v with the error", m)
 	}
 
-	// A declared length is checked against the maximum, then against the
-	// bytes remaining, before anything is sliced.
-	d = NewDecoder([]byte{0xff, 0xff})
-	if b := d.Bytes(100); b != nil || !errors.Is(d.Err(), ErrFieldTooLong) {
-		t.Errorf("over-max length: got %v, %v", b, d.Err())
+	// one decodes field i alone.
+	one := func(i int, p []byte) (*msg, error) {
+		k := all
+		k.fields = all.fields[i : i+1]
+		m, err := decodeMsg(p, &k)
+		got, _ := m.(*msg)
+		return got, err
 	}
-	d = NewDecoder([]byte{5, 0, 'a'})
-	if s := d.String(10); s != "" || !errors.Is(d.Err(), ErrShortPayload) {
-		t.Errorf("length past end: got %q, %v", s, d.Err())
+	if m, err := one(6, []byte{0xff, 0xff}); m != nil || !errors.Is(err, ErrFieldTooLong) {
+		t.Errorf("over-max length: got %v, %v", m, err)
 	}
-	d = NewDecoder([]byte{1})
-	d.U8()
-	if err := d.Finish(); err != nil {
+	if m, err := one(5, []byte{5, 0, 'a'}); m != nil || !errors.Is(err, ErrShortPayload) {
+		t.Errorf("length past end: got %v, %v", m, err)
+	}
+	if _, err := one(1, []byte{1}); err != nil {
 		t.Errorf("clean finish: %v", err)
 	}
-	d = NewDecoder([]byte{0, 0, 7})
-	if b := d.Bytes(4); b == nil || len(b) != 0 || !errors.Is(d.Finish(), ErrTrailing) {
-		t.Errorf("empty field then trailing byte: got %v, %v", b, d.Err())
+	if m, err := one(6, []byte{0, 0, 7}); !errors.Is(err, ErrTrailing) {
+		t.Errorf("empty field then trailing byte: got %v, %v", m, err)
+	}
+	if m, err := one(6, []byte{0, 0}); err != nil || m.Blob == nil || len(m.Blob) != 0 {
+		t.Errorf("empty field: got %v, %v", m, err)
 	}
 }

@@ -23,7 +23,7 @@ func str(s string) []byte  { return append(le16(uint16(len(s))), s...) }
 // length field matches the concatenated parts.
 func frame(typ MsgType, nfds uint16, parts ...[]byte) []byte {
 	p := bytes.Join(parts, nil)
-	return append(EncodeRawHeader(Version, uint16(typ), 1, uint32(len(p)), nfds, 0), p...)
+	return append(rawHeader(Version, uint16(typ), 1, uint32(len(p)), nfds, 0), p...)
 }
 
 // helloReply builds a HelloReply payload with name field nameField.
@@ -42,8 +42,8 @@ type badFrame struct {
 }
 
 func badFrames() []badFrame {
-	hello := EncodeRawHeader(Version, uint16(MsgHello), 1, 0, 0, 0)
-	withVersion := func(v uint16) []byte { return EncodeRawHeader(v, uint16(MsgHello), 1, 0, 0, 0) }
+	hello := rawHeader(Version, uint16(MsgHello), 1, 0, 0, 0)
+	withVersion := func(v uint16) []byte { return rawHeader(v, uint16(MsgHello), 1, 0, 0, 0) }
 	oversized := frame(MsgHello, 0, make([]byte, MaxPayload+1))
 	return []badFrame{
 		{name: "empty", buf: nil, want: ErrShortFrame, sockWant: io.EOF},
@@ -52,11 +52,11 @@ func badFrames() []badFrame {
 		{name: "one byte", buf: []byte{1}, want: ErrShortFrame},
 		{name: "version 0", buf: withVersion(0), want: ErrVersion},
 		{name: "version 2", buf: withVersion(2), want: ErrVersion},
-		{name: "nonzero flags", buf: EncodeRawHeader(Version, uint16(MsgHello), 1, 0, 0, 0x8000), want: ErrFlags},
-		{name: "payload length larger than received", buf: EncodeRawHeader(Version, uint16(MsgHello), 1, 4, 0, 0), want: ErrLength},
-		{name: "payload length smaller than received", buf: append(EncodeRawHeader(Version, uint16(MsgHello), 1, 0, 0, 0), 0), want: ErrLength},
-		{name: "payload length over MaxPayload", buf: EncodeRawHeader(Version, uint16(MsgHello), 1, MaxPayload+1, 0, 0), want: ErrTooLarge},
-		{name: "payload length 0xffffffff", buf: EncodeRawHeader(Version, uint16(MsgHello), 1, ^uint32(0), 0, 0), want: ErrTooLarge},
+		{name: "nonzero flags", buf: rawHeader(Version, uint16(MsgHello), 1, 0, 0, 0x8000), want: ErrFlags},
+		{name: "payload length larger than received", buf: rawHeader(Version, uint16(MsgHello), 1, 4, 0, 0), want: ErrLength},
+		{name: "payload length smaller than received", buf: append(rawHeader(Version, uint16(MsgHello), 1, 0, 0, 0), 0), want: ErrLength},
+		{name: "payload length over MaxPayload", buf: rawHeader(Version, uint16(MsgHello), 1, MaxPayload+1, 0, 0), want: ErrTooLarge},
+		{name: "payload length 0xffffffff", buf: rawHeader(Version, uint16(MsgHello), 1, ^uint32(0), 0, 0), want: ErrTooLarge},
 		{name: "frame over MaxMessage", buf: oversized, want: ErrTooLarge, sockWant: ErrTruncated},
 		{name: "unaccepted type 0", buf: frame(0, 0), want: ErrNotAccepted},
 		{name: "unaccepted type in mounter range", buf: frame(0x0100, 0), want: ErrNotAccepted},
@@ -76,7 +76,7 @@ func badFrames() []badFrame {
 		{name: "string with invalid UTF-8", buf: frame(MsgHelloReply, 0, helloReply(str("ab\xffc"))), want: ErrInvalidUTF8},
 		{name: "string with surrogate half", buf: frame(MsgHelloReply, 0, helloReply(str("\xed\xa0\x80"))), want: ErrInvalidUTF8},
 		{name: "string with NUL", buf: frame(MsgHelloReply, 0, helloReply(str("/tmp\x00/etc"))), want: ErrNUL},
-		{name: "string over max length", buf: frame(MsgHelloReply, 0, helloReply(str(strings.Repeat("n", MaxNameLen+1)))), want: ErrFieldTooLong},
+		{name: "string over max length", buf: frame(MsgHelloReply, 0, helloReply(str(strings.Repeat("n", maxNameLen+1)))), want: ErrFieldTooLong},
 		{name: "string length 0xffff without data", buf: frame(MsgHelloReply, 0, le16(0xffff)), want: ErrFieldTooLong},
 		{name: "bool byte 2", buf: frame(msgTestFD, 1, []byte{2}, le32(0), str("")), nfds: 1, want: ErrBool},
 		{name: "bytes field over max", buf: frame(msgTestFD, 1, []byte{1}, le32(0), str(strings.Repeat("b", 33))), nfds: 1, want: ErrFieldTooLong},
@@ -90,7 +90,8 @@ func badFrames() []badFrame {
 func TestDecodeFrameRejects(t *testing.T) {
 	for _, tc := range badFrames() {
 		t.Run(tc.name, func(t *testing.T) {
-			_, m, err := decodeFrame(tc.buf, tc.nfds, testAll)
+			fr, err := Decode(tc.buf, tc.nfds, testAll)
+			m := fr.Msg
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -139,7 +140,7 @@ func TestRecvRejects(t *testing.T) {
 // layer: control messages other than SCM_RIGHTS, which the peer that
 // created the socket pair can arrange by enabling options on our end.
 func TestRecvRejectsControl(t *testing.T) {
-	hello := EncodeRawHeader(Version, uint16(MsgHello), 1, 0, 0, 0)
+	hello := rawHeader(Version, uint16(MsgHello), 1, 0, 0, 0)
 	setopt := func(opt int) func(int) error {
 		return func(fd int) error { return unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 1) }
 	}
@@ -214,12 +215,13 @@ func TestDecodeFrameAccepts(t *testing.T) {
 		want Message
 	}{
 		{frame(MsgHello, 0), 0, &Hello{}},
-		{frame(MsgHelloReply, 0, helloReply(str(strings.Repeat("n", MaxNameLen)))), 0, &HelloReply{Name: strings.Repeat("n", MaxNameLen), Protocol: 1}},
+		{frame(MsgHelloReply, 0, helloReply(str(strings.Repeat("n", maxNameLen)))), 0, &HelloReply{Name: strings.Repeat("n", maxNameLen), Protocol: 1}},
 		{frame(MsgError, 0, le16(5), str("")), 0, &Error{Code: ErrUnsupported}},
 		{frame(msgTestFD, 1, []byte{1}, le32(7), str("ab")), 1, &testFD{Flag: true, Tag: 7, Blob: []byte("ab")}},
 	}
 	for _, tc := range cases {
-		id, m, err := decodeFrame(tc.buf, tc.nfds, testAll)
+		fr, err := Decode(tc.buf, tc.nfds, testAll)
+		id, m := fr.ReqID, fr.Msg
 		if err != nil || id != 1 {
 			t.Errorf("%T: id %d err %v", tc.want, id, err)
 			continue

@@ -37,7 +37,8 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, buf []byte, nfds uint8) {
-		id, m, err := decodeFrame(buf, int(nfds), testAll)
+		fr, err := Decode(buf, int(nfds), testAll)
+		id, m := fr.ReqID, fr.Msg
 		if err != nil {
 			var pe *ProtocolError
 			if !errors.As(err, &pe) || m != nil {
@@ -45,11 +46,11 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 			return
 		}
-		k, _ := testAll.kind(MsgType(binary.LittleEndian.Uint16(buf[offType:])))
+		k := testAll(MsgType(binary.LittleEndian.Uint16(buf[2:])))
 		if k.fds != int(nfds) {
 			t.Fatalf("accepted %d descriptors for %s carrying %d", nfds, k, k.fds)
 		}
-		out, err := encodeFrame(id, k, m)
+		out, err := Encode(id, k, m)
 		if err != nil {
 			t.Fatalf("decoded %#v does not re-encode: %v", m, err)
 		}

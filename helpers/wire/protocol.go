@@ -5,47 +5,56 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
-// Message is a pointer to a message struct (see fields.go). Its type
-// number and descriptor count are not the struct's own: the [Route] that
-// declares it holds them, so a helper's whole protocol is one
-// declaration.
+// Message is a pointer to a message struct, whose fields are its payload
+// in order: uint8, uint16, uint32, uint64 (or types of those kinds),
+// bool, and string or []byte with a maximum length tag `wire:"N"`.
+// Nothing else may appear, so one codec (this file) reads and writes
+// every message and no helper has a decoder of its own to get wrong.
 type Message any
 
-// kind is one message type as a protocol declares it.
-type kind struct {
+// Kind is one message type as a protocol declares it.
+type Kind struct {
 	t      MsgType
 	goT    reflect.Type // the message's pointer type
-	name   string       // the Go type's name, for logs and the documentation
 	fds    int          // exactly this many descriptors travel with it
 	fields []field
 }
 
-// kindOf declares type t of struct T carrying fds descriptors.
-func kindOf[T any](t MsgType, fds int) kind {
-	rt := reflect.TypeFor[T]()
-	return kind{t: t, goT: reflect.PointerTo(rt), name: rt.Name(), fds: fds, fields: layoutOf(rt)}
-}
-
-// zero is a new message of this kind.
-func (k *kind) zero() Message { return reflect.New(k.goT.Elem()).Interface() }
-
-func (k *kind) String() string { return fmt.Sprintf("%s (%#04x)", k.name, uint16(k.t)) }
-
-// route is one request, its reply and its conversation rule.
-type route struct {
-	req, reply kind
+// Decl is one request, its reply and its conversation rule.
+type Decl struct {
+	req, reply Kind
 	once       bool
 }
 
+// The read-only view of the declarations, for the calling side
+// (wirecall), the tests' tools (wiretest) and the documentation (wiredoc).
+func (k *Kind) Type() MsgType       { return k.t }
+func (k *Kind) FDs() int            { return k.fds }
+func (k *Kind) Go() reflect.Type    { return k.goT }
+func (d *Decl) Request() *Kind      { return &d.req }
+func (d *Decl) Reply() *Kind        { return &d.reply }
+func (d *Decl) Once() bool          { return d.once }
+func (d *Decl) Type() MsgType       { return d.req.t }
+func (p *Protocol) Routes() []*Decl { return append([]*Decl(nil), p.routes...) }
+func ErrorKind() *Kind              { return &errorKind }
+func (k *Kind) String() string      { return fmt.Sprintf("%s (%#04x)", k.goT.Elem().Name(), uint16(k.t)) }
+func (d *Decl) decl() *Decl         { return d }
+
+func kindOf[T any](t MsgType, fds int) Kind {
+	rt := reflect.TypeFor[T]()
+	return Kind{t: t, goT: reflect.PointerTo(rt), fds: fds, fields: layoutOf(rt)}
+}
+
 // Route declares one request a helper accepts: its type number (the reply
-// is the next number), the request and reply structs, the descriptors
-// each carries and whether the request may come only once per
-// connection. The same value is the supervisor's typed call ([Route.Call])
-// and the helper's typed handler ([Route.Handle]).
-type Route[Q, R any] struct{ r *route }
+// is the next), the request and reply structs, the descriptors each
+// carries and whether it may come only once per connection. The helper
+// handles it ([Route.Handle]); the supervisor calls it (package wirecall).
+type Route[Q, R any] struct{ *Decl }
 
 // NewRoute declares request type t of struct Q carrying reqFDs
 // descriptors, answered by type t+1 of struct R carrying replyFDs.
@@ -53,52 +62,18 @@ func NewRoute[Q, R any](t MsgType, reqFDs, replyFDs int, once bool) Route[Q, R] 
 	if reqFDs < 0 || reqFDs > MaxFDs || replyFDs < 0 || replyFDs > MaxFDs {
 		panic(fmt.Sprintf("wire: route %#04x: descriptor counts %d, %d", uint16(t), reqFDs, replyFDs))
 	}
-	return Route[Q, R]{r: &route{req: kindOf[Q](t, reqFDs), reply: kindOf[R](t+1, replyFDs), once: once}}
+	return Route[Q, R]{&Decl{req: kindOf[Q](t, reqFDs), reply: kindOf[R](t+1, replyFDs), once: once}}
 }
 
-// Type is the request's type number.
-func (r Route[Q, R]) Type() MsgType { return r.r.req.t }
-
-// decl lets NewProtocol take routes of any message types.
-func (r Route[Q, R]) decl() *route { return r.r }
-
-// Call sends req with fds (which the caller still owns) over c and waits
-// for the reply, whose descriptors the caller then owns (exactly as many
-// as the reply type carries). A helper's *Error reply is the error.
-func (r Route[Q, R]) Call(c *Client, req *Q, fds []int) (*R, []*os.File, error) {
-	m, files, err := c.call(r.r, req, fds)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m.(*R), files, nil
-}
-
-// Frame encodes req as a complete request frame with request id reqID,
-// for tests that forge variants of a valid frame.
-func (r Route[Q, R]) Frame(reqID uint32, req *Q) ([]byte, error) {
-	return encodeFrame(reqID, &r.r.req, req)
-}
-
-// ReplyFrame encodes rep as a complete reply frame, for tests.
-func (r Route[Q, R]) ReplyFrame(reqID uint32, rep *R) ([]byte, error) {
-	return encodeFrame(reqID, &r.r.reply, rep)
-}
-
-// Replies admits what may answer this route's request (its reply or an
-// Error), for tests that read a reply with [Conn.Recv].
-func (r Route[Q, R]) Replies() Admits { return replyOf(r) }
-
-// Handle makes fn the handler of this route. fn gets the request decoded
-// and its descriptors (closed by the server when fn returns: dup one to
-// keep it); the descriptors it returns are sent with the reply and then
-// closed. An error from fn becomes the reply as [Server] documents.
+// Handle makes fn the route's handler. fn gets the decoded request and
+// its descriptors (closed when fn returns: dup one to keep it); the
+// descriptors it returns go with the reply and are then closed. Its
+// error becomes the reply as [Server] says.
 func (r Route[Q, R]) Handle(fn func(reqID uint32, req *Q, fds []*os.File) (*R, []int, error)) Handler {
-	return Handler{r: r.r, fn: func(id uint32, m Message, fds []*os.File) (Message, []int, error) {
+	return Handler{r.Decl, func(id uint32, m Message, fds []*os.File) (Message, []int, error) {
 		rep, rfds, err := fn(id, m.(*Q), fds)
 		if err != nil || rep == nil {
-			// A nil *R in a Message would be a non-nil interface the
-			// encoder dereferences.
-			return nil, rfds, err
+			return nil, rfds, err // a nil *R would be a non-nil Message
 		}
 		return rep, rfds, nil
 	}}
@@ -106,193 +81,167 @@ func (r Route[Q, R]) Handle(fn func(reqID uint32, req *Q, fds []*os.File) (*R, [
 
 // Handler is one route's handler, made by [Route.Handle].
 type Handler struct {
-	r  *route
+	d  *Decl
 	fn func(reqID uint32, m Message, fds []*os.File) (Message, []int, error)
 }
 
 // Type is the type of the request h handles.
-func (h Handler) Type() MsgType { return h.r.req.t }
+func (h Handler) Type() MsgType { return h.d.req.t }
 
-// Protocol is one helper's protocol: its name and every request it
-// accepts, Hello first. It is declared once, next to the helper's
-// messages (package helpers/wire/NAMEwire); the helper serves it, the
-// supervisor calls through its routes, and the documentation's tables
-// are generated from it.
+// Protocol is one helper's protocol, declared once in its package
+// helpers/wire/NAMEwire: the helper serves it, the supervisor calls its
+// routes, and docs/helpers.md's tables are generated from it.
 type Protocol struct {
 	Name   string
-	routes []*route
-	byReq  map[MsgType]*route
-	byGo   map[reflect.Type]*route
-	all    map[MsgType]*kind // every request, reply and Error
+	routes []*Decl
 }
 
 // NewProtocol declares helper name's protocol: Hello (once) and routes.
 // Type numbers must be unique and outside the common range; a mistake
 // panics at package initialization, before any helper serves.
-func NewProtocol(name string, routes ...interface{ decl() *route }) *Protocol {
-	p := &Protocol{Name: name, byReq: map[MsgType]*route{}, byGo: map[reflect.Type]*route{},
-		all: map[MsgType]*kind{MsgError: &errorKind}}
-	all := append([]*route{HelloRoute.r}, make([]*route, 0, len(routes))...)
+func NewProtocol(name string, routes ...interface{ decl() *Decl }) *Protocol {
+	p := &Protocol{Name: name, routes: []*Decl{HelloRoute.Decl}}
+	seen := map[MsgType]bool{MsgHello: true, MsgHelloReply: true, MsgError: true}
 	for _, r := range routes {
-		all = append(all, r.decl())
-	}
-	seen := map[MsgType]bool{MsgError: true}
-	for i, r := range all {
-		if (i > 0 && r.req.t < 0x0100) || seen[r.req.t] || seen[r.reply.t] {
-			panic(fmt.Sprintf("wire: protocol %s: type %#04x reused or reserved", name, uint16(r.req.t)))
+		d := r.decl()
+		if d.req.t < 0x0100 || seen[d.req.t] || seen[d.reply.t] {
+			panic(fmt.Sprintf("wire: protocol %s: type %#04x reused or reserved", name, uint16(d.req.t)))
 		}
-		seen[r.req.t], seen[r.reply.t] = true, true
-		p.routes = append(p.routes, r)
-		p.byReq[r.req.t] = r
-		p.byGo[r.req.goT] = r
-		p.all[r.req.t], p.all[r.reply.t] = &r.req, &r.reply
+		seen[d.req.t], seen[d.reply.t] = true, true
+		p.routes = append(p.routes, d)
 	}
 	return p
 }
 
-// Call sends req, any request of the protocol, on its route: for tests
-// and tools that choose requests at run time (bad-input tables); the
-// supervisor calls through the typed routes.
-func (p *Protocol) Call(c *Client, req Message, fds []int) (Message, []*os.File, error) {
-	r, ok := p.byGo[reflect.TypeOf(req)]
-	if !ok {
-		return nil, nil, fmt.Errorf("wire: call: %T is not a request of %s: %w", req, p.Name, ErrInvalidMessage)
+// Admits returns the kind of a type the receiver decodes, nil for any
+// other, which is then refused from the frame's header.
+type Admits func(MsgType) *Kind
+
+// request Admits a request of the protocol: the helper's side.
+func (p *Protocol) request(t MsgType) *Kind {
+	for _, d := range p.routes {
+		if d.req.t == t {
+			return &d.req
+		}
 	}
-	return c.call(r, req, fds)
+	return nil
 }
 
-// Frame encodes req, any request of the protocol, as a complete frame,
-// for tests that forge variants of a valid frame.
-func (p *Protocol) Frame(reqID uint32, req Message) ([]byte, error) {
-	r, ok := p.byGo[reflect.TypeOf(req)]
-	if !ok {
-		return nil, fmt.Errorf("wire: frame: %T is not a request of %s: %w", req, p.Name, ErrInvalidMessage)
+// field is how one struct field is encoded: size bytes of little-endian
+// integer; a bool is 0 or 1; a string or []byte is a uint16 length
+// prefix and at most max bytes.
+type field struct {
+	index, size, max int
+	kind             reflect.Kind
+}
+
+// layoutOf checks a message struct and lays out its fields. A struct the
+// codec cannot encode panics when its package is initialized.
+func layoutOf(t reflect.Type) []field {
+	if t.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("wire: message %s is not a struct", t))
 	}
-	return encodeFrame(reqID, &r.req, req)
-}
-
-// DecodeRequest decodes a frame as the helper does, given the descriptors
-// that came with it: a type the protocol does not accept is refused from
-// the header. It is the pure part of [Conn.Recv], for tests and fuzzing.
-func (p *Protocol) DecodeRequest(buf []byte, nfds int) (reqID uint32, m Message, err error) {
-	return decodeFrame(buf, nfds, p)
-}
-
-// DecodeAny decodes a frame of any type of the protocol, request, reply
-// or Error, and returns its type: for fuzzing and tests of the decoders
-// of both directions.
-func (p *Protocol) DecodeAny(buf []byte, nfds int) (reqID uint32, t MsgType, m Message, err error) {
-	reqID, m, err = decodeFrame(buf, nfds, anyOf{p})
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	return reqID, MsgType(binary.LittleEndian.Uint16(buf[offType:])), m, nil
-}
-
-// EncodeAny encodes m as type t of the protocol (request, reply or
-// Error): for fuzzing and tests.
-func (p *Protocol) EncodeAny(reqID uint32, t MsgType, m Message) ([]byte, error) {
-	k, ok := p.all[t]
-	if !ok || reflect.TypeOf(m) != k.goT {
-		return nil, fmt.Errorf("wire: encode: %T is not type %#04x of %s: %w", m, uint16(t), p.Name, ErrInvalidMessage)
-	}
-	return encodeFrame(reqID, k, m)
-}
-
-// FDs is the number of descriptors type t of the protocol carries, and
-// false if the protocol has no type t.
-func (p *Protocol) FDs(t MsgType) (int, bool) {
-	k, ok := p.all[t]
-	if !ok {
-		return 0, false
-	}
-	return k.fds, true
-}
-
-// anyOf admits every type of a protocol.
-type anyOf struct{ p *Protocol }
-
-func (a anyOf) kind(t MsgType) (*kind, bool) {
-	k, ok := a.p.all[t]
-	return k, ok
-}
-
-// Types lists the request types the protocol accepts, Hello first.
-func (p *Protocol) Types() []MsgType {
-	out := make([]MsgType, len(p.routes))
-	for i, r := range p.routes {
-		out[i] = r.req.t
+	out := make([]field, t.NumField())
+	for i := range out {
+		f, k := t.Field(i), t.Field(i).Type.Kind()
+		out[i] = field{index: i, size: int(f.Type.Size()), kind: k}
+		switch {
+		case !f.IsExported():
+			panic(fmt.Sprintf("wire: message %s: field %s is not exported", t, f.Name))
+		case k == reflect.Uint8 || k == reflect.Uint16 || k == reflect.Uint32 || k == reflect.Uint64 || k == reflect.Bool:
+		case k == reflect.String || (k == reflect.Slice && f.Type.Elem().Kind() == reflect.Uint8):
+			n, err := strconv.Atoi(f.Tag.Get("wire"))
+			if err != nil || n <= 0 || n > 1<<16-1 {
+				panic(fmt.Sprintf("wire: message %s: field %s needs a maximum length tag wire:\"N\" (1..65535)", t, f.Name))
+			}
+			out[i].size, out[i].max = 2, n
+		default:
+			panic(fmt.Sprintf("wire: message %s: field %s has type %s, which the codec does not encode", t, f.Name, f.Type))
+		}
 	}
 	return out
 }
 
-// Accepts names the accepted requests for the documentation, e.g.
-// "Hello (once), Bind, Tmpfs".
-func (p *Protocol) Accepts() string {
-	var out []string
-	for _, r := range p.routes {
-		n := strings.TrimSuffix(r.req.name, "Request")
-		if r.once {
-			n += " (once)"
+// encodeFields appends v's fields to b, unchecked: [Encode] decodes what
+// it wrote, so it refuses exactly what the peer's decoder would.
+func encodeFields(b []byte, v reflect.Value, fs []field) []byte {
+	for _, f := range fs {
+		x, u, data := v.Field(f.index), uint64(0), []byte(nil)
+		switch f.kind {
+		case reflect.Bool:
+			if x.Bool() {
+				u = 1
+			}
+		case reflect.String:
+			data = []byte(x.String())
+		case reflect.Slice:
+			data = x.Bytes()
+		default:
+			u = x.Uint()
 		}
-		out = append(out, n)
-	}
-	return strings.Join(out, ", ")
-}
-
-// Markdown is the protocol's table for docs/protocol.md: one row per
-// request and its reply.
-func (p *Protocol) Markdown() string {
-	var b strings.Builder
-	b.WriteString("| type | request | payload | fds | reply | payload | fds | once |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for _, r := range p.routes {
-		once := "no"
-		if r.once {
-			once = "yes"
+		if f.max > 0 {
+			u = uint64(len(data))
 		}
-		fmt.Fprintf(&b, "| `%#04x` | %s | %s | %d | %s | %s | %d | %s |\n", uint16(r.req.t),
-			r.req.name, docOf(r.req.fields), r.req.fds, r.reply.name, docOf(r.reply.fields), r.reply.fds, once)
+		b = append(binary.LittleEndian.AppendUint64(b, u)[:len(b)+f.size], data...)
 	}
-	return b.String()
+	return b
 }
 
-// Admits is the set of types a receiver decodes; any other is refused
-// from the frame's header.
-type Admits interface {
-	kind(MsgType) (*kind, bool)
-}
-
-// A helper Admits the requests of its protocol.
-func (p *Protocol) kind(t MsgType) (*kind, bool) {
-	if r, ok := p.byReq[t]; ok {
-		return &r.req, true
+// decodeMsg decodes payload p as a message of kind k. The fields must
+// fill p exactly: trailing bytes would be fields this side does not know.
+// A declared length is checked against the field's maximum and the bytes
+// present before anything is sliced or allocated (a 2-byte prefix must
+// not make us allocate 64 KiB); strings and bytes are copied, so a
+// message never pins the receive buffer.
+func decodeMsg(p []byte, k *Kind) (Message, error) {
+	m, off := reflect.New(k.goT.Elem()), 0
+	fail := func(err error, format string, args ...any) (Message, error) {
+		return nil, fmt.Errorf("decode payload at offset %d: %w: "+format, append([]any{off, err}, args...)...)
 	}
-	return nil, false
-}
-
-// replyOf Admits what may answer one request: its reply or an Error.
-type replyOf struct{ r *route }
-
-func (a replyOf) kind(t MsgType) (*kind, bool) {
-	switch t {
-	case a.r.reply.t:
-		return &a.r.reply, true
-	case MsgError:
-		return &errorKind, true
+	for _, f := range k.fields {
+		if f.size > len(p)-off {
+			return fail(ErrShortPayload, "need %d bytes, have %d", f.size, len(p)-off)
+		}
+		var u uint64
+		for i, c := range p[off : off+f.size] {
+			u |= uint64(c) << (8 * i)
+		}
+		off += f.size
+		x := m.Elem().Field(f.index)
+		switch {
+		case f.max > 0 && u > uint64(f.max):
+			return fail(ErrFieldTooLong, "%d bytes, max %d", u, f.max)
+		case f.max > 0 && int(u) > len(p)-off:
+			return fail(ErrShortPayload, "need %d bytes, have %d", u, len(p)-off)
+		case f.kind == reflect.Slice:
+			x.SetBytes(append([]byte{}, p[off:off+int(u)]...))
+		case f.kind == reflect.String:
+			// Invalid UTF-8, because helpers log and compare strings; NUL,
+			// because a system call would cut the string there, and the
+			// helper check one path and act on another.
+			s := string(p[off : off+int(u)])
+			if !utf8.ValidString(s) {
+				return fail(ErrInvalidUTF8, "string field")
+			} else if i := strings.IndexByte(s, 0); i >= 0 {
+				return fail(ErrNUL, "at byte %d", i)
+			}
+			x.SetString(s)
+		case f.kind == reflect.Bool && u > 1:
+			return fail(ErrBool, "byte %#x", u) // one value, one encoding
+		case f.kind == reflect.Bool:
+			x.SetBool(u == 1)
+		default:
+			x.SetUint(u)
+		}
+		if f.max > 0 {
+			off += int(u)
+		}
 	}
-	return nil, false
-}
-
-// OnlyErrors Admits an Error alone, for tests that read a helper's
-// protocol-error reply to a forged frame.
-var OnlyErrors Admits = onlyErrors{}
-
-type onlyErrors struct{}
-
-func (onlyErrors) kind(t MsgType) (*kind, bool) {
-	if t == MsgError {
-		return &errorKind, true
+	if off != len(p) {
+		return fail(ErrTrailing, "%d bytes", len(p)-off)
 	}
-	return nil, false
+	if e, ok := m.Interface().(*Error); ok {
+		return e, e.check()
+	}
+	return m.Interface(), nil
 }

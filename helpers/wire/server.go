@@ -9,12 +9,10 @@ import (
 )
 
 // Server runs a helper's side of a connection, one request at a time.
-//
-// A handler's error is the reply: an *Error (possibly wrapped) is sent
-// as it is, a request-level refusal after which the server keeps
-// serving, except for code ErrProtocol, which ends the connection as the
-// code promises. Any other error is reported to the peer as ErrInternal
-// with its message.
+// A handler's error is the reply: an *Error (possibly wrapped) is sent as
+// it is and serving goes on, except after code ErrProtocol, which ends
+// the connection as the code promises; any other error is sent as
+// ErrInternal with its message.
 type Server struct {
 	Protocol *Protocol
 	Conn     *Conn
@@ -22,110 +20,84 @@ type Server struct {
 	Log      func(msg string, kv ...any) // optional
 }
 
-// Serve handles requests until the peer closes the connection (returns nil)
-// or breaks the protocol (returns the *ProtocolError after a best-effort
-// ErrProtocol reply with request id 0). A helper should exit non-zero on any
-// error: after a protocol fault the supervisor is presumed compromised and
-// nothing more it sends can be trusted.
+// Serve handles requests until the peer closes the connection (nil) or
+// breaks the protocol: then it returns the *ProtocolError after a best
+// effort ErrProtocol reply with request id 0. A helper exits non-zero on
+// any error: after a protocol fault nothing the peer sends can be trusted.
 func (s *Server) Serve() error {
 	handlers, err := s.table()
 	if err != nil {
 		return err
 	}
-	seen := make(map[MsgType]bool)
-	var lastID uint32 // request ids start at 1, so 0 is never valid
+	seen, lastID := map[MsgType]bool{}, uint32(0) // ids start at 1
 	for {
 		// Recv refuses a type the protocol does not accept from the
-		// frame's header, before its payload is decoded.
-		fr, err := s.Conn.Recv(s.Protocol)
+		// header, before decoding the payload.
+		fr, err := s.Conn.Recv(s.Protocol.request)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		if err != nil {
-			return s.fatal(err)
-		}
 		h := handlers[fr.Type]
-		if err := admit(fr, h.r, seen, lastID); err != nil {
+		switch { // strictly increasing ids expose a replayed or reordered request
+		case err != nil:
+		case fr.ReqID <= lastID:
+			err = protoErr("serve", ErrRequestID, "id %d after %d", fr.ReqID, lastID)
+		case h.d.once && seen[fr.Type]:
+			err = protoErr("serve", ErrRepeated, "%s", &h.d.req)
+		}
+		if err != nil {
 			closeFiles(fr.FDs)
 			return s.fatal(err)
 		}
-		lastID = fr.ReqID
-		seen[fr.Type] = true
-
+		lastID, seen[fr.Type] = fr.ReqID, true
 		reply, replyFDs, herr := h.fn(fr.ReqID, fr.Msg, fr.FDs)
 		closeFiles(fr.FDs)
-		if err := s.reply(fr.ReqID, &h.r.reply, reply, replyFDs, herr); err != nil {
+		if err := s.reply(fr.ReqID, &h.d.reply, reply, replyFDs, herr); err != nil {
 			return err
 		}
 	}
 }
 
-// table indexes the handlers by request type and checks that they cover
-// exactly the protocol's routes, so the declaration (and the
-// documentation generated from it) cannot drift from the code: a handler
-// for an undeclared type would be dead code today and an unreviewed entry
-// point tomorrow.
+// table indexes the handlers by request type, checking they cover exactly
+// the protocol's routes: the declaration (and the documentation made
+// from it) cannot drift from the code, and a handler of an undeclared
+// type, dead code today, cannot become an unreviewed entry point.
 func (s *Server) table() (map[MsgType]Handler, error) {
 	if s.Protocol == nil || s.Conn == nil {
 		return nil, fmt.Errorf("wire: serve: nil Protocol or Conn")
 	}
-	set := make(map[MsgType]Handler, len(s.Handlers))
+	set := map[MsgType]Handler{}
 	for _, h := range s.Handlers {
-		if h.fn == nil {
-			return nil, fmt.Errorf("wire: serve %s: a handler made without Route.Handle", s.Protocol.Name)
+		if h.fn == nil || s.Protocol.request(h.d.req.t) != &h.d.req || set[h.d.req.t].fn != nil {
+			return nil, fmt.Errorf("wire: serve %s: a handler not made by Route.Handle, undeclared or twice", s.Protocol.Name)
 		}
-		t := h.r.req.t
-		if r, ok := s.Protocol.byReq[t]; !ok || r != h.r {
-			return nil, fmt.Errorf("wire: serve %s: handler for %s, which the protocol does not declare", s.Protocol.Name, &h.r.req)
-		}
-		if _, dup := set[t]; dup {
-			return nil, fmt.Errorf("wire: serve %s: two handlers for %s", s.Protocol.Name, &h.r.req)
-		}
-		set[t] = h
+		set[h.d.req.t] = h
 	}
-	for _, r := range s.Protocol.routes {
-		if _, ok := set[r.req.t]; !ok {
-			return nil, fmt.Errorf("wire: serve %s: no handler for %s", s.Protocol.Name, &r.req)
-		}
+	if len(set) != len(s.Protocol.routes) {
+		return nil, fmt.Errorf("wire: serve %s: %d handlers for %d routes", s.Protocol.Name, len(set), len(s.Protocol.routes))
 	}
 	return set, nil
 }
 
-// admit applies the conversation rules to an already well-formed request
-// of route r. Strictly increasing ids make a replayed or reordered
-// request detectable.
-func admit(fr Frame, r *route, seen map[MsgType]bool, lastID uint32) error {
-	const op = "serve"
-	switch {
-	case fr.ReqID <= lastID:
-		return protoErr(op, ErrRequestID, "id %d after %d", fr.ReqID, lastID)
-	case r.once && seen[fr.Type]:
-		return protoErr(op, ErrRepeated, "%s", &r.req)
-	}
-	return nil
-}
-
 // fatal reports err to the peer if it is a protocol fault and returns it.
 func (s *Server) fatal(err error) error {
-	var pe *ProtocolError
-	if !errors.As(err, &pe) {
+	if !errors.As(err, new(*ProtocolError)) {
 		return fmt.Errorf("wire: serve %s: %w", s.Protocol.Name, err)
 	}
 	s.log("protocol error, closing", "err", err)
-	if serr := s.Conn.send(0, &errorKind, &Error{Code: ErrProtocol, Message: sanitize(err.Error())}, nil); serr != nil {
+	if serr := s.Conn.Send(0, &errorKind, &Error{Code: ErrProtocol, Message: sanitize(err.Error())}, nil); serr != nil {
 		s.log("sending protocol error reply failed", "err", serr)
 	}
 	return err
 }
 
 // reply sends the handler's outcome for request reqID, a reply of kind k
-// or an Error, and closes replyFDs. It returns a non-nil error only when
-// serving must stop.
-func (s *Server) reply(reqID uint32, k *kind, m Message, replyFDs []int, herr error) error {
+// or an Error, and closes replyFDs. Its error means serving must stop.
+func (s *Server) reply(reqID uint32, k *Kind, m Message, replyFDs []int, herr error) error {
 	defer closeFDs(replyFDs)
 	var e *Error
 	switch {
-	case herr != nil && errors.As(herr, &e):
+	case errors.As(herr, &e):
 		s.log("request refused", "id", reqID, "err", herr)
 		k, m, replyFDs = &errorKind, e, nil
 	case herr != nil:
@@ -134,12 +106,12 @@ func (s *Server) reply(reqID uint32, k *kind, m Message, replyFDs []int, herr er
 	case m == nil:
 		k, m = &errorKind, &Error{Code: ErrInternal, Message: "handler returned no reply"}
 	}
-	err := s.Conn.send(reqID, k, m, replyFDs)
+	err := s.Conn.Send(reqID, k, m, replyFDs)
 	if errors.Is(err, ErrInvalidMessage) {
-		// A handler bug (wrong descriptor count, oversized field): tell the
-		// peer rather than killing the helper or sending nothing.
+		// A handler's bug (descriptor count, oversized field): tell the
+		// peer rather than kill the helper or send nothing.
 		s.log("invalid reply", "id", reqID, "err", err)
-		err = s.Conn.send(reqID, &errorKind, &Error{Code: ErrInternal, Message: sanitize(err.Error())}, nil)
+		err = s.Conn.Send(reqID, &errorKind, &Error{Code: ErrInternal, Message: sanitize(err.Error())}, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("wire: serve %s: reply to %d: %w", s.Protocol.Name, reqID, err)
@@ -156,17 +128,13 @@ func (s *Server) log(msg string, kv ...any) {
 	}
 }
 
-// sanitize makes an arbitrary error text fit an Error.Message: error texts
-// may embed peer- or filesystem-controlled bytes (paths) that are not valid
-// UTF-8, contain NUL, or are long, and the reply must still encode.
+// sanitize fits an error text into Error.Message: texts may hold peer- or
+// filesystem-controlled bytes (paths) that are long, not UTF-8 or NUL.
 func sanitize(s string) string {
 	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\\0"), "\uFFFD")
-	if len(s) <= MaxErrorLen {
-		return s
+	for len(s) > MaxErrorLen {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
 	}
-	cut := MaxErrorLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
+	return s
 }

@@ -187,7 +187,7 @@ func TestServeUnknownType(t *testing.T) {
 
 func TestServeMalformedFrame(t *testing.T) {
 	p, done := startServer(t, "glove-test")
-	sendRaw(t, p.raw, EncodeRawHeader(2, uint16(MsgHello), 1, 0, 0, 0), nil)
+	sendRaw(t, p.raw, rawHeader(2, uint16(MsgHello), 1, 0, 0, 0), nil)
 	expectProtocolFault(t, p, done, ErrVersion)
 }
 
@@ -359,51 +359,6 @@ func TestServeRefusesHandlerMismatch(t *testing.T) {
 	}
 }
 
-func TestClientCall(t *testing.T) {
-	p, done := startServer(t, "glove-test")
-	cl := &Client{Conn: p.c}
-	hr, fds, err := HelloRoute.Call(cl, &Hello{}, nil)
-	if err != nil || hr.Name != "glove-test" || len(fds) != 0 {
-		t.Fatalf("Hello: %#v, %v", hr, err)
-	}
-	if pong, _, err := pingRoute.Call(cl, &testPing{Tag: 9}, nil); err != nil || pong.Tag != 109 {
-		t.Fatalf("ping: %#v, %v", pong, err)
-	}
-	_, _, err = pingRoute.Call(cl, &testPing{Tag: tagRefuse}, nil)
-	var e *Error
-	if !errors.As(err, &e) || e.Code != ErrRefused {
-		t.Fatalf("refusal: got %v", err)
-	}
-	// A second Hello is a protocol fault: the client surfaces the helper's
-	// explanation, sent with id 0.
-	_, _, err = HelloRoute.Call(cl, &Hello{}, nil)
-	if !errors.Is(err, ErrRequestID) || !errors.As(err, &e) || e.Code != ErrProtocol {
-		t.Fatalf("protocol fault: got %v", err)
-	}
-	if err := wait(t, done); !errors.Is(err, ErrRepeated) {
-		t.Fatalf("Serve: %v", err)
-	}
-}
-
-func TestClientRejectsWrongReplyID(t *testing.T) {
-	a, b := connPair(t)
-	cl := &Client{Conn: a}
-	fds, req := pipes(t, 1), pipes(t, 1)
-	go func() {
-		if fr, err := b.Recv(testAll); err == nil {
-			closeFiles(fr.FDs)
-			sendMsg(b, fr.ReqID+1, &testFDReply{}, fds) // echoes the wrong id, with a descriptor
-		}
-	}()
-	before := openFDs(t)
-	_, _, err := fdRoute.Call(cl, &testFD{}, req)
-	var pe *ProtocolError
-	if !errors.Is(err, ErrRequestID) || !errors.As(err, &pe) {
-		t.Fatalf("got %v, want ErrRequestID", err)
-	}
-	checkNoLeak(t, before)
-}
-
 // TestServeRefusesBeforeDecoding: a helper refuses a type it does not
 // accept from the frame's header, without entering that type's decoder:
 // another protocol's request sent to glove-test, well formed or not, is
@@ -428,7 +383,7 @@ func TestServeRefusesBeforeDecoding(t *testing.T) {
 			p, done := startServer(t, "glove-test")
 			if payload == nil {
 				var err error
-				if payload, err = otherRoute.Frame(1, &testOther{Session: "s-1"}); err != nil {
+				if payload, err = Encode(1, otherRoute.Request(), &testOther{Session: "s-1"}); err != nil {
 					t.Fatal(err)
 				}
 				payload = payload[HeaderSize:]

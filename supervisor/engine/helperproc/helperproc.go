@@ -15,6 +15,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ type Proc struct {
 	// session's outcome name a lost helper by it.
 	Name   string
 	Cmd    *exec.Cmd
-	Client *wire.Client
+	Client *wirecall.Client
 	conn   *wire.Conn
 }
 
@@ -80,7 +81,7 @@ func Start(opts Options) (*Proc, error) {
 		_ = cmd.Wait() // reaps it; its status is the kill above
 		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
 	}
-	return &Proc{Name: opts.Name, Cmd: cmd, Client: &wire.Client{Conn: conn}, conn: conn}, nil
+	return &Proc{Name: opts.Name, Cmd: cmd, Client: &wirecall.Client{Conn: conn}, conn: conn}, nil
 }
 
 // Pid is the helper's process id.
@@ -133,7 +134,7 @@ func checkHello(name string, r *wire.HelloReply) error {
 
 // Hello asks the helper who it is.
 func (p *Proc) Hello() (*wire.HelloReply, error) {
-	r, _, err := wire.HelloRoute.Call(p.Client, &wire.Hello{}, nil)
+	r, _, err := wirecall.Call(wire.HelloRoute, p.Client, &wire.Hello{}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("hello: %w", err)
 	}

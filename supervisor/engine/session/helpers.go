@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"golang.org/x/sys/unix"
 )
@@ -53,7 +54,7 @@ func (e *HelperLostError) Unwrap() error { return e.Err }
 var ErrKill = errors.New("kill the session")
 
 // helper is one helper as a session uses it. Calls are serialized: a
-// wire.Client has one request outstanding at a time, and a session's
+// wirecall.Client has one request outstanding at a time, and a session's
 // kill can come from a timer while its main path asks for usage. A
 // helper found gone is never asked again (its connection may hold a late
 // reply); the clean-up calls of the session's end then go to a fresh
@@ -88,8 +89,8 @@ type callOpts struct {
 // and its descriptors (see helper.call).
 func request[Q, R any](h *helper, op string, r wire.Route[Q, R], req *Q, o callOpts, fds ...int) (*R, []*os.File, error) {
 	var reply *R
-	files, err := h.call(op, o, func(c *wire.Client) ([]*os.File, error) {
-		rep, files, err := r.Call(c, req, fds)
+	files, err := h.call(op, o, func(c *wirecall.Client) ([]*os.File, error) {
+		rep, files, err := wirecall.Call(r, c, req, fds)
 		reply = rep
 		return files, err
 	})
@@ -99,7 +100,7 @@ func request[Q, R any](h *helper, op string, r wire.Route[Q, R], req *Q, o callO
 // call runs one request (do, on a helper's client) and returns the
 // reply's descriptors: on the session's helper, or, when that one is
 // lost and o.replace is set, on a fresh one.
-func (h *helper) call(op string, o callOpts, do func(*wire.Client) ([]*os.File, error)) ([]*os.File, error) {
+func (h *helper) call(op string, o callOpts, do func(*wirecall.Client) ([]*os.File, error)) ([]*os.File, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.proc == nil {
@@ -199,7 +200,7 @@ func (h *helper) close() error {
 }
 
 // callOne is one request on p, bounded by timeout when it is not 0.
-func callOne(p *helperproc.Proc, timeout time.Duration, do func(*wire.Client) ([]*os.File, error)) ([]*os.File, error) {
+func callOne(p *helperproc.Proc, timeout time.Duration, do func(*wirecall.Client) ([]*os.File, error)) ([]*os.File, error) {
 	if timeout > 0 {
 		if err := p.Conn().SetDeadline(time.Now().Add(timeout)); err != nil {
 			return nil, err

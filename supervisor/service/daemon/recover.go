@@ -14,6 +14,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
@@ -134,7 +135,7 @@ func (d *Daemon) sweepCgroups() {
 		return
 	}
 	for _, name := range names {
-		_, files, err := cgwire.RemoveEmpty.Call(cg.Client, &cgwire.RemoveEmptyRequest{Session: name}, nil)
+		_, files, err := wirecall.Call(cgwire.RemoveEmpty, cg.Client, &cgwire.RemoveEmptyRequest{Session: name}, nil)
 		for _, f := range files {
 			f.Close()
 		}
@@ -272,7 +273,7 @@ func (d *Daemon) recoverOne(sess store.Session, reserved bool, reason string) er
 	if err != nil {
 		return err
 	}
-	_, files, err := cgwire.Remove.Call(cg.Client, &cgwire.RemoveRequest{Session: sess.ID}, nil)
+	_, files, err := wirecall.Call(cgwire.Remove, cg.Client, &cgwire.RemoveRequest{Session: sess.ID}, nil)
 	for _, f := range files {
 		f.Close()
 	}
@@ -349,7 +350,7 @@ func (d *Daemon) freezeImages(id string) (err error) {
 	}
 	defer unix.Close(root)
 	for _, img := range m {
-		_, files, err := loopwire.Attach.Call(lx.Client, &loopwire.AttachRequest{Name: filepath.Base(img)}, []int{root})
+		_, files, err := wirecall.Call(loopwire.Attach, lx.Client, &loopwire.AttachRequest{Name: filepath.Base(img)}, []int{root})
 		if err != nil {
 			return fmt.Errorf("attach a retained image: %w", err)
 		}
@@ -359,7 +360,7 @@ func (d *Daemon) freezeImages(id string) (err error) {
 			}
 			return errors.New("attach a retained image: no mount")
 		}
-		_, more, ferr := loopwire.Freeze.Call(lx.Client, &loopwire.FreezeRequest{}, []int{int(files[0].Fd())})
+		_, more, ferr := wirecall.Call(loopwire.Freeze, lx.Client, &loopwire.FreezeRequest{}, []int{int(files[0].Fd())})
 		for _, f := range append(files, more...) {
 			f.Close()
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
+	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
@@ -187,7 +188,7 @@ func (d *Daemon) openStream(id string) (*os.File, *session.Transport, *helperpro
 		guest.Close()
 		return nil, nil, nil, err
 	}
-	if _, _, err := streamwire.Open.Call(sp.Client, &streamwire.OpenRequest{Session: id, Alias: e.alias},
+	if _, _, err := wirecall.Call(streamwire.Open, sp.Client, &streamwire.OpenRequest{Session: id, Alias: e.alias},
 		[]int{int(peer.Fd()), int(up.Fd()), int(audit.Fd())}); err != nil {
 		guest.Close()
 		_ = sp.Close()
@@ -204,7 +205,7 @@ func (d *Daemon) openStream(id string) (*os.File, *session.Transport, *helperpro
 // flowed unbounded; what is lost is the audit's last record.
 func endStream(sp *helperproc.Proc) error {
 	var errs []error
-	if _, _, err := streamwire.Close.Call(sp.Client, &streamwire.CloseRequest{}, nil); err != nil {
+	if _, _, err := wirecall.Call(streamwire.Close, sp.Client, &streamwire.CloseRequest{}, nil); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) {
 			errs = append(errs, fmt.Errorf("glove-streamproxy close: %w", err))
