@@ -3,6 +3,7 @@ package mounter
 import (
 	"fmt"
 	"os"
+	"path"
 	"runtime"
 	"strings"
 
@@ -48,8 +49,7 @@ func (s *server) bind(_ uint32, req *mountwire.BindRequest, fds []*os.File) (*mo
 	if err := checkBindFlags(req.Flags); err != nil {
 		return nil, nil, err
 	}
-	src := int(fds[0].Fd())
-	clone, view := cloneTree, s
+	src, clone, view := int(fds[0].Fd()), cloneTree, s
 	if s.fallback {
 		// The whole request on one thread, in that thread's copy of the
 		// mount namespace (enterPrivateMountNS).
@@ -61,14 +61,11 @@ func (s *server) bind(_ uint32, req *mountwire.BindRequest, fds []*os.File) (*mo
 		}
 		defer closeRoots(roots)
 		v := *s
-		v.roots = roots
-		view = &v
-		local, err := view.localize(src)
-		if err != nil {
+		v.roots, view, clone = roots, &v, cloneTreeSetattr
+		if src, err = view.localize(src); err != nil {
 			return nil, nil, err
 		}
-		defer unix.Close(local)
-		src, clone = local, cloneTreeSetattr
+		defer unix.Close(src)
 	}
 	if err := view.checkSource(src); err != nil {
 		return nil, nil, err
@@ -80,13 +77,25 @@ func (s *server) bind(_ uint32, req *mountwire.BindRequest, fds []*os.File) (*mo
 	return &mountwire.BindReply{}, []int{mfd}, nil
 }
 
+// sourceIdent stats src and accepts only a directory or a regular file.
+// A socket, FIFO or device node is not something to bind into a sandbox,
+// and an O_PATH|O_NOFOLLOW descriptor of a symbolic link is the link,
+// whose target could be anywhere.
+func sourceIdent(src int) (ident, error) {
+	si, err := identOf(src)
+	if err != nil {
+		return si, refuse(wire.ErrRefused, "bind: source: %v", err)
+	}
+	if t := si.mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
+		return si, refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
+	}
+	return si, nil
+}
+
 // checkSource decides whether the object src refers to lies beneath one
 // of the roots, by identity, never by a path the supervisor names:
 //
-//  1. statx the descriptor itself: only a directory or a regular file is
-//     accepted. A socket, FIFO or device node is not something to bind
-//     into a sandbox, and an O_PATH|O_NOFOLLOW descriptor of a symbolic
-//     link is the link, whose target could be anywhere.
+//  1. statx the descriptor itself (sourceIdent).
 //  2. From the directory (or, for a file, the directory holding it) walk
 //     up with openat(.., "..") and compare each directory's device and
 //     inode with the roots'. Every step must stay on the source's mount:
@@ -103,27 +112,19 @@ func (s *server) bind(_ uint32, req *mountwire.BindRequest, fds []*os.File) (*mo
 // descriptors (the root's and the source's), so an id cannot have been
 // freed and reused in between.
 func (s *server) checkSource(src int) error {
-	si, err := identOf(src)
+	si, err := sourceIdent(src)
 	if err != nil {
-		return refuse(wire.ErrRefused, "bind: source: %v", err)
+		return err
 	}
-	switch si.mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		if err := s.walk(src, si.mnt); err != nil {
+	dir := src
+	if si.mode&unix.S_IFMT == unix.S_IFREG {
+		if dir, err = s.parentOf(src, si); err != nil {
 			return err
 		}
-	case unix.S_IFREG:
-		dir, err := s.parentOf(src, si)
-		if err != nil {
-			return err
-		}
-		err = s.walk(dir, si.mnt)
-		unix.Close(dir)
-		if err != nil {
-			return err
-		}
-	default:
-		return refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
+		defer unix.Close(dir)
+	}
+	if err := s.walk(dir, si.mnt); err != nil {
+		return err
 	}
 	again, err := identOf(src)
 	if err != nil {
@@ -145,11 +146,15 @@ func (s *server) walk(dir int, mnt uint64) error {
 			unix.Close(cur)
 		}
 	}()
-	id, err := identOf(cur)
-	if err != nil {
-		return refuse(wire.ErrRefused, "bind: walk: %v", err)
-	}
+	var prev ident
 	for step := 0; ; step++ {
+		id, err := identOf(cur)
+		if err != nil {
+			return refuse(wire.ErrRefused, "bind: walk: %v", err)
+		}
+		if step > 0 && id.sameObject(prev) {
+			return refuse(wire.ErrRefused, "bind: source is outside every source root")
+		}
 		if id.mnt != mnt {
 			return refuse(wire.ErrRefused, "bind: source is not on the mount of a source root (the walk up leaves mount %d for %d)", mnt, id.mnt)
 		}
@@ -168,63 +173,52 @@ func (s *server) walk(dir int, mnt uint64) error {
 		if err != nil {
 			return refuse(wire.ErrRefused, "bind: walk up: %v", err)
 		}
-		upID, err := identOf(up)
-		if err != nil {
-			unix.Close(up)
-			return refuse(wire.ErrRefused, "bind: walk up: %v", err)
-		}
-		if upID.sameObject(id) {
-			unix.Close(up)
-			return refuse(wire.ErrRefused, "bind: source is outside every source root")
-		}
 		if cur != dir {
 			unix.Close(cur)
 		}
-		cur, id = up, upID
+		cur, prev = up, id
 	}
 }
 
-// parentOf returns an O_PATH descriptor of the directory holding regular
-// file src. A file descriptor has no "..", so the directory is found from
-// the kernel's own name for the descriptor (/proc/self/fd, never a name
-// the supervisor sends), opened relative to the root it names, and
-// accepted only if the file's name in it leads to the same inode on the
-// same mount. The name is only a hint: a stale or forged one makes the
-// lookup miss and the request refused, and the walk from the directory
-// still decides. A file reached through a bind mount of the file itself
-// is on another mount than its directory and is refused.
-func (s *server) parentOf(src int, si ident) (int, error) {
+// rootOf returns the root beneath which the kernel's name for src lies
+// (read through /proc/self/fd, never a name the supervisor sends) and the
+// name relative to it. The name is only a hint, looked up beneath the
+// root and checked by identity: a stale or forged one makes the lookup
+// miss and the request refused. A name unreachable from this process's
+// root, or of no file system object (memfd, anonymous inode), is refused.
+func (s *server) rootOf(src int) (root, string, error) {
 	name, err := fdName(s.procFD, src)
 	if err != nil {
-		return -1, refuse(wire.ErrRefused, "bind: source file: %v", err)
-	}
-	i := strings.LastIndexByte(name, '/')
-	if !strings.HasPrefix(name, "/") || i < 0 || i == len(name)-1 {
-		// Unreachable from this process's root, or not a file system
-		// object at all (memfd, anonymous inodes).
-		return -1, refuse(wire.ErrRefused, "bind: source file has no name beneath the helper's root")
-	}
-	dir, base := name[:i], name[i+1:]
-	if dir == "" {
-		dir = "/"
+		return root{}, "", refuse(wire.ErrRefused, "bind: source: %v", err)
 	}
 	for _, r := range s.roots {
-		rel, ok := beneathPath(r.name, dir)
-		if !ok {
-			continue
+		if rel, ok := beneathPath(r.name, name); ok {
+			return r, rel, nil
 		}
-		pfd, err := openDir(r.fd, rel)
-		if err != nil {
-			return -1, refuse(wire.ErrRefused, "bind: source file's directory: %v", err)
-		}
-		bi, err := identAt(pfd, base)
-		if err != nil || !bi.sameObject(si) || bi.mnt != si.mnt {
-			unix.Close(pfd)
-			return -1, refuse(wire.ErrRefused, "bind: source file is not the file its name leads to beneath a source root")
-		}
-		return pfd, nil
 	}
-	return -1, refuse(wire.ErrRefused, "bind: source file is outside every source root")
+	return root{}, "", refuse(wire.ErrRefused, "bind: source is outside every source root")
+}
+
+// parentOf returns an O_PATH descriptor of the directory holding regular
+// file src (a file descriptor has no ".."): the directory its kernel name
+// names (rootOf), accepted only if the file's name in it leads to the same
+// inode on the same mount. The walk from the directory still decides. A
+// file reached through a bind mount of the file itself is on another
+// mount than its directory and is refused.
+func (s *server) parentOf(src int, si ident) (int, error) {
+	r, rel, err := s.rootOf(src)
+	if err != nil {
+		return -1, err
+	}
+	pfd, err := openDir(r.fd, path.Dir(rel))
+	if err != nil {
+		return -1, refuse(wire.ErrRefused, "bind: source file's directory: %v", err)
+	}
+	if bi, err := identAt(pfd, path.Base(rel)); err != nil || !bi.sameObject(si) || bi.mnt != si.mnt {
+		unix.Close(pfd)
+		return -1, refuse(wire.ErrRefused, "bind: source file is not the file its name leads to beneath a source root")
+	}
+	return pfd, nil
 }
 
 // threadRoots opens every source root again in the calling thread's
@@ -240,12 +234,11 @@ func (s *server) threadRoots() ([]root, error) {
 			return nil, refuse(wire.ErrRefused, "bind: source root in the helper's mount namespace: %v", err)
 		}
 		id, err := identOf(fd)
+		out = append(out, root{name: r.name, fd: fd, id: id})
 		if err != nil || !id.sameObject(r.id) || id.mode != r.id.mode {
-			unix.Close(fd)
 			closeRoots(out)
 			return nil, refuse(wire.ErrRefused, "bind: a source root is no longer the directory opened at start-up")
 		}
-		out = append(out, root{name: r.name, fd: fd, id: id})
 	}
 	return out, nil
 }
@@ -258,59 +251,41 @@ func closeRoots(rs []root) {
 
 // localize finds the supervisor's source src again in the helper's own
 // copy of the mount namespace (fallback mode only: open_tree clones only
-// mounts of the caller's namespace). The kernel's name for src is only
-// a hint, opened beneath the root it names; the object found must be
-// src's (device, inode and type), and checkSource then decides on it as
-// on any source.
+// mounts of the caller's namespace), by its kernel name beneath a root
+// (rootOf). The object found must be src's (device, inode and type), and
+// checkSource then decides on it as on any source.
 func (s *server) localize(src int) (int, error) {
-	si, err := identOf(src)
+	si, err := sourceIdent(src)
 	if err != nil {
-		return -1, refuse(wire.ErrRefused, "bind: source: %v", err)
+		return -1, err
+	}
+	r, rel, err := s.rootOf(src)
+	if err != nil {
+		return -1, err
 	}
 	open := openDir
-	switch si.mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-	case unix.S_IFREG:
+	if si.mode&unix.S_IFMT == unix.S_IFREG {
 		open = openFile
-	default:
-		return -1, refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
 	}
-	name, err := fdName(s.procFD, src)
+	fd, err := open(r.fd, rel)
 	if err != nil {
-		return -1, refuse(wire.ErrRefused, "bind: source: %v", err)
+		return -1, refuse(wire.ErrRefused, "bind: source in the helper's mount namespace: %v", err)
 	}
-	if !strings.HasPrefix(name, "/") {
-		return -1, refuse(wire.ErrRefused, "bind: source has no name beneath the helper's root")
+	if li, err := identOf(fd); err != nil || !li.sameObject(si) || li.mode != si.mode {
+		unix.Close(fd)
+		return -1, refuse(wire.ErrRefused, "bind: source is not the object its name leads to beneath a source root")
 	}
-	for _, r := range s.roots {
-		rel, ok := beneathPath(r.name, name)
-		if !ok {
-			continue
-		}
-		fd, err := open(r.fd, rel)
-		if err != nil {
-			return -1, refuse(wire.ErrRefused, "bind: source in the helper's mount namespace: %v", err)
-		}
-		li, err := identOf(fd)
-		if err != nil || !li.sameObject(si) || li.mode != si.mode {
-			unix.Close(fd)
-			return -1, refuse(wire.ErrRefused, "bind: source is not the object its name leads to beneath a source root")
-		}
-		return fd, nil
-	}
-	return -1, refuse(wire.ErrRefused, "bind: source is outside every source root")
+	return fd, nil
 }
 
 // beneathPath returns dir relative to rootPath when dir is rootPath or
 // lies beneath it (both absolute kernel names).
 func beneathPath(rootPath, dir string) (string, bool) {
-	switch {
-	case dir == rootPath:
+	if dir == rootPath {
 		return ".", true
-	case rootPath == "/":
-		return dir[1:], true
-	case strings.HasPrefix(dir, rootPath+"/"):
-		return dir[len(rootPath)+1:], true
+	}
+	if rel, ok := strings.CutPrefix(dir, strings.TrimSuffix(rootPath, "/")+"/"); ok {
+		return rel, true
 	}
 	return "", false
 }
