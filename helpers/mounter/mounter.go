@@ -23,6 +23,7 @@ package mounter
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
@@ -123,8 +124,11 @@ type server struct {
 // operator wrote would silently change the bounds.
 func newServer(cfg *Config, peer *unix.Ucred, fallback bool) (*server, error) {
 	s := &server{cfg: cfg, uid: peer.Uid, gid: peer.Gid, pageSize: uint64(os.Getpagesize()), fallback: fallback}
-	// Before the roots are opened: they must be mounts of the copy.
 	if fallback {
+		// Never unlocked: helperkit.Run serves every request on this
+		// goroutine, so on this thread, in this thread's copy of the mount
+		// namespace (enterPrivateMountNS), where the roots are opened next.
+		runtime.LockOSThread()
 		if err := enterPrivateMountNS(); err != nil {
 			return nil, fmt.Errorf("mounter: %w", err)
 		}
@@ -143,7 +147,9 @@ func newServer(cfg *Config, peer *unix.Ucred, fallback bool) (*server, error) {
 			}
 		}
 		if err != nil {
-			closeRoots(s.roots)
+			for _, r := range s.roots {
+				unix.Close(r.fd)
+			}
 			unix.Close(s.procFD)
 			return nil, fmt.Errorf("mounter: open source root %s: %w", p, err)
 		}

@@ -12,33 +12,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// This file is the only place glove-mounter makes a system call beyond the
-// helperkit base, so an auditor can compare it line by line with the
-// allowlist in seccomp.go. The flag constants below are used both by the
-// calls and by the allowlist, so the two cannot drift: a call made with
-// other flags than these is killed. It is *_unsafe.go because
-// golang.org/x/sys (v0.50.0, the newest) has no open_tree_attr wrapper and
-// its mount_attr argument is a pointer.
+// Every system call glove-mounter makes beyond the helperkit base, to
+// compare line by line with seccomp.go; the flag constants serve both, so
+// they cannot drift (a call with other flags is killed). *_unsafe.go:
+// golang.org/x/sys (v0.50.0, the newest) has no open_tree_attr wrapper.
 
 const (
-	// walkOpenFlags opens a directory as an O_PATH handle (no read or
-	// write access to anything, only a handle to compare), never following
-	// a final symbolic link; fileOpenFlags opens a regular file of the
-	// fallback's copy (see below) the same way.
+	// O_PATH handles (no read or write access, only a handle to compare)
+	// of a directory, or of a regular file of the fallback's copy, never
+	// following a final symbolic link.
 	walkOpenFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fileOpenFlags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
 
-	// statFDFlags stats a descriptor itself (an O_PATH descriptor of a
-	// symbolic link is the link, not its target); statAtFlags stats a
-	// name inside a directory without following it.
+	// statx of a descriptor itself (an O_PATH symbolic link is the link),
+	// or of a name in a directory, not following it.
 	statFDFlags = unix.AT_EMPTY_PATH | unix.AT_SYMLINK_NOFOLLOW
 	statAtFlags = unix.AT_SYMLINK_NOFOLLOW
 	statMask    = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_MNT_ID
 
-	// openTreeFlags clones the source and everything mounted beneath it
-	// into a new, detached mount tree (OPEN_TREE_CLONE): without
-	// OPEN_TREE_CLONE open_tree would hand back the attached mount itself.
-	// setattrFlags applies the attributes to the whole clone (fallback).
+	// A new detached recursive clone (without OPEN_TREE_CLONE open_tree
+	// would hand back the attached mount itself); the fallback's
+	// mount_setattr applies to the whole clone.
 	openTreeFlags = unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE | unix.AT_EMPTY_PATH
 	setattrFlags  = unix.AT_EMPTY_PATH | unix.AT_RECURSIVE
 	// mountAttrSize is struct mount_attr as passed (MOUNT_ATTR_SIZE_VER0).
@@ -46,19 +40,17 @@ const (
 
 	fsopenFlags  = unix.FSOPEN_CLOEXEC
 	fsmountFlags = unix.FSMOUNT_CLOEXEC
-	// alwaysAttrs are set on every mount this helper creates: a set-id
-	// file or a device node on a source must not become one inside a
-	// sandbox.
+	// alwaysAttrs, on every mount made: a set-id file or a device node on
+	// a source must not become one inside a sandbox.
 	alwaysAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 
-	// sysAdmin is CAP_SYS_ADMIN for helperkit.Raised: the row's one
-	// capability is OnDemand, effective only around the three calls that
-	// need it (cloneTree, cloneTreeSetattr, newTmpfs).
+	// sysAdmin, the row's one capability, is OnDemand: effective only in
+	// raised, around cloneTree, cloneTreeSetattr and newTmpfs.
 	sysAdmin = uint64(1) << unix.CAP_SYS_ADMIN
 )
 
-// ident is what the identity checks compare: device, inode and the mount
-// a descriptor was reached through, plus its file type and permission bits.
+// ident is what the identity checks compare: device, inode, the mount a
+// descriptor was reached through, file type and permission bits.
 type ident struct {
 	dev, ino, mnt uint64
 	mode          uint16
@@ -95,9 +87,8 @@ func openat(dirfd int, name string, flags int) (int, error) {
 	return fd, nil
 }
 
-// fdName returns the kernel's name for descriptor fd, read through
-// procFD (this process's /proc/self/fd, opened at start-up). It is only
-// ever a hint, checked by identity afterwards.
+// fdName returns the kernel's name for fd, through procFD (/proc/self/fd):
+// only ever a hint, checked by identity.
 func fdName(procFD, fd int) (string, error) {
 	buf := make([]byte, unix.PathMax)
 	n, err := unix.Readlinkat(procFD, strconv.Itoa(fd), buf)
@@ -120,11 +111,9 @@ func raised(fn func() (int, error)) (fd int, err error) {
 }
 
 // cloneTree is open_tree_attr(2) (Linux 6.15): a detached recursive clone
-// of src with attr applied to every mount of the clone before the
-// descriptor exists. The kernel refuses attributes without
-// OPEN_TREE_CLONE, so unlike mount_setattr(2) this call cannot change a
-// mount that is attached to a mount table, which is why the helper uses
-// it and is not allowed mount_setattr at all.
+// of src with attr on every mount before the descriptor exists. Unlike
+// mount_setattr(2) it cannot change an attached mount (the kernel refuses
+// attributes without OPEN_TREE_CLONE).
 func cloneTree(src int, attr *unix.MountAttr) (int, error) {
 	return raised(func() (int, error) { return openTreeAttr(src, attr, mountAttrSize) })
 }
@@ -147,18 +136,13 @@ func HasOpenTreeAttr() bool {
 	return !errors.Is(err, unix.ENOSYS)
 }
 
-// The fallback for kernels before 6.15: open_tree(2) makes the detached
-// clone and mount_setattr(2) applies the attributes to it. mount_setattr
-// accepts a descriptor of any mount, so the helper first leaves the
-// supervisor's mount namespace for private copies of it
-// (enterPrivateMountNS): the kernel refuses mount_setattr on an attached
-// mount of another namespace (EINVAL), so a helper subverted through a
-// request can change only its own copies and its clones, never a mount
-// the supervisor, the host or a sandbox uses. The price: a source the
-// supervisor sends, a mount of its namespace, must be found again in the
-// helper's copy before it can be cloned (bind.go, localize).
-
-// cloneTreeSetattr is cloneTree for kernels without open_tree_attr.
+// cloneTreeSetattr is the fallback before 6.15: open_tree(2) clones and
+// mount_setattr(2) applies attr. mount_setattr takes any mount, so the
+// helper lives in private copies of the supervisor's mount namespace
+// (enterPrivateMountNS), where the kernel refuses it on an attached mount
+// of another namespace (EINVAL): a subverted helper can change only its
+// copies and clones, never a mount the supervisor, host or a sandbox
+// uses. The price: a source must be found again in the copy (localize).
 func cloneTreeSetattr(src int, attr *unix.MountAttr) (int, error) {
 	return raised(func() (int, error) {
 		fd, err := unix.OpenTree(src, "", openTreeFlags)
@@ -173,16 +157,14 @@ func cloneTreeSetattr(src int, attr *unix.MountAttr) (int, error) {
 	})
 }
 
-// enterPrivateMountNS moves every thread of the helper into a new mount
-// namespace, a copy of the supervisor's, and checks that none is left in
-// the old one. unshare(2) acts on the calling thread only, hence
-// AllThreadsSyscall (no cgo in the helpers); each thread gets a copy of
-// its own (joining one with setns(2) would need CAP_SYS_CHROOT, which
-// the helper does not hold), threads the runtime starts later inherit
-// their creator's, and each thread keeps a cwd and root of its own,
-// which the helper never changes. Since open_tree clones only mounts of
-// the calling thread's namespace, a request is served on one locked
-// thread from roots opened again in its copy (bind.go, threadRoots).
+// enterPrivateMountNS moves every thread into a new mount namespace, a
+// copy of the supervisor's, and checks none is left in the old one.
+// unshare(2) acts on the calling thread only, hence AllThreadsSyscall (no
+// cgo); each thread gets its own copy (setns(2) would need
+// CAP_SYS_CHROOT), later threads inherit their creator's, and each keeps
+// its own cwd and root, never changed. open_tree clones only mounts of
+// the caller's copy, so requests are served on one locked thread, the
+// one that opens the roots (newServer).
 func enterPrivateMountNS() error {
 	var old unix.Stat_t
 	if err := unix.Stat("/proc/thread-self/ns/mnt", &old); err != nil {
@@ -207,9 +189,8 @@ func enterPrivateMountNS() error {
 	return nil
 }
 
-// newTmpfs creates a detached tmpfs: fsopen, one FSCONFIG_SET_STRING per
-// option (key, value), FSCONFIG_CMD_CREATE, fsmount with attrs. The file
-// system context is closed before returning whatever happens.
+// newTmpfs creates a detached tmpfs: fsopen, FSCONFIG_SET_STRING per
+// option (key, value), FSCONFIG_CMD_CREATE, fsmount with attrs.
 func newTmpfs(opts [][2]string, attrs int) (int, error) {
 	return raised(func() (int, error) {
 		fsfd, err := unix.Fsopen("tmpfs", fsopenFlags)
