@@ -1,12 +1,10 @@
-// Package mounter is glove-mounter: it hands the supervisor detached bind
-// and tmpfs mounts (open_tree_attr/fsmount descriptors) within root-owned
-// bounds. It holds CAP_SYS_ADMIN and nothing else, and never attaches a
-// mount to any mount table: its allowlist has no mount or move_mount, and
-// mount_setattr only on kernels without open_tree_attr, where it lives in
-// private copies of the supervisor's mount namespace (syscalls_unsafe.go).
-//
-// The supervisor is presumed compromised. Every request is checked
-// against the bounds in mounter.json:
+// Package mounter is glove-mounter: it hands the supervisor, presumed
+// compromised, detached bind and tmpfs mounts (open_tree_attr and fsmount
+// descriptors) within the root-owned bounds of mounter.json. It holds
+// CAP_SYS_ADMIN only and never attaches a mount: its allowlist has no
+// mount or move_mount, and mount_setattr only on kernels without
+// open_tree_attr, where it lives in private copies of the supervisor's
+// mount namespace (syscalls_unsafe.go).
 //
 //   - Bind: the source descriptor must be a directory or a regular file
 //     lying beneath one of source_roots by identity (bind.go); the clone
@@ -15,9 +13,8 @@
 //     max_tmpfs_inodes, permission-only mode, root owned by the peer of
 //     the control socket (tmpfs.go).
 //
-// A refused request is answered with a wire.Error (ErrBadRequest for a
-// malformed request, ErrRefused for one outside the bounds) and the
-// helper keeps serving.
+// A refused request gets a wire.Error (ErrBadRequest if malformed,
+// ErrRefused if outside the bounds) and the helper keeps serving.
 package mounter
 
 import (
@@ -94,10 +91,9 @@ func Spec() helperkit.Spec {
 	}
 }
 
-// root is one source root, opened at start-up.
+// root is one source root, opened at start-up; name is the kernel's name
+// of it (canonical, whatever symbolic links the configured path had).
 type root struct {
-	// name is the kernel's name of the opened root (canonical, whatever
-	// symbolic links the configured path went through).
 	name string
 	fd   int
 	id   ident
@@ -107,11 +103,9 @@ type root struct {
 // the helper restricts itself: once the seccomp filter is installed it
 // can no longer open a path from the file system root.
 type server struct {
-	cfg   *Config
-	roots []root
-	// procFD is this process's /proc/self/fd, where the kernel's name of a
-	// source is read (bind.go).
-	procFD int
+	cfg    *Config
+	roots  []root
+	procFD int // /proc/self/fd, to read a source's kernel name (fdName)
 	// uid and gid own the root of every tmpfs: the control socket's peer.
 	uid, gid uint32
 	pageSize uint64
@@ -157,8 +151,8 @@ func newServer(cfg *Config, peer *unix.Ucred, fallback bool) (*server, error) {
 	return s, nil
 }
 
-// refuse is a request-level refusal: the server sends it as the reply and
-// keeps serving. The messages name no path and no peer-controlled bytes.
+// refuse is a request-level refusal: sent as the reply, and the helper
+// keeps serving. Its messages hold no path and no peer-controlled bytes.
 func refuse(code wire.ErrorCode, format string, args ...any) error {
 	return &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

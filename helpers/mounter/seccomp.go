@@ -5,12 +5,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// This file is data: glove-mounter's additions to helperkit.BaseSyscalls,
-// each call made only from syscalls_unsafe.go with the flags named there.
-// Every plain integer argument is pinned, so the kernel enforces the exact
-// flags even in a helper subverted through a request. Pointer arguments
-// (names, strings, struct mount_attr) cannot be read by a seccomp filter;
-// what that leaves open is said at each rule and in SECURITY.md.
+// Data only: glove-mounter's additions to helperkit.BaseSyscalls, each
+// made only from syscalls_unsafe.go with the flags named there. Integer
+// arguments are pinned, so the kernel enforces the flags even in a helper
+// subverted through a request; what pointer arguments (names, struct
+// mount_attr) leave open is said at each rule and in SECURITY.md.
 //
 // Not allowed, on purpose: mount, umount2, move_mount, pivot_root,
 // unshare, setns, and mount_setattr where open_tree_attr exists: nothing
@@ -24,16 +23,14 @@ const exact = ^uint64(0)
 
 // Syscalls is glove-mounter's addition to helperkit.BaseSyscalls.
 var Syscalls = []bpf.Rule{
-	// helperkit.Raised raises CAP_SYS_ADMIN around the three calls that
-	// use it (sysAdmin); the sets are behind a pointer the filter cannot
-	// pin, the permitted set bounds them.
+	// helperkit.Raised, around the three calls using CAP_SYS_ADMIN: the
+	// sets are behind a pointer, the permitted set bounds them.
 	{Name: "capset", Nr: unix.SYS_CAPSET},
 	// The identity walk: O_PATH directory handles only. The path is a
 	// pointer: a subverted helper could open any directory the service
 	// user can search, as a handle no more capable than the supervisor's.
 	{Name: "openat", Nr: unix.SYS_OPENAT, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: walkOpenFlags}}},
-	// statx of a descriptor, or of a name in a directory, never following
-	// a final symbolic link.
+	// statx of a descriptor or of a name, never following a final link.
 	{Name: "statx", Nr: unix.SYS_STATX, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: statFDFlags}}},
 	{Name: "statx", Nr: unix.SYS_STATX, Conds: []bpf.Cond{{Arg: 2, Mask: exact, Value: statAtFlags}}},
 	// A source's kernel name through /proc/self/fd: reading a link's text

@@ -128,9 +128,8 @@ func openTreeAttr(src int, attr *unix.MountAttr, size uintptr) (int, error) {
 	return int(r), nil
 }
 
-// HasOpenTreeAttr reports whether the kernel has open_tree_attr(2): a
-// call on descriptor -1 fails with EBADF where it exists and ENOSYS
-// where it does not.
+// HasOpenTreeAttr reports whether the kernel has open_tree_attr(2): on
+// descriptor -1 it fails with EBADF if so, ENOSYS if not.
 func HasOpenTreeAttr() bool {
 	_, err := openTreeAttr(-1, nil, 0)
 	return !errors.Is(err, unix.ENOSYS)

@@ -9,18 +9,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxTmpfsMode is the widest root mode a tmpfs may have: permission bits
-// and the sticky bit. Set-user-id and set-group-id on the root directory
-// are refused: a set-group-id directory makes every file created in it
-// inherit the group, which the requester did not choose.
+// maxTmpfsMode is the widest root mode of a tmpfs: permission bits and
+// sticky. Set-id bits are refused: every file created in a set-group-id
+// directory inherits its group, which the requester did not choose.
 const maxTmpfsMode = 0o1777
 
-// checkTmpfs validates a Tmpfs request against the bounds: malformed
-// requests are ErrBadRequest, well-formed ones over the caps ErrRefused.
-// The size must be a positive multiple of the page size: tmpfs rounds
-// size= up to whole pages, so an unaligned size would give a larger
-// quota than asked (and possibly than the cap). Zero is refused because
-// tmpfs reads size=0 and nr_inodes=0 as "unlimited".
+// checkTmpfs: ErrBadRequest if malformed, ErrRefused over the caps. The
+// size must be a positive multiple of the page size: tmpfs rounds size=
+// up to whole pages (a larger quota than asked, maybe than the cap), and
+// reads size=0 and nr_inodes=0 as "unlimited".
 func checkTmpfs(req *mountwire.TmpfsRequest, cfg *Config, pageSize uint64) error {
 	switch {
 	case req.Flags&^mountwire.TmpfsAll != 0:
