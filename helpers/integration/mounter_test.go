@@ -771,8 +771,9 @@ func TestMounterFallbackNamespace(t *testing.T) {
 		}
 		// Every thread of the fallback has a copy of its own, and
 		// open_tree clones only mounts of the calling thread's: many
-		// requests, served on whichever threads the runtime picks, must
-		// all succeed (at random EINVAL before threadRoots, seen on 6.1).
+		// requests, with pauses that let the runtime park the serving
+		// goroutine, must all succeed (at random EINVAL, seen on 6.1,
+		// while a request could run on another thread than its roots').
 		dir := sourceDir(t, env, fmt.Sprintf("threads-%v", fallback))
 		src := openFD(t, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 		for i := 0; i < 300; i++ {

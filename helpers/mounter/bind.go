@@ -3,7 +3,7 @@ package mounter
 import (
 	"fmt"
 	"os"
-	"runtime"
+	"path"
 	"strings"
 
 	"github.com/glove-sandbox/glove/filetype"
@@ -12,8 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxWalk bounds the identity walk. Each step is one openat and one statx;
-// a tree deeper than this is refused rather than walked without end.
+// maxWalk bounds the identity walk: a deeper source is refused.
 const maxWalk = 4096
 
 // checkBindFlags refuses undefined flag bits: a bit this helper does not
@@ -27,9 +26,8 @@ func checkBindFlags(flags uint32) error {
 }
 
 // bindAttr is what every mount of the clone gets: nosuid and nodev
-// always, read-only and noexec on request, and private propagation so
-// that nothing mounted or unmounted later beneath the source (or in the
-// sandbox) propagates between the host and the clone.
+// always, read-only and noexec on request, and private propagation (no
+// later mount or unmount propagates between the host and the clone).
 func bindAttr(flags uint32) *unix.MountAttr {
 	set := uint64(alwaysAttrs)
 	if flags&mountwire.BindReadOnly != 0 {
@@ -41,36 +39,23 @@ func bindAttr(flags uint32) *unix.MountAttr {
 	return &unix.MountAttr{Attr_set: set, Propagation: unix.MS_PRIVATE}
 }
 
-// bind answers Bind: a detached recursive clone of the source descriptor,
-// once the source is shown to lie beneath a source root by identity. The
-// server closes the received descriptor.
+// bind answers Bind: a detached recursive clone of the source, once it
+// is shown to lie beneath a source root by identity. The server closes
+// the received descriptor.
 func (s *server) bind(_ uint32, req *mountwire.BindRequest, fds []*os.File) (*mountwire.BindReply, []int, error) {
 	if err := checkBindFlags(req.Flags); err != nil {
 		return nil, nil, err
 	}
-	src := int(fds[0].Fd())
-	clone, view := cloneTree, s
+	src, clone := int(fds[0].Fd()), cloneTree
 	if s.fallback {
-		// The whole request on one thread, in that thread's copy of the
-		// mount namespace (enterPrivateMountNS).
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		roots, err := s.threadRoots()
-		if err != nil {
-			return nil, nil, err
-		}
-		defer closeRoots(roots)
-		v := *s
-		v.roots = roots
-		view = &v
-		local, err := view.localize(src)
+		local, err := s.localize(src)
 		if err != nil {
 			return nil, nil, err
 		}
 		defer unix.Close(local)
 		src, clone = local, cloneTreeSetattr
 	}
-	if err := view.checkSource(src); err != nil {
+	if err := s.checkSource(src); err != nil {
 		return nil, nil, err
 	}
 	mfd, err := clone(src, bindAttr(req.Flags))
@@ -80,64 +65,55 @@ func (s *server) bind(_ uint32, req *mountwire.BindRequest, fds []*os.File) (*mo
 	return &mountwire.BindReply{}, []int{mfd}, nil
 }
 
-// checkSource decides whether the object src refers to lies beneath one
-// of the roots, by identity, never by a path the supervisor names:
-//
-//  1. statx the descriptor itself: only a directory or a regular file is
-//     accepted. A socket, FIFO or device node is not something to bind
-//     into a sandbox, and an O_PATH|O_NOFOLLOW descriptor of a symbolic
-//     link is the link, whose target could be anywhere.
-//  2. From the directory (or, for a file, the directory holding it) walk
-//     up with openat(.., "..") and compare each directory's device and
-//     inode with the roots'. Every step must stay on the source's mount:
-//     ".." at the root of a mount leads into the parent mount, so a source
-//     on any other mount than its root's (a bind mount inside a root that
-//     leads elsewhere, another file system mounted beneath a root, a mount
-//     of another namespace, a detached mount) is refused. This is the
-//     supervisor's own openat2 RESOLVE_NO_XDEV rule. Reaching the top
-//     ("..": itself) without meeting a root refuses.
-//  3. statx the descriptor again: nothing it refers to may have changed
-//     while it was checked.
-//
-// Mount ids are compared while both mounts are pinned by open
-// descriptors (the root's and the source's), so an id cannot have been
-// freed and reused in between.
-func (s *server) checkSource(src int) error {
+// sourceIdent stats src, accepting only a directory or a regular file: a
+// socket, FIFO or device node is not something to bind into a sandbox,
+// and an O_PATH|O_NOFOLLOW symbolic link's target could be anywhere.
+func sourceIdent(src int) (ident, error) {
 	si, err := identOf(src)
 	if err != nil {
-		return refuse(wire.ErrRefused, "bind: source: %v", err)
+		return si, refuse(wire.ErrRefused, "bind: source: %v", err)
 	}
-	switch si.mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		if err := s.walk(src, si.mnt); err != nil {
-			return err
-		}
-	case unix.S_IFREG:
-		dir, err := s.parentOf(src, si)
-		if err != nil {
-			return err
-		}
-		err = s.walk(dir, si.mnt)
-		unix.Close(dir)
-		if err != nil {
-			return err
-		}
-	default:
-		return refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
+	if t := si.mode & unix.S_IFMT; t != unix.S_IFDIR && t != unix.S_IFREG {
+		return si, refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
 	}
-	again, err := identOf(src)
+	return si, nil
+}
+
+// checkSource decides whether src lies beneath a root by identity, never
+// by a path the supervisor names: sourceIdent; from the directory (or the
+// one holding a file, parentOf) walk up, comparing each directory's device
+// and inode with the roots'; statx src again, which must not have changed.
+// Every step must stay on the source's mount: ".." at a mount's root leads
+// into the parent mount, so a source on another mount than its root's (a
+// bind mount inside a root leading elsewhere, a file system mounted
+// beneath a root, a mount of another namespace, a detached mount) is
+// refused, as the supervisor's RESOLVE_NO_XDEV would. Mount ids are
+// compared while both mounts are pinned by open descriptors (root's and
+// source's), so no id can be freed and reused in between.
+func (s *server) checkSource(src int) error {
+	si, err := sourceIdent(src)
 	if err != nil {
-		return refuse(wire.ErrRefused, "bind: source: %v", err)
+		return err
 	}
-	if again != si {
-		return refuse(wire.ErrRefused, "bind: source changed while it was checked")
+	dir := src
+	if si.mode&unix.S_IFMT == unix.S_IFREG {
+		if dir, err = s.parentOf(src, si); err != nil {
+			return err
+		}
+		defer unix.Close(dir)
+	}
+	if err := s.walk(dir, si.mnt); err != nil {
+		return err
+	}
+	if again, err := identOf(src); err != nil || again != si {
+		return refuse(wire.ErrRefused, "bind: source changed or vanished while it was checked")
 	}
 	return nil
 }
 
-// walk climbs from directory dir to the top and succeeds when it meets a
-// root on mount mnt, which must also be the mount of every directory on
-// the way. dir stays open; every directory the walk opens is closed.
+// walk climbs from directory dir and succeeds when it meets a root on
+// mount mnt, the mount of every directory on the way; reaching the top
+// ("..": itself) refuses. It closes what it opens, never dir.
 func (s *server) walk(dir int, mnt uint64) error {
 	cur := dir
 	defer func() {
@@ -145,11 +121,15 @@ func (s *server) walk(dir int, mnt uint64) error {
 			unix.Close(cur)
 		}
 	}()
-	id, err := identOf(cur)
-	if err != nil {
-		return refuse(wire.ErrRefused, "bind: walk: %v", err)
-	}
+	var prev ident
 	for step := 0; ; step++ {
+		id, err := identOf(cur)
+		if err != nil {
+			return refuse(wire.ErrRefused, "bind: walk: %v", err)
+		}
+		if step > 0 && id.sameObject(prev) {
+			return refuse(wire.ErrRefused, "bind: source is outside every source root")
+		}
 		if id.mnt != mnt {
 			return refuse(wire.ErrRefused, "bind: source is not on the mount of a source root (the walk up leaves mount %d for %d)", mnt, id.mnt)
 		}
@@ -168,149 +148,87 @@ func (s *server) walk(dir int, mnt uint64) error {
 		if err != nil {
 			return refuse(wire.ErrRefused, "bind: walk up: %v", err)
 		}
-		upID, err := identOf(up)
-		if err != nil {
-			unix.Close(up)
-			return refuse(wire.ErrRefused, "bind: walk up: %v", err)
-		}
-		if upID.sameObject(id) {
-			unix.Close(up)
-			return refuse(wire.ErrRefused, "bind: source is outside every source root")
-		}
 		if cur != dir {
 			unix.Close(cur)
 		}
-		cur, id = up, upID
+		cur, prev = up, id
 	}
 }
 
-// parentOf returns an O_PATH descriptor of the directory holding regular
-// file src. A file descriptor has no "..", so the directory is found from
-// the kernel's own name for the descriptor (/proc/self/fd, never a name
-// the supervisor sends), opened relative to the root it names, and
-// accepted only if the file's name in it leads to the same inode on the
-// same mount. The name is only a hint: a stale or forged one makes the
-// lookup miss and the request refused, and the walk from the directory
-// still decides. A file reached through a bind mount of the file itself
-// is on another mount than its directory and is refused.
-func (s *server) parentOf(src int, si ident) (int, error) {
+// rootOf returns the root beneath which the kernel's name for src lies
+// (/proc/self/fd, never a name the supervisor sends) and the name relative
+// to it: a hint only, looked up beneath the root and checked by identity,
+// so a stale or forged one misses and refuses. No name (memfd, anonymous
+// inode, unreachable) refuses.
+func (s *server) rootOf(src int) (root, string, error) {
 	name, err := fdName(s.procFD, src)
 	if err != nil {
-		return -1, refuse(wire.ErrRefused, "bind: source file: %v", err)
-	}
-	i := strings.LastIndexByte(name, '/')
-	if !strings.HasPrefix(name, "/") || i < 0 || i == len(name)-1 {
-		// Unreachable from this process's root, or not a file system
-		// object at all (memfd, anonymous inodes).
-		return -1, refuse(wire.ErrRefused, "bind: source file has no name beneath the helper's root")
-	}
-	dir, base := name[:i], name[i+1:]
-	if dir == "" {
-		dir = "/"
+		return root{}, "", refuse(wire.ErrRefused, "bind: source: %v", err)
 	}
 	for _, r := range s.roots {
-		rel, ok := beneathPath(r.name, dir)
-		if !ok {
-			continue
+		if rel, ok := beneathPath(r.name, name); ok {
+			return r, rel, nil
 		}
-		pfd, err := openDir(r.fd, rel)
-		if err != nil {
-			return -1, refuse(wire.ErrRefused, "bind: source file's directory: %v", err)
-		}
-		bi, err := identAt(pfd, base)
-		if err != nil || !bi.sameObject(si) || bi.mnt != si.mnt {
-			unix.Close(pfd)
-			return -1, refuse(wire.ErrRefused, "bind: source file is not the file its name leads to beneath a source root")
-		}
-		return pfd, nil
 	}
-	return -1, refuse(wire.ErrRefused, "bind: source file is outside every source root")
+	return root{}, "", refuse(wire.ErrRefused, "bind: source is outside every source root")
 }
 
-// threadRoots opens every source root again in the calling thread's
-// copy of the mount namespace (fallback mode: each thread has its own),
-// by the kernel name recorded at start-up, and accepts each only if it
-// is the same directory. The caller closes them (closeRoots).
-func (s *server) threadRoots() ([]root, error) {
-	var out []root
-	for _, r := range s.roots {
-		fd, err := openDir(unix.AT_FDCWD, r.name)
-		if err != nil {
-			closeRoots(out)
-			return nil, refuse(wire.ErrRefused, "bind: source root in the helper's mount namespace: %v", err)
-		}
-		id, err := identOf(fd)
-		if err != nil || !id.sameObject(r.id) || id.mode != r.id.mode {
-			unix.Close(fd)
-			closeRoots(out)
-			return nil, refuse(wire.ErrRefused, "bind: a source root is no longer the directory opened at start-up")
-		}
-		out = append(out, root{name: r.name, fd: fd, id: id})
-	}
-	return out, nil
-}
-
-func closeRoots(rs []root) {
-	for _, r := range rs {
-		unix.Close(r.fd)
-	}
-}
-
-// localize finds the supervisor's source src again in the helper's own
-// copy of the mount namespace (fallback mode only: open_tree clones only
-// mounts of the caller's namespace). The kernel's name for src is only
-// a hint, opened beneath the root it names; the object found must be
-// src's (device, inode and type), and checkSource then decides on it as
-// on any source.
-func (s *server) localize(src int) (int, error) {
-	si, err := identOf(src)
+// parentOf opens the directory holding regular file src (which has no
+// ".."), by its name (rootOf), accepted only if the file's name in it
+// leads to the same inode on the same mount: a file bind-mounted over
+// another is on another mount than its directory and is refused.
+func (s *server) parentOf(src int, si ident) (int, error) {
+	r, rel, err := s.rootOf(src)
 	if err != nil {
-		return -1, refuse(wire.ErrRefused, "bind: source: %v", err)
+		return -1, err
+	}
+	pfd, err := openDir(r.fd, path.Dir(rel))
+	if err != nil {
+		return -1, refuse(wire.ErrRefused, "bind: source file's directory: %v", err)
+	}
+	if bi, err := identAt(pfd, path.Base(rel)); err != nil || !bi.sameObject(si) || bi.mnt != si.mnt {
+		unix.Close(pfd)
+		return -1, refuse(wire.ErrRefused, "bind: source file is not the file its name leads to beneath a source root")
+	}
+	return pfd, nil
+}
+
+// localize finds the supervisor's source src again in the helper's copy
+// of the mount namespace (fallback: open_tree clones only mounts of the
+// caller's), by its name (rootOf); it must be src's object (device, inode
+// and type), and checkSource decides on it as on any source.
+func (s *server) localize(src int) (int, error) {
+	si, err := sourceIdent(src)
+	if err != nil {
+		return -1, err
+	}
+	r, rel, err := s.rootOf(src)
+	if err != nil {
+		return -1, err
 	}
 	open := openDir
-	switch si.mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-	case unix.S_IFREG:
+	if si.mode&unix.S_IFMT == unix.S_IFREG {
 		open = openFile
-	default:
-		return -1, refuse(wire.ErrRefused, "bind: source is a %s, not a directory or regular file", filetype.Name(uint32(si.mode)))
 	}
-	name, err := fdName(s.procFD, src)
+	fd, err := open(r.fd, rel)
 	if err != nil {
-		return -1, refuse(wire.ErrRefused, "bind: source: %v", err)
+		return -1, refuse(wire.ErrRefused, "bind: source in the helper's mount namespace: %v", err)
 	}
-	if !strings.HasPrefix(name, "/") {
-		return -1, refuse(wire.ErrRefused, "bind: source has no name beneath the helper's root")
+	if li, err := identOf(fd); err != nil || !li.sameObject(si) || li.mode != si.mode {
+		unix.Close(fd)
+		return -1, refuse(wire.ErrRefused, "bind: source is not the object its name leads to beneath a source root")
 	}
-	for _, r := range s.roots {
-		rel, ok := beneathPath(r.name, name)
-		if !ok {
-			continue
-		}
-		fd, err := open(r.fd, rel)
-		if err != nil {
-			return -1, refuse(wire.ErrRefused, "bind: source in the helper's mount namespace: %v", err)
-		}
-		li, err := identOf(fd)
-		if err != nil || !li.sameObject(si) || li.mode != si.mode {
-			unix.Close(fd)
-			return -1, refuse(wire.ErrRefused, "bind: source is not the object its name leads to beneath a source root")
-		}
-		return fd, nil
-	}
-	return -1, refuse(wire.ErrRefused, "bind: source is outside every source root")
+	return fd, nil
 }
 
 // beneathPath returns dir relative to rootPath when dir is rootPath or
 // lies beneath it (both absolute kernel names).
 func beneathPath(rootPath, dir string) (string, bool) {
-	switch {
-	case dir == rootPath:
+	if dir == rootPath {
 		return ".", true
-	case rootPath == "/":
-		return dir[1:], true
-	case strings.HasPrefix(dir, rootPath+"/"):
-		return dir[len(rootPath)+1:], true
+	}
+	if rel, ok := strings.CutPrefix(dir, strings.TrimSuffix(rootPath, "/")+"/"); ok {
+		return rel, true
 	}
 	return "", false
 }

@@ -2,8 +2,6 @@
 
 package mounter
 
-// forceFallback is set only in the glove_testfallback build, which the
-// integration tests use to run the open_tree + mount_setattr fallback on
-// a kernel that has open_tree_attr. Production builds choose by probing
-// the kernel (Spec).
+// forceFallback is true only in the glove_testfallback build, with which
+// the integration tests run the fallback on a kernel with open_tree_attr.
 const forceFallback = false

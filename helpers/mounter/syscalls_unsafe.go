@@ -1,9 +1,9 @@
 package mounter
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -12,47 +12,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// This file is the only place glove-mounter makes a system call beyond the
-// helperkit base, privileged or not, so an auditor can compare it line by
-// line with the allowlist in seccomp.go. The flag constants below are used
-// both by the calls and by the allowlist, so the two cannot drift: a call
-// made with other flags than these is killed.
-//
-// It is named *_unsafe.go because open_tree_attr has no wrapper in
-// golang.org/x/sys and its mount_attr argument is a pointer.
+// Every system call glove-mounter makes beyond the helperkit base, to
+// compare line by line with seccomp.go; the flag constants serve both, so
+// they cannot drift (a call with other flags is killed). *_unsafe.go:
+// golang.org/x/sys (v0.50.0, the newest) has no open_tree_attr wrapper.
 
 const (
-	// walkOpenFlags opens a directory during the identity walk: O_PATH
-	// (no read or write access to anything, only a handle to compare),
-	// never following a final symbolic link.
+	// O_PATH handles (no read or write access, only a handle to compare)
+	// of a directory, or of a regular file of the fallback's copy, never
+	// following a final symbolic link.
 	walkOpenFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fileOpenFlags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
 
-	// statFDFlags stats a descriptor itself (an O_PATH descriptor of a
-	// symbolic link is the link, not its target); statAtFlags stats a
-	// name inside a directory without following it.
+	// statx of a descriptor itself (an O_PATH symbolic link is the link),
+	// or of a name in a directory, not following it.
 	statFDFlags = unix.AT_EMPTY_PATH | unix.AT_SYMLINK_NOFOLLOW
 	statAtFlags = unix.AT_SYMLINK_NOFOLLOW
 	statMask    = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_MNT_ID
 
-	// openTreeFlags clones the source and everything mounted beneath it
-	// into a new, detached mount tree (OPEN_TREE_CLONE): without
-	// OPEN_TREE_CLONE open_tree would hand back the attached mount itself.
+	// A new detached recursive clone (without OPEN_TREE_CLONE open_tree
+	// would hand back the attached mount itself); the fallback's
+	// mount_setattr applies to the whole clone.
 	openTreeFlags = unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE | unix.AT_EMPTY_PATH
-
-	// mountAttrSize is struct mount_attr as this helper passes it
-	// (MOUNT_ATTR_SIZE_VER0).
+	setattrFlags  = unix.AT_EMPTY_PATH | unix.AT_RECURSIVE
+	// mountAttrSize is struct mount_attr as passed (MOUNT_ATTR_SIZE_VER0).
 	mountAttrSize = unsafe.Sizeof(unix.MountAttr{})
 
 	fsopenFlags  = unix.FSOPEN_CLOEXEC
 	fsmountFlags = unix.FSMOUNT_CLOEXEC
-	// alwaysAttrs are set on every mount this helper creates: a set-id
-	// file or a device node on a source must not become one inside a
-	// sandbox.
+	// alwaysAttrs, on every mount made: a set-id file or a device node on
+	// a source must not become one inside a sandbox.
 	alwaysAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+
+	// sysAdmin, the row's one capability, is OnDemand: effective only in
+	// raised, around cloneTree, cloneTreeSetattr and newTmpfs.
+	sysAdmin = uint64(1) << unix.CAP_SYS_ADMIN
 )
 
-// ident is what the identity checks compare: device, inode and the mount
-// a descriptor was reached through, plus its file type and permission bits.
+// ident is what the identity checks compare: device, inode, the mount a
+// descriptor was reached through, file type and permission bits.
 type ident struct {
 	dev, ino, mnt uint64
 	mode          uint16
@@ -60,41 +58,37 @@ type ident struct {
 
 func (i ident) sameObject(o ident) bool { return i.dev == o.dev && i.ino == o.ino }
 
+// identOf stats the object a descriptor refers to; identAt, name inside
+// directory dirfd.
+func identOf(fd int) (ident, error)                 { return statx(fd, "", statFDFlags) }
+func identAt(dirfd int, name string) (ident, error) { return statx(dirfd, name, statAtFlags) }
+
 func statx(dirfd int, name string, flags int) (ident, error) {
 	var st unix.Statx_t
 	if err := unix.Statx(dirfd, name, flags, statMask, &st); err != nil {
 		return ident{}, fmt.Errorf("statx: %w", err)
 	}
-	const need = unix.STATX_TYPE | unix.STATX_INO | unix.STATX_MNT_ID
-	if st.Mask&need != need {
+	if need := uint32(unix.STATX_TYPE | unix.STATX_INO | unix.STATX_MNT_ID); st.Mask&need != need {
 		return ident{}, fmt.Errorf("statx: the kernel did not report type, inode and mount id (mask %#x)", st.Mask)
 	}
-	return ident{
-		dev:  unix.Mkdev(st.Dev_major, st.Dev_minor),
-		ino:  st.Ino,
-		mnt:  st.Mnt_id,
-		mode: st.Mode,
-	}, nil
+	return ident{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino, mnt: st.Mnt_id, mode: st.Mode}, nil
 }
 
-// identOf stats the object a descriptor refers to.
-func identOf(fd int) (ident, error) { return statx(fd, "", statFDFlags) }
+// openDir opens name relative to dirfd as an O_PATH directory handle;
+// openFile as an O_PATH handle of whatever it is.
+func openDir(dirfd int, name string) (int, error)  { return openat(dirfd, name, walkOpenFlags) }
+func openFile(dirfd int, name string) (int, error) { return openat(dirfd, name, fileOpenFlags) }
 
-// identAt stats name inside directory dirfd.
-func identAt(dirfd int, name string) (ident, error) { return statx(dirfd, name, statAtFlags) }
-
-// openDir opens name relative to dirfd as an O_PATH directory handle.
-func openDir(dirfd int, name string) (int, error) {
-	fd, err := unix.Openat(dirfd, name, walkOpenFlags, 0)
+func openat(dirfd int, name string, flags int) (int, error) {
+	fd, err := unix.Openat(dirfd, name, flags, 0)
 	if err != nil {
 		return -1, fmt.Errorf("openat: %w", err)
 	}
 	return fd, nil
 }
 
-// fdName returns the kernel's name for descriptor fd, read through
-// procFD (this process's /proc/self/fd, opened at start-up). It is only
-// ever a hint, checked by identity afterwards.
+// fdName returns the kernel's name for fd, through procFD (/proc/self/fd):
+// only ever a hint, checked by identity.
 func fdName(procFD, fd int) (string, error) {
 	buf := make([]byte, unix.PathMax)
 	n, err := unix.Readlinkat(procFD, strconv.Itoa(fd), buf)
@@ -107,77 +101,69 @@ func fdName(procFD, fd int) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// cloneTree is open_tree_attr(2) (Linux 6.15): a detached recursive clone
-// of src with attr applied to every mount of the clone before the
-// descriptor exists. The kernel refuses attributes without
-// OPEN_TREE_CLONE, so unlike mount_setattr(2) this call cannot change a
-// mount that is attached to a mount table, which is why the helper uses
-// it and is not allowed mount_setattr at all.
-func cloneTree(src int, attr *unix.MountAttr) (fd int, err error) {
+// raised runs fn, which makes a descriptor, with CAP_SYS_ADMIN effective.
+func raised(fn func() (int, error)) (fd int, err error) {
 	err = helperkit.Raised(sysAdmin, func() (err error) {
-		fd, err = cloneTreeRaised(src, attr)
+		fd, err = fn()
 		return err
 	})
 	return fd, err
 }
 
-// sysAdmin is CAP_SYS_ADMIN as a mask for helperkit.Raised: the row's
-// one capability is OnDemand, effective only around the three calls that
-// need it (cloneTree, cloneTreeSetattr, newTmpfs).
-const sysAdmin = uint64(1) << unix.CAP_SYS_ADMIN
+// cloneTree is open_tree_attr(2) (Linux 6.15): a detached recursive clone
+// of src with attr on every mount before the descriptor exists. Unlike
+// mount_setattr(2) it cannot change an attached mount (the kernel refuses
+// attributes without OPEN_TREE_CLONE).
+func cloneTree(src int, attr *unix.MountAttr) (int, error) {
+	return raised(func() (int, error) { return openTreeAttr(src, attr, mountAttrSize) })
+}
 
-func cloneTreeRaised(src int, attr *unix.MountAttr) (int, error) {
-	empty := []byte{0}
-	r, _, errno := unix.Syscall6(unix.SYS_OPEN_TREE_ATTR, uintptr(src), uintptr(unsafe.Pointer(&empty[0])),
-		openTreeFlags, uintptr(unsafe.Pointer(attr)), mountAttrSize, 0)
-	runtime.KeepAlive(empty)
-	runtime.KeepAlive(attr)
+func openTreeAttr(src int, attr *unix.MountAttr, size uintptr) (int, error) {
+	var empty byte // "": src itself (AT_EMPTY_PATH)
+	r, _, errno := unix.Syscall6(unix.SYS_OPEN_TREE_ATTR, uintptr(src), uintptr(unsafe.Pointer(&empty)),
+		openTreeFlags, uintptr(unsafe.Pointer(attr)), size, 0)
 	if errno != 0 {
 		return -1, fmt.Errorf("open_tree_attr: %w", errno)
 	}
 	return int(r), nil
 }
 
-// The fallback for kernels before 6.15, which have no open_tree_attr:
-// open_tree(2) makes the detached clone and mount_setattr(2) applies the
-// attributes to it. mount_setattr accepts a descriptor of any mount, so
-// the helper first leaves the supervisor's mount namespace for private
-// copies of it (enterPrivateMountNS): the kernel refuses mount_setattr
-// on an attached mount of another namespace (EINVAL), so a helper
-// subverted through a request can change only its own copies and the
-// clones it made, never a mount the supervisor, the host or a sandbox
-// uses. The price is that sources the supervisor sends, which are
-// mounts of its namespace, must be found again in the helper's copy
-// (bind.go, localize) before they can be cloned.
-
-// setattrFlags applies the attributes to the whole clone.
-const setattrFlags = unix.AT_EMPTY_PATH | unix.AT_RECURSIVE
-
-// fileOpenFlags opens a regular file of the copy as a handle only.
-const fileOpenFlags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
-
-// HasOpenTreeAttr reports whether the kernel has open_tree_attr(2): a
-// call on descriptor -1 fails with EBADF where it exists and ENOSYS
-// where it does not.
+// HasOpenTreeAttr reports whether the kernel has open_tree_attr(2): on
+// descriptor -1 it fails with EBADF if so, ENOSYS if not.
 func HasOpenTreeAttr() bool {
-	empty := []byte{0}
-	_, _, errno := unix.Syscall6(unix.SYS_OPEN_TREE_ATTR, ^uintptr(0), uintptr(unsafe.Pointer(&empty[0])),
-		openTreeFlags, 0, 0, 0)
-	runtime.KeepAlive(empty)
-	return errno != unix.ENOSYS
+	_, err := openTreeAttr(-1, nil, 0)
+	return !errors.Is(err, unix.ENOSYS)
 }
 
-// enterPrivateMountNS moves every thread of the helper into a new mount
-// namespace, a copy of the supervisor's, and checks that none is left in
-// the old one. unshare(2) acts on the calling thread only, hence
-// AllThreadsSyscall (no cgo in the helpers); each thread gets a copy of
-// its own (joining one with setns(2) would need CAP_SYS_CHROOT, which
-// the helper does not hold), threads the runtime starts later inherit
-// their creator's, and each thread keeps a cwd and root of its own,
-// which the helper never changes. Since open_tree clones only mounts of
-// the calling thread's namespace, a request is served on one locked
-// thread from roots opened again in that thread's copy (bind.go,
-// threadRoots).
+// cloneTreeSetattr is the fallback before 6.15: open_tree(2) clones and
+// mount_setattr(2) applies attr. mount_setattr takes any mount, so the
+// helper lives in private copies of the supervisor's mount namespace
+// (enterPrivateMountNS), where the kernel refuses it on an attached mount
+// of another namespace (EINVAL): a subverted helper can change only its
+// copies and clones, never a mount the supervisor, host or a sandbox
+// uses. The price: a source must be found again in the copy (localize).
+func cloneTreeSetattr(src int, attr *unix.MountAttr) (int, error) {
+	return raised(func() (int, error) {
+		fd, err := unix.OpenTree(src, "", openTreeFlags)
+		if err != nil {
+			return -1, fmt.Errorf("open_tree: %w", err)
+		}
+		if err := unix.MountSetattr(fd, "", setattrFlags, attr); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("mount_setattr: %w", err)
+		}
+		return fd, nil
+	})
+}
+
+// enterPrivateMountNS moves every thread into a new mount namespace, a
+// copy of the supervisor's, and checks none is left in the old one.
+// unshare(2) acts on the calling thread only, hence AllThreadsSyscall (no
+// cgo); each thread gets its own copy (setns(2) would need
+// CAP_SYS_CHROOT), later threads inherit their creator's, and each keeps
+// its own cwd and root, never changed. open_tree clones only mounts of
+// the caller's copy, so requests are served on one locked thread, the
+// one that opens the roots (newServer).
 func enterPrivateMountNS() error {
 	var old unix.Stat_t
 	if err := unix.Stat("/proc/thread-self/ns/mnt", &old); err != nil {
@@ -202,68 +188,27 @@ func enterPrivateMountNS() error {
 	return nil
 }
 
-// cloneTreeSetattr is cloneTree for kernels without open_tree_attr.
-func cloneTreeSetattr(src int, attr *unix.MountAttr) (fd int, err error) {
-	err = helperkit.Raised(sysAdmin, func() (err error) {
-		fd, err = cloneTreeSetattrRaised(src, attr)
-		return err
-	})
-	return fd, err
-}
-
-func cloneTreeSetattrRaised(src int, attr *unix.MountAttr) (int, error) {
-	fd, err := unix.OpenTree(src, "", openTreeFlags)
-	if err != nil {
-		return -1, fmt.Errorf("open_tree: %w", err)
-	}
-	if err := unix.MountSetattr(fd, "", setattrFlags, attr); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("mount_setattr: %w", err)
-	}
-	return fd, nil
-}
-
-// openFile opens name relative to dirfd as an O_PATH handle of whatever
-// it is, never following a final symbolic link.
-func openFile(dirfd int, name string) (int, error) {
-	fd, err := unix.Openat(dirfd, name, fileOpenFlags, 0)
-	if err != nil {
-		return -1, fmt.Errorf("openat: %w", err)
-	}
-	return fd, nil
-}
-
-// tmpfsOptions are the fsconfig(2) strings of one tmpfs, in order.
-type tmpfsOptions [][2]string
-
-// newTmpfs creates a detached tmpfs: fsopen, one FSCONFIG_SET_STRING per
-// option, FSCONFIG_CMD_CREATE, fsmount with attrs. The file system
-// context is closed before returning whatever happens.
-func newTmpfs(opts tmpfsOptions, attrs int) (mfd int, err error) {
-	err = helperkit.Raised(sysAdmin, func() (err error) {
-		mfd, err = newTmpfsRaised(opts, attrs)
-		return err
-	})
-	return mfd, err
-}
-
-func newTmpfsRaised(opts tmpfsOptions, attrs int) (int, error) {
-	fsfd, err := unix.Fsopen("tmpfs", fsopenFlags)
-	if err != nil {
-		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
-	}
-	defer unix.Close(fsfd)
-	for _, o := range opts {
-		if err := unix.FsconfigSetString(fsfd, o[0], o[1]); err != nil {
-			return -1, fmt.Errorf("fsconfig %s=%s: %w", o[0], o[1], err)
+// newTmpfs creates a detached tmpfs: fsopen, FSCONFIG_SET_STRING per
+// option (key, value), FSCONFIG_CMD_CREATE, fsmount with attrs.
+func newTmpfs(opts [][2]string, attrs int) (int, error) {
+	return raised(func() (int, error) {
+		fsfd, err := unix.Fsopen("tmpfs", fsopenFlags)
+		if err != nil {
+			return -1, fmt.Errorf("fsopen tmpfs: %w", err)
 		}
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return -1, fmt.Errorf("fsconfig create: %w", err)
-	}
-	mfd, err := unix.Fsmount(fsfd, fsmountFlags, attrs)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount: %w", err)
-	}
-	return mfd, nil
+		defer unix.Close(fsfd)
+		for _, o := range opts {
+			if err := unix.FsconfigSetString(fsfd, o[0], o[1]); err != nil {
+				return -1, fmt.Errorf("fsconfig %s=%s: %w", o[0], o[1], err)
+			}
+		}
+		if err := unix.FsconfigCreate(fsfd); err != nil {
+			return -1, fmt.Errorf("fsconfig create: %w", err)
+		}
+		mfd, err := unix.Fsmount(fsfd, fsmountFlags, attrs)
+		if err != nil {
+			return -1, fmt.Errorf("fsmount: %w", err)
+		}
+		return mfd, nil
+	})
 }
