@@ -4,10 +4,68 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"testing"
 	"time"
 )
+
+// AppendFrame appends the frame of payload to dst. The payload must be
+// 1..max bytes. Tests and benchmarks use it (and WriteFrame, ReadFrame and
+// FromFD) to play the guest and the upstream.
+func AppendFrame(dst, payload []byte, max int) ([]byte, error) {
+	if err := checkMax(max); err != nil {
+		return dst, err
+	}
+	if len(payload) < 1 || len(payload) > max {
+		return dst, fmt.Errorf("%w: payload of %d bytes not in 1..%d", ErrFraming, len(payload), max)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
+	return append(dst, payload...), nil
+}
+
+// WriteFrame writes the frame of payload to w with one Write call after
+// setting deadline (the zero time means none).
+func WriteFrame(w Conn, payload []byte, max int, deadline time.Time) error {
+	buf, err := AppendFrame(nil, payload, max)
+	if err != nil {
+		return err
+	}
+	if err := w.SetDeadline(deadline); err != nil {
+		return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	}
+	return write(w, buf)
+}
+
+// ReadFrame reads one frame from r with the relay's decoder after setting
+// deadline (the zero time means none) and returns its payload.
+func ReadFrame(r Conn, max int, deadline time.Time) ([]byte, error) {
+	if err := checkMax(max); err != nil {
+		return nil, err
+	}
+	if err := r.SetDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	}
+	var hdr [HeaderSize]byte
+	frame, err := readFrame(r, max, hdr[:], 0)
+	if err != nil {
+		return nil, err
+	}
+	return frame[HeaderSize:], nil
+}
+
+// FromFD returns a Conn over fd, an AF_UNIX SOCK_STREAM socket, and takes
+// ownership of fd: it is closed before FromFD returns, whether or not it
+// succeeds (the Conn holds a duplicate).
+func FromFD(fd int) (Conn, error) {
+	f := os.NewFile(uintptr(fd), "relay-fd")
+	if f == nil {
+		return nil, fmt.Errorf("%w: invalid descriptor %d", ErrBound, fd)
+	}
+	defer f.Close()
+	return FromFile(f)
+}
 
 // memConn is a Conn over a bytes.Reader; writes are collected.
 type memConn struct {

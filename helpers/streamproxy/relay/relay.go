@@ -18,51 +18,43 @@ const (
 	StatusDeliveryFailed  = "delivery_failed"
 )
 
-// Record is one audit record of an exchange. It carries only the phase,
-// the status and the latency since the exchange began; the Audit
-// implementation binds the session ID and alias. Nothing of the request or
-// the response is ever part of a record.
+// Record is one audit record of an exchange: the phase, the status and
+// the latency since the exchange began, never anything of the request or
+// the response. The Audit implementation binds the session ID and alias.
 type Record struct {
 	Phase     string
 	Status    string
 	LatencyMS uint64
 }
 
-// Audit durably appends records. Record must return only once r is durable
-// (or return an error); the relay releases a response only after a
-// delivery_pending Record returned nil. Implementations write only the
-// session ID and alias they were bound to plus the fields of r.
+// Audit durably appends records: Record returns nil only once r is
+// durable. The relay releases a response only after its delivery_pending
+// Record returned nil.
 type Audit interface {
 	Record(r Record) error
 }
 
 // Config is a relay's connections and bounds.
 type Config struct {
-	// Guest is the proxy's end of the sandbox's socketpair; Upstream is
-	// the upstream connection. The relay owns both and closes them when
-	// it closes.
+	// Guest is the proxy's end of the sandbox's socketpair, Upstream the
+	// upstream connection; the relay closes both when it closes.
 	Guest, Upstream Conn
-	// MaxFrame bounds the payload of a request and of a response,
-	// 1..HardMaxFrame.
-	MaxFrame int
-	// MaxExchange is the shared budget of one exchange, > 0.
-	MaxExchange time.Duration
-	// Audit records every exchange. Required.
-	Audit Audit
-	// CheckUpstream, if set, is called before the request is sent
-	// upstream and after the response is received; an error is upstream
-	// identity drift (for example an SO_PEERCRED mismatch).
+	MaxFrame        int           // bounds a request's and a response's payload, 1..HardMaxFrame
+	MaxExchange     time.Duration // the shared budget of one exchange, > 0
+	Audit           Audit         // records every exchange; required
+	// CheckUpstream, if set, runs before the request is sent upstream and
+	// after the response is received; an error is upstream identity drift
+	// (for example an SO_PEERCRED mismatch).
 	CheckUpstream func() error
 }
 
 // Relay runs sequential bounded exchanges. It is not safe for concurrent
 // Exchange calls; Close may be called concurrently.
 type Relay struct {
-	cfg Config
-
-	mu       sync.Mutex // guards closed, canceled and deadline setting
+	cfg      Config
+	mu       sync.Mutex // guards closed and closeErr
 	closed   bool
-	canceled bool
+	closeErr error
 }
 
 // New checks cfg and returns a relay. On error the connections are left
@@ -71,29 +63,21 @@ func New(cfg Config) (*Relay, error) {
 	if err := checkMax(cfg.MaxFrame); err != nil {
 		return nil, err
 	}
-	if cfg.Guest == nil || cfg.Upstream == nil || cfg.Audit == nil {
-		return nil, fmt.Errorf("%w: guest, upstream and audit are required", ErrBound)
-	}
-	if cfg.MaxExchange <= 0 {
-		return nil, fmt.Errorf("%w: max exchange %v", ErrBound, cfg.MaxExchange)
+	if cfg.Guest == nil || cfg.Upstream == nil || cfg.Audit == nil || cfg.MaxExchange <= 0 {
+		return nil, fmt.Errorf("%w: guest, upstream, audit and a max exchange > 0 (%v) are required", ErrBound, cfg.MaxExchange)
 	}
 	return &Relay{cfg: cfg}, nil
 }
 
-// Close closes the relay and both connections. Later exchanges return
-// ErrClosed.
+// Close closes both connections once (later calls return the same error);
+// every later exchange returns ErrClosed.
 func (r *Relay) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.closeLocked()
-}
-
-func (r *Relay) closeLocked() error {
-	if r.closed {
-		return nil
+	if !r.closed {
+		r.closed, r.closeErr = true, errors.Join(r.cfg.Guest.Close(), r.cfg.Upstream.Close())
 	}
-	r.closed = true
-	return errors.Join(r.cfg.Guest.Close(), r.cfg.Upstream.Close())
+	return r.closeErr
 }
 
 // Serve runs exchanges until one fails and returns that error; io.EOF
@@ -107,18 +91,42 @@ func (r *Relay) Serve(ctx context.Context) error {
 	}
 }
 
-// setDeadline sets t on c unless the relay was canceled, in which case it
-// keeps the deadline in the past.
-func (r *Relay) setDeadline(c Conn, t time.Time) error {
+// Exchange runs one exchange, in the order docs/helpers.md gives. It
+// waits, bounded only by ctx, for the first byte of a request; the
+// exchange deadline starts with that byte. It returns nil once delivered
+// is recorded. Any error closes the relay permanently; io.EOF means the
+// guest closed its end before a request began.
+func (r *Relay) Exchange(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.canceled {
-		t = time.Unix(1, 0)
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return ErrClosed
 	}
-	if err := c.SetDeadline(t); err != nil {
-		return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	x := &exchange{r: r, ctx: ctx}
+	// Cancellation closes both connections, which ends any blocked read
+	// or write; Close keeps its error for the Close below.
+	stop := context.AfterFunc(ctx, func() { r.Close() })
+	err := x.run()
+	if !stop() && err == nil {
+		err = ErrCanceled // raced the end of this exchange: the relay is closed
 	}
-	return nil
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && !errors.Is(err, ErrCanceled) && !errors.Is(err, ErrAudit) {
+		err = fmt.Errorf("%w: %v", ErrCanceled, err)
+	}
+	if cerr := r.Close(); cerr != nil {
+		err = fmt.Errorf("%w (close: %v)", err, cerr)
+	}
+	if x.requested && !x.delivered {
+		// Best effort: the stream is closed whatever this returns.
+		if rerr := r.cfg.Audit.Record(x.recordOf(StatusDeliveryFailed)); rerr != nil {
+			err = fmt.Errorf("%w (%s record: %v)", err, StatusDeliveryFailed, rerr)
+		}
+	}
+	return err
 }
 
 // exchange is the state of one exchange.
@@ -131,12 +139,12 @@ type exchange struct {
 	delivered bool // delivered is durable
 }
 
-func (x *exchange) latency() uint64 {
-	return uint64(time.Since(x.start) / time.Millisecond)
+func (x *exchange) recordOf(status string) Record {
+	return Record{Phase: PhaseExchange, Status: status, LatencyMS: uint64(time.Since(x.start).Milliseconds())}
 }
 
-// expired is ErrTimeout if the deadline passed, or ErrCanceled if the
-// context was canceled.
+// expired is ErrCanceled if the context was canceled, or ErrTimeout if
+// the deadline passed.
 func (x *exchange) expired(step string) error {
 	if x.ctx.Err() != nil {
 		return fmt.Errorf("%w: %s", ErrCanceled, step)
@@ -153,12 +161,10 @@ func (x *exchange) record(status string) error {
 	if err := x.expired("before " + status); err != nil {
 		return err
 	}
-	if err := x.r.cfg.Audit.Record(Record{Phase: PhaseExchange, Status: status, LatencyMS: x.latency()}); err != nil {
+	if err := x.r.cfg.Audit.Record(x.recordOf(status)); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrAudit, status, err)
 	}
-	if status == StatusDelivered {
-		x.delivered = true
-	}
+	x.delivered = status == StatusDelivered
 	return x.expired("after " + status)
 }
 
@@ -175,100 +181,40 @@ func (x *exchange) guestIdle(step string) error {
 }
 
 func (x *exchange) checkUpstream(step string) error {
-	if x.r.cfg.CheckUpstream == nil {
-		return nil
-	}
-	if err := x.r.cfg.CheckUpstream(); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrUpstreamDrift, step, err)
+	if check := x.r.cfg.CheckUpstream; check != nil {
+		if err := check(); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrUpstreamDrift, step, err)
+		}
 	}
 	return nil
 }
 
-// Exchange runs one exchange (see the package documentation for the exact
-// order). It waits, bounded only by ctx, for the first byte of a request;
-// the exchange deadline starts with that byte. It returns nil after
-// delivered was recorded. Any error closes the relay permanently; io.EOF
-// means the guest closed its end before a request began.
-func (r *Relay) Exchange(ctx context.Context) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return ErrClosed
-	}
-	if r.canceled {
-		// A cancellation that raced the end of the previous exchange.
-		_ = r.closeLocked()
-		r.mu.Unlock()
-		return ErrCanceled
-	}
-	r.mu.Unlock()
-
-	x := &exchange{r: r, ctx: ctx}
-	stop := context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.canceled = true
-		if !r.closed {
-			past := time.Unix(1, 0)
-			_ = r.cfg.Guest.SetDeadline(past)
-			_ = r.cfg.Upstream.SetDeadline(past)
-		}
-	})
-	err := x.run()
-	stop()
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil && !errors.Is(err, ErrCanceled) && !errors.Is(err, ErrAudit) {
-		err = fmt.Errorf("%w: %v", ErrCanceled, err)
-	}
-	r.mu.Lock()
-	_ = r.closeLocked()
-	r.mu.Unlock()
-	if x.requested && !x.delivered {
-		// Best effort: the stream is closed whatever this returns.
-		_ = r.cfg.Audit.Record(Record{Phase: PhaseExchange, Status: StatusDeliveryFailed, LatencyMS: x.latency()})
-	}
-	return err
-}
-
 func (x *exchange) run() error {
-	r := x.r
-	g, u, max := r.cfg.Guest, r.cfg.Upstream, r.cfg.MaxFrame
+	g, u, max := x.r.cfg.Guest, x.r.cfg.Upstream, x.r.cfg.MaxFrame
 	if x.ctx.Err() != nil {
 		return ErrCanceled
 	}
-
 	// Idle: wait for the first byte of a request.
-	if err := r.setDeadline(g, time.Time{}); err != nil {
-		return err
+	if err := g.SetDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
 	}
 	var hdr [HeaderSize]byte
-	var n int
-	for n == 0 {
-		var err error
-		n, err = g.Read(hdr[:])
-		if n > 0 {
-			break
-		}
-		if errors.Is(err, io.EOF) {
-			return io.EOF
-		}
-		if err != nil {
-			return ioError("read request", err)
-		}
+	n, err := io.ReadAtLeast(g, hdr[:], 1)
+	if err == io.EOF {
+		return io.EOF
+	} else if err != nil {
+		return ioError("read request", err)
 	}
 	x.start = time.Now()
-	x.deadline = x.start.Add(r.cfg.MaxExchange)
-	if err := r.setDeadline(g, x.deadline); err != nil {
-		return err
-	}
-	if err := r.setDeadline(u, x.deadline); err != nil {
-		return err
+	x.deadline = x.start.Add(x.r.cfg.MaxExchange)
+	for _, c := range []Conn{g, u} {
+		if err := c.SetDeadline(x.deadline); err != nil {
+			return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+		}
 	}
 
 	// (1) the request; (2) nothing behind it.
-	req, err := readFrameRest(g, max, hdr[:], n)
+	req, err := readFrame(g, max, hdr[:], n)
 	if err != nil {
 		return err
 	}
@@ -276,31 +222,23 @@ func (x *exchange) run() error {
 	if err := x.guestIdle("at the request boundary"); err != nil {
 		return err
 	}
-
 	// (3) upstream identity, then forward.
 	if err := x.checkUpstream("before send"); err != nil {
 		return err
 	}
-	frame, err := AppendFrame(nil, req, max)
-	if err != nil {
+	if err := write(u, req); err != nil {
 		return err
 	}
-	if err := writeAll(u, frame); err != nil {
-		return err
-	}
-
 	// (4) the response; (5) upstream identity again.
-	resp, err := readFrameRest(u, max, hdr[:], 0)
-	if errors.Is(err, io.EOF) {
+	resp, err := readFrame(u, max, hdr[:], 0)
+	if err == io.EOF {
 		return fmt.Errorf("%w: upstream closed before responding", ErrTransport)
-	}
-	if err != nil {
+	} else if err != nil {
 		return err
 	}
 	if err := x.checkUpstream("after receive"); err != nil {
 		return err
 	}
-
 	// (6) durable pending; (7) no next request arrived meanwhile.
 	if err := x.record(StatusDeliveryPending); err != nil {
 		return err
@@ -311,13 +249,8 @@ func (x *exchange) run() error {
 	if err := x.expired("before release"); err != nil {
 		return err
 	}
-
 	// (8) release; (9) post-send peek; (10) delivered.
-	frame, err = AppendFrame(frame[:0], resp, max)
-	if err != nil {
-		return err
-	}
-	if err := writeAll(g, frame); err != nil {
+	if err := write(g, resp); err != nil {
 		return err
 	}
 	if err := x.guestIdle("after release"); err != nil {
