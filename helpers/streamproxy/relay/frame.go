@@ -23,9 +23,9 @@ var (
 	ErrPipelined     = errors.New("relay: pipelined guest input") // at the request boundary or around a release
 	ErrUpstreamDrift = errors.New("relay: upstream identity drift")
 	ErrAudit         = errors.New("relay: audit failure")
-	ErrTransport     = errors.New("relay: transport failure") // any other I/O failure on either connection
-	ErrCanceled      = errors.New("relay: canceled")          // the context was canceled
-	ErrClosed        = errors.New("relay: closed")            // every exchange after the relay closed
+	ErrTransport     = errors.New("relay: transport failure")  // any other I/O failure on either connection
+	ErrCanceled      = errors.New("relay: canceled")           // the context was canceled
+	ErrClosed        = errors.New("relay: closed")             // every exchange after the relay closed
 	ErrBound         = errors.New("relay: bound out of range") // a max outside 1..HardMaxFrame or a bad Config
 )
 
