@@ -7,8 +7,8 @@ import (
 
 // This file is data: glove-streamproxy's additions to
 // helperkit.BaseSyscalls, for checking the three descriptors of
-// streamwire Open (server.go), keeping them (net.FileConn in relay.FromFile,
-// dup) and relaying on them (package relay). Reads, writes, close and the
+// streamwire Open (server.go), keeping them (net.FileConn in FromFile,
+// dup) and relaying on them (relay.go). Reads, writes, close and the
 // poller are in the base list.
 //
 // Not allowed, on purpose: socket, connect, accept, bind, open or openat
@@ -36,6 +36,6 @@ var Syscalls = []bpf.Rule{
 	// net.FileConn asks for the socket's addresses.
 	{Name: "getsockname", Nr: unix.SYS_GETSOCKNAME},
 	{Name: "getpeername", Nr: unix.SYS_GETPEERNAME},
-	// The relay's queue checks (relay.Conn.Queued): SIOCINQ only.
+	// The relay's queue checks (Conn.Queued): SIOCINQ only.
 	{Name: "ioctl", Nr: unix.SYS_IOCTL, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.SIOCINQ}}},
 }

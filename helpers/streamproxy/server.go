@@ -10,41 +10,27 @@ import (
 	"sync"
 	"time"
 
-	"github.com/glove-sandbox/glove/helpers/streamproxy/relay"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"github.com/glove-sandbox/glove/names"
 	"golang.org/x/sys/unix"
 )
 
-// Stable codes of streamwire StatusReply.Err, the reason a stream closed.
+// Stable codes of streamwire StatusReply.Err besides the relay's Error
+// codes.
 const (
-	CodeEOF       = "eof"            // the guest closed its end between exchanges
-	CodeFraming   = "framing"        // a zero, oversized or truncated frame
-	CodePipelined = "pipelined"      // guest input queued around an exchange
-	CodeDrift     = "upstream_drift" // the upstream's SO_PEERCRED changed
-	CodeTimeout   = "timeout"        // the exchange deadline passed
-	CodeCanceled  = "canceled"       // streamwire Close
-	CodeAudit     = "audit"          // an audit append or fdatasync failed
-	CodeTransport = "transport"      // a read, write or queue check failed
-	CodeInternal  = "internal"       // anything else
+	CodeEOF      = "eof"      // the guest closed its end between exchanges
+	CodeInternal = "internal" // anything else
 )
 
-// errCode maps what relay.Serve returned to its stable code. The relay
-// wraps exactly one sentinel, so the order only matters for readability.
+// errCode is the stable code of what the relay returned.
 func errCode(err error) string {
-	for _, c := range []struct {
-		err  error
-		code string
-	}{
-		{io.EOF, CodeEOF}, {relay.ErrCanceled, CodeCanceled}, {relay.ErrAudit, CodeAudit},
-		{relay.ErrFraming, CodeFraming}, {relay.ErrPipelined, CodePipelined},
-		{relay.ErrUpstreamDrift, CodeDrift}, {relay.ErrTimeout, CodeTimeout},
-		{relay.ErrTransport, CodeTransport},
-	} {
-		if errors.Is(err, c.err) {
-			return c.code
-		}
+	var e *Error
+	switch {
+	case errors.Is(err, io.EOF):
+		return CodeEOF
+	case errors.As(err, &e):
+		return e.Code
 	}
 	return CodeInternal
 }
@@ -55,12 +41,10 @@ type server struct {
 	uid uint32
 
 	mu        sync.Mutex
-	opened    bool // Open succeeded (at most once: the route is once-only)
-	open      bool // the relay still runs
+	cancel    context.CancelFunc // set by streamwire Open (once-only)
+	done      chan struct{}      // closed once the relay stopped
 	exchanges uint64
-	code      string
-	cancel    context.CancelFunc
-	done      chan struct{}
+	code      string // why the relay stopped; "" while it runs
 }
 
 func newServer(cfg *Config) *server {
@@ -75,176 +59,173 @@ func refuse(code wire.ErrorCode, format string, args ...any) error {
 	return &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// control runs fn on f's descriptor without changing its blocking mode
-// (File.Fd would).
-func control(f *os.File, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
+// control runs fn on the files' descriptors without changing their
+// blocking mode (File.Fd would).
+func control(files []*os.File, fds []int, fn func(fds []int) error) error {
+	if len(files) == 0 {
+		return fn(fds)
+	}
+	rc, err := files[0].SyscallConn()
 	if err != nil {
 		return err
 	}
 	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { ferr = control(files[1:], append(fds, int(fd)), fn) }); err != nil {
 		return err
 	}
 	return ferr
 }
 
-// checkStream checks f is a connected AF_UNIX SOCK_STREAM socket and
+// closeFDs closes fds, adding any failure to err.
+func closeFDs(err error, fds ...int) error {
+	for _, fd := range fds {
+		if cerr := unix.Close(fd); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("streamproxy: close descriptor %d: %w", fd, cerr))
+		}
+	}
+	return err
+}
+
+// checkStream checks fd is a connected AF_UNIX SOCK_STREAM socket and
 // returns its peer's credentials (for a socketpair, its creator; for a
 // connection, the listener's at listen(2)).
-func checkStream(what string, f *os.File) (*unix.Ucred, error) {
-	var cred *unix.Ucred
-	err := control(f, func(fd int) error {
-		domain, typ, err := socketKind(fd)
-		if err != nil {
-			return refuse(wire.ErrRefused, "%s is not a socket: %v", what, err)
-		}
-		if domain != unix.AF_UNIX || typ != unix.SOCK_STREAM {
-			return refuse(wire.ErrRefused, "%s is not an AF_UNIX stream socket (domain %d, type %d)", what, domain, typ)
-		}
-		if cred, err = peerCred(fd); err != nil {
-			return refuse(wire.ErrRefused, "%s: peer credentials: %v", what, err)
-		}
-		// An unconnected (or listening) socket has no peer: pid 0.
-		if cred.Pid == 0 {
-			return refuse(wire.ErrRefused, "%s is not connected", what)
-		}
-		return nil
-	})
-	return cred, err
+func checkStream(what string, fd int) (*unix.Ucred, error) {
+	domain, typ, err := socketKind(fd)
+	if err != nil {
+		return nil, refuse(wire.ErrRefused, "%s is not a socket: %v", what, err)
+	}
+	if domain != unix.AF_UNIX || typ != unix.SOCK_STREAM {
+		return nil, refuse(wire.ErrRefused, "%s is not an AF_UNIX stream socket (domain %d, type %d)", what, domain, typ)
+	}
+	cred, err := peerCred(fd)
+	if err != nil {
+		return nil, refuse(wire.ErrRefused, "%s: peer credentials: %v", what, err)
+	}
+	// An unconnected (or listening) socket has no peer: pid 0.
+	if cred.Pid == 0 {
+		return nil, refuse(wire.ErrRefused, "%s is not connected", what)
+	}
+	return cred, nil
 }
 
 // checkAudit checks the audit file: a regular file owned by the service
 // user, open write-only for appending.
-func (s *server) checkAudit(f *os.File) error {
-	return control(f, func(fd int) error {
-		st, err := fstat(fd)
-		if err != nil {
-			return refuse(wire.ErrRefused, "audit file: fstat: %v", err)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return refuse(wire.ErrRefused, "audit file is not a regular file (mode %#o)", st.Mode)
-		}
-		if st.Uid != s.uid {
-			return refuse(wire.ErrRefused, "audit file is owned by uid %d, not %d", st.Uid, s.uid)
-		}
-		fl, err := statusFlags(fd)
-		if err != nil {
-			return refuse(wire.ErrRefused, "audit file: status flags: %v", err)
-		}
-		if fl&unix.O_ACCMODE != unix.O_WRONLY || fl&unix.O_APPEND == 0 {
-			return refuse(wire.ErrRefused, "audit file is not open O_WRONLY|O_APPEND (flags %#x)", fl)
-		}
-		return nil
-	})
+func (s *server) checkAudit(fd int) error {
+	st, err := fstat(fd)
+	if err != nil {
+		return refuse(wire.ErrRefused, "audit file: fstat: %v", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return refuse(wire.ErrRefused, "audit file is not a regular file (mode %#o)", st.Mode)
+	}
+	if st.Uid != s.uid {
+		return refuse(wire.ErrRefused, "audit file is owned by uid %d, not %d", st.Uid, s.uid)
+	}
+	fl, err := statusFlags(fd)
+	if err != nil {
+		return refuse(wire.ErrRefused, "audit file: status flags: %v", err)
+	}
+	if fl&unix.O_ACCMODE != unix.O_WRONLY || fl&unix.O_APPEND == 0 {
+		return refuse(wire.ErrRefused, "audit file is not open O_WRONLY|O_APPEND (flags %#x)", fl)
+	}
+	return nil
 }
 
 // sameFile reports whether a and b are the same inode (fstat).
-func sameFile(a, b *os.File) (bool, error) {
-	var sa, sb unix.Stat_t
-	if err := control(a, func(fd int) (err error) { sa, err = fstat(fd); return err }); err != nil {
+func sameFile(a, b int) (bool, error) {
+	sa, err := fstat(a)
+	if err != nil {
 		return false, err
 	}
-	if err := control(b, func(fd int) (err error) { sb, err = fstat(fd); return err }); err != nil {
-		return false, err
-	}
-	return sa.Dev == sb.Dev && sa.Ino == sb.Ino, nil
+	sb, err := fstat(b)
+	return err == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino, err
 }
 
-// dup duplicates f's descriptor (close-on-exec) for the stream to keep:
-// the wire server closes received descriptors after the handler.
-func dup(f *os.File) (int, error) {
-	fd := -1
-	err := control(f, func(raw int) error {
-		var err error
-		fd, err = dupCloexec(raw)
-		return err
-	})
-	return fd, err
-}
-
-func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, fds []*os.File) (*streamwire.OpenReply, []int, error) {
+// streamOpen checks the guest end, the upstream and the audit file before
+// keeping anything, then starts the relay.
+func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.File) (*streamwire.OpenReply, []int, error) {
 	if !names.Name(req.Session) {
 		return nil, nil, refuse(wire.ErrBadRequest, "session %q does not match %s", req.Session, names.NamePattern)
 	}
 	if !names.Identifier(req.Alias) {
 		return nil, nil, refuse(wire.ErrBadRequest, "alias %q does not match %s", req.Alias, names.IdentifierPattern)
 	}
-	if _, err := checkStream("guest end", fds[0]); err != nil {
-		return nil, nil, err
+	var peer *unix.Ucred
+	var kept []int // the upstream and the audit file, past the handler
+	err := control(files, nil, func(fd []int) (err error) {
+		if _, err = checkStream("guest end", fd[0]); err != nil {
+			return err
+		}
+		if peer, err = checkStream("upstream", fd[1]); err != nil {
+			return err
+		}
+		// Threat: a compromised supervisor hands us a connection to a
+		// service it should not reach (root's, another user's). The helper
+		// can only vouch for one identity, its own uid: the upstream service
+		// must run as the Glove service user. Which service it is, is the
+		// supervisor's check.
+		if peer.Uid != s.uid {
+			return refuse(wire.ErrRefused, "upstream peer runs as uid %d, not %d", peer.Uid, s.uid)
+		}
+		if same, err := sameFile(fd[0], fd[1]); err != nil || same {
+			return refuse(wire.ErrRefused, "the guest end and the upstream are the same socket (%v)", err)
+		}
+		if err := s.checkAudit(fd[2]); err != nil {
+			return err
+		}
+		// The wire server closes received descriptors after the handler.
+		for _, d := range fd[1:] {
+			if d, err = dupCloexec(d); err != nil {
+				return fmt.Errorf("streamproxy: keep a descriptor: %w", err)
+			}
+			kept = append(kept, d)
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.start(req, files[0], files[1], kept[0], kept[1], *peer)
 	}
-	peer, err := checkStream("upstream", fds[1])
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, closeFDs(err, kept...)
 	}
-	// Threat: a compromised supervisor hands us a connection to a
-	// service it should not reach (root's, another user's). The helper
-	// can only vouch for one identity, its own uid: the upstream service
-	// must run as the Glove service user. Which service it is, is the
-	// supervisor's check.
-	if peer.Uid != s.uid {
-		return nil, nil, refuse(wire.ErrRefused, "upstream peer runs as uid %d, not %d", peer.Uid, s.uid)
-	}
-	if same, err := sameFile(fds[0], fds[1]); err != nil || same {
-		return nil, nil, refuse(wire.ErrRefused, "the guest end and the upstream are the same socket (%v)", err)
-	}
-	if err := s.checkAudit(fds[2]); err != nil {
-		return nil, nil, err
-	}
-	return s.start(req, fds, *peer)
+	return &streamwire.OpenReply{}, nil, nil
 }
 
-// start builds the relay from checked descriptors and runs it.
-func (s *server) start(req *streamwire.OpenRequest, fds []*os.File, peer unix.Ucred) (*streamwire.OpenReply, []int, error) {
-	auditFD, err := dup(fds[2])
+// start runs the relay in a goroutine, which closes upFD and auditFD once
+// it stopped; on failure they are the caller's.
+func (s *server) start(req *streamwire.OpenRequest, guestF, upF *os.File, upFD, auditFD int, peer unix.Ucred) error {
+	guest, err := FromFile(guestF)
 	if err != nil {
-		return nil, nil, fmt.Errorf("streamproxy: keep audit file: %w", err)
+		return fmt.Errorf("streamproxy: guest end: %w", err)
 	}
-	upFD, err := dup(fds[1])
+	upstream, err := FromFile(upF)
 	if err != nil {
-		unix.Close(auditFD)
-		return nil, nil, fmt.Errorf("streamproxy: keep upstream: %w", err)
+		return errors.Join(fmt.Errorf("streamproxy: upstream: %w", err), guest.Close())
 	}
-	closeFDs := func() { unix.Close(auditFD); unix.Close(upFD) }
-	guest, err := relay.FromFile(fds[0])
-	if err != nil {
-		closeFDs()
-		return nil, nil, fmt.Errorf("streamproxy: guest end: %w", err)
-	}
-	upstream, err := relay.FromFile(fds[1])
-	if err != nil {
-		guest.Close()
-		closeFDs()
-		return nil, nil, fmt.Errorf("streamproxy: upstream: %w", err)
-	}
-	audit := &auditLog{fd: auditFD, session: req.Session, alias: req.Alias, delivered: s.delivered}
-	r, err := relay.New(relay.Config{
+	r, err := NewRelay(RelayConfig{
 		Guest: guest, Upstream: upstream,
 		MaxFrame:      int(s.cfg.MaxFrameBytes),
 		MaxExchange:   time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
-		Audit:         audit,
+		Audit:         &auditLog{fd: auditFD, session: req.Session, alias: req.Alias, delivered: s.delivered},
 		CheckUpstream: func() error { return checkPeer(upFD, peer) },
 	})
 	if err != nil {
-		guest.Close()
-		upstream.Close()
-		closeFDs()
-		return nil, nil, fmt.Errorf("streamproxy: relay: %w", err)
+		return errors.Join(fmt.Errorf("streamproxy: relay: %w", err), guest.Close(), upstream.Close())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	s.mu.Lock()
-	s.opened, s.open, s.cancel, s.done = true, true, cancel, make(chan struct{})
-	done := s.done
+	s.cancel, s.done = cancel, done
 	s.mu.Unlock()
 	go func() {
-		err := r.Serve(ctx) // closes guest and upstream
-		closeFDs()
+		// Serve closes guest and upstream.
+		code := errCode(closeFDs(r.Serve(ctx), upFD, auditFD))
 		s.mu.Lock()
-		s.open, s.code = false, errCode(err)
+		s.code = code
 		s.mu.Unlock()
 		close(done)
 	}()
-	return &streamwire.OpenReply{}, nil, nil
+	return nil
 }
 
 // checkPeer is the relay's CheckUpstream: the upstream's SO_PEERCRED must
@@ -269,10 +250,10 @@ func (s *server) delivered() {
 func (s *server) streamStatus(uint32, *streamwire.StatusRequest, []*os.File) (*streamwire.StatusReply, []int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.opened {
+	if s.cancel == nil {
 		return nil, nil, refuse(wire.ErrBadRequest, "no stream is open")
 	}
-	return &streamwire.StatusReply{Open: s.open, Exchanges: s.exchanges, Err: s.code}, nil, nil
+	return &streamwire.StatusReply{Open: s.code == "", Exchanges: s.exchanges, Err: s.code}, nil, nil
 }
 
 // streamClose cancels the relay and answers once it has stopped, so the
@@ -281,9 +262,9 @@ func (s *server) streamStatus(uint32, *streamwire.StatusRequest, []*os.File) (*s
 // helper says so instead of waiting on.
 func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*streamwire.CloseReply, []int, error) {
 	s.mu.Lock()
-	opened, cancel, done := s.opened, s.cancel, s.done
+	cancel, done := s.cancel, s.done
 	s.mu.Unlock()
-	if !opened {
+	if cancel == nil {
 		return nil, nil, refuse(wire.ErrBadRequest, "no stream is open")
 	}
 	cancel()
@@ -315,7 +296,7 @@ type auditLine struct {
 	LatencyMS uint64 `json:"latency_ms"`
 }
 
-func (a *auditLog) Record(r relay.Record) error {
+func (a *auditLog) Record(r Record) error {
 	a.seq++
 	line, err := json.Marshal(auditLine{Seq: a.seq, Session: a.session, Alias: a.alias, Phase: r.Phase, Status: r.Status, LatencyMS: r.LatencyMS})
 	if err != nil {
@@ -335,7 +316,7 @@ func (a *auditLog) Record(r relay.Record) error {
 	if err := fdatasync(a.fd); err != nil {
 		return fmt.Errorf("fdatasync: %w", err)
 	}
-	if r.Status == relay.StatusDelivered {
+	if r.Status == StatusDelivered {
 		a.delivered()
 	}
 	return nil

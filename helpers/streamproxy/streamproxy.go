@@ -1,23 +1,25 @@
 // Package streamproxy is glove-streamproxy: the relay of the
-// inherited-stream-v1 transport, moving one bounded request and one
-// bounded response at a time between a sandbox's descriptor and an
-// upstream connection. It holds no capability.
+// inherited-stream-v1 transport. It holds no capability. One helper
+// process serves one stream: streamwire Open (once) hands it the guest end
+// (the proxy's end of the sandbox's socketpair), the upstream connection
+// and the audit file; the helper checks them, relays one bounded request
+// and one bounded response at a time in a goroutine (relay.go), and keeps
+// answering streamwire Status and Close.
 //
-// One helper process serves one stream: streamwire Open (once) hands it the
-// guest end, the upstream connection and the audit file; the helper
-// checks them, runs the relay (package relay) in a goroutine, and keeps
-// answering streamwire Status (is it open, how many exchanges were delivered,
-// why it closed) and streamwire Close (cancel and wait). Each audit record is
-// one JSON line {"seq","session","alias","phase","status","latency_ms"}
-// appended with one write(2) and made durable with fdatasync(2) before
-// the relay goes on.
-//
-// The upstream's SO_PEERCRED uid must be the helper's own (the Glove
-// service user), at streamwire Open; before and after every exchange its
-// pid, uid and gid must still be the ones seen then (upstream drift).
-// If the supervisor closes the control connection while the stream is
-// open the helper exits at once: a pending exchange keeps its
-// conservative delivery_pending record and is never recorded delivered.
+// Threats: the sandboxed guest sends hostile frames (each length is
+// checked before anything is allocated) or pipelines requests to get a
+// response out unaudited (queued guest input closes the stream); the
+// upstream is swapped (its SO_PEERCRED uid must be the helper's own, the
+// Glove service user's, at Open, and its pid, uid and gid unchanged around
+// every exchange); a compromised supervisor hands over the wrong
+// descriptors (refused at Open). A response is released only once its
+// delivery_pending record is durable (one JSON line, one write(2), then
+// fdatasync(2)); delivered is recorded only after the send and a
+// post-send queue check; any failure closes the stream for good. If the
+// supervisor closes the control connection while the stream is open the
+// helper exits at once: an exchange in flight keeps its delivery_pending
+// record and is never recorded delivered. docs/helpers.md has the frame
+// format, the order of one exchange and the failure rule.
 package streamproxy
 
 import (
@@ -35,7 +37,7 @@ const Name = "glove-streamproxy"
 // capability table's row.
 var ConfigFile = captable.MustLookup(Name).Bounds
 
-// Hard ceilings no configuration may exceed.
+// Hard ceilings no configuration may exceed (and the relay's frame bound).
 const (
 	HardMaxFrameBytes = 16 << 10
 	HardMaxExchangeMS = 10 * 60 * 1000

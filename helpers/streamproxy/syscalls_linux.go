@@ -3,8 +3,8 @@ package streamproxy
 import "golang.org/x/sys/unix"
 
 // Every system call glove-streamproxy makes itself, but close(2), is in
-// this file (the relay's reads and writes are in package relay): the
-// list an auditor compares with the allowlist of seccomp.go.
+// this file (the relay's reads, writes and deadlines go through package
+// net): the list an auditor compares with the allowlist of seccomp.go.
 
 // socketKind is fd's socket domain and type.
 func socketKind(fd int) (domain, typ int, err error) {
@@ -31,6 +31,9 @@ func statusFlags(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F
 
 // dupCloexec duplicates fd close-on-exec.
 func dupCloexec(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }
+
+// queued is the bytes received on socket fd and not yet read (SIOCINQ).
+func queued(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.SIOCINQ) }
 
 // writeRetry is one write(2) of b, retried only when interrupted before
 // writing anything.

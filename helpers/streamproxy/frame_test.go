@@ -1,4 +1,4 @@
-package relay
+package streamproxy
 
 import (
 	"bytes"
@@ -94,7 +94,7 @@ func mustAppend(t testing.TB, p []byte, max int) []byte {
 }
 
 func TestReadFrameTable(t *testing.T) {
-	const max = HardMaxFrame
+	const max = HardMaxFrameBytes
 	cases := []struct {
 		name string
 		in   []byte
@@ -116,7 +116,7 @@ func TestReadFrameTable(t *testing.T) {
 		{"exactly max", frameOf(filled(max, 'm')), max, filled(max, 'm'), nil},
 		{"exactly small max", frameOf(filled(10, 'm')), 10, filled(10, 'm'), nil},
 		{"max 0", frameOf([]byte("x")), 0, nil, ErrBound},
-		{"max 16385", frameOf([]byte("x")), HardMaxFrame + 1, nil, ErrBound},
+		{"max 16385", frameOf([]byte("x")), HardMaxFrameBytes + 1, nil, ErrBound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,7 +154,7 @@ func TestAppendWriteFrame(t *testing.T) {
 	if _, err := AppendFrame(nil, filled(11, 'a'), 10); !errors.Is(err, ErrFraming) {
 		t.Fatalf("over max: %v", err)
 	}
-	if _, err := AppendFrame(nil, []byte("a"), HardMaxFrame+1); !errors.Is(err, ErrBound) {
+	if _, err := AppendFrame(nil, []byte("a"), HardMaxFrameBytes+1); !errors.Is(err, ErrBound) {
 		t.Fatalf("bad max: %v", err)
 	}
 	b := mustAppend(t, []byte("abc"), 10)
@@ -162,11 +162,11 @@ func TestAppendWriteFrame(t *testing.T) {
 		t.Fatalf("AppendFrame = %x", b)
 	}
 	c := newMemConn(nil)
-	if err := WriteFrame(c, filled(HardMaxFrame, 'z'), HardMaxFrame, time.Time{}); err != nil {
+	if err := WriteFrame(c, filled(HardMaxFrameBytes, 'z'), HardMaxFrameBytes, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadFrame(newMemConn(c.w.Bytes()), HardMaxFrame, time.Time{})
-	if err != nil || !bytes.Equal(got, filled(HardMaxFrame, 'z')) {
+	got, err := ReadFrame(newMemConn(c.w.Bytes()), HardMaxFrameBytes, time.Time{})
+	if err != nil || !bytes.Equal(got, filled(HardMaxFrameBytes, 'z')) {
 		t.Fatalf("round trip: %d bytes, %v", len(got), err)
 	}
 }
@@ -178,11 +178,11 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(hdr(0), uint16(16))
 	f.Add(frameOf([]byte("hello")), uint16(16))
 	f.Add(frameOf([]byte("hello")), uint16(4))
-	f.Add(concat(hdr(16385), filled(64, 'a')), uint16(HardMaxFrame))
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(HardMaxFrame))
+	f.Add(concat(hdr(16385), filled(64, 'a')), uint16(HardMaxFrameBytes))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(HardMaxFrameBytes))
 	f.Add([]byte{0, 0, 0}, uint16(1))
 	f.Fuzz(func(t *testing.T, in []byte, m uint16) {
-		max := int(m)%HardMaxFrame + 1
+		max := int(m)%HardMaxFrameBytes + 1
 		c := newMemConn(in)
 		for {
 			before := c.r.Len()

@@ -1,18 +1,92 @@
-package relay
+package streamproxy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
+// This file is the relay: frames, deadlines, queue checks and audit
+// records, never what a payload means. docs/helpers.md ("The relay:
+// frames and one exchange") has the frame format, the order of one
+// exchange and the failure rule.
+
+// HeaderSize is the size of a frame header: a big-endian uint32 length.
+const HeaderSize = 4
+
+// Error is why the relay closed a stream; Code is its stable name, the
+// Err of streamwire StatusReply.
+type Error struct{ Code string }
+
+func (e *Error) Error() string { return "relay: " + e.Code }
+
+// Every error the relay returns wraps exactly one of these, or is io.EOF
+// (CodeEOF).
+var (
+	ErrFraming       = &Error{"framing"}                       // a zero, oversized or truncated frame
+	ErrPipelined     = &Error{"pipelined"}                     // guest input queued at the request boundary or around a release
+	ErrUpstreamDrift = &Error{"upstream_drift"}                // CheckUpstream (the upstream's SO_PEERCRED) failed
+	ErrTimeout       = &Error{"timeout"}                       // the exchange deadline passed
+	ErrCanceled      = &Error{"canceled"}                      // the context was canceled (streamwire Close)
+	ErrAudit         = &Error{"audit"}                         // an audit append or fdatasync failed
+	ErrTransport     = &Error{"transport"}                     // a read, write, deadline or queue check failed
+	ErrClosed        = errors.New("relay: closed")             // every exchange after the relay closed
+	ErrBound         = errors.New("relay: bound out of range") // a bad RelayConfig or socket
+)
+
+// Conn is what the relay needs of each side of an exchange.
+type Conn interface {
+	io.ReadWriteCloser
+	// SetDeadline sets the read and write deadline (the zero time: none);
+	// once passed, blocked and later calls fail wrapping
+	// os.ErrDeadlineExceeded.
+	SetDeadline(t time.Time) error
+	// Queued reports the bytes received and not yet read.
+	Queued() (int, error)
+}
+
+// unixConn is a Conn over a nonblocking AF_UNIX stream socket.
+type unixConn struct {
+	*net.UnixConn
+	raw syscall.RawConn
+}
+
+func (c *unixConn) Queued() (n int, err error) {
+	if cerr := c.raw.Control(func(fd uintptr) { n, err = queued(int(fd)) }); cerr != nil {
+		return 0, cerr
+	}
+	return n, err
+}
+
+// FromFile returns a Conn over a duplicate of f, which must be an AF_UNIX
+// SOCK_STREAM socket (net's network "unix"). The caller still owns (and
+// closes) f. net.FileConn makes the shared file description nonblocking.
+func FromFile(f *os.File) (Conn, error) {
+	nc, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := nc.(*net.UnixConn)
+	if !ok || uc.LocalAddr().Network() != "unix" {
+		return nil, errors.Join(fmt.Errorf("%w: not an AF_UNIX stream socket", ErrBound), nc.Close())
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return nil, errors.Join(err, uc.Close())
+	}
+	return &unixConn{UnixConn: uc, raw: raw}, nil
+}
+
 // Phase and statuses of audit records.
 const (
-	PhaseExchange = "exchange"
-
+	PhaseExchange         = "exchange"
 	StatusDeliveryPending = "delivery_pending"
 	StatusDelivered       = "delivered"
 	StatusDeliveryFailed  = "delivery_failed"
@@ -22,44 +96,40 @@ const (
 // the latency since the exchange began, never anything of the request or
 // the response. The Audit implementation binds the session ID and alias.
 type Record struct {
-	Phase     string
-	Status    string
-	LatencyMS uint64
+	Phase, Status string
+	LatencyMS     uint64
 }
 
 // Audit durably appends records: Record returns nil only once r is
-// durable. The relay releases a response only after its delivery_pending
-// Record returned nil.
-type Audit interface {
-	Record(r Record) error
-}
+// durable. A response is released only after its delivery_pending Record
+// returned nil.
+type Audit interface{ Record(r Record) error }
 
-// Config is a relay's connections and bounds.
-type Config struct {
+// RelayConfig is a relay's connections and bounds.
+type RelayConfig struct {
 	// Guest is the proxy's end of the sandbox's socketpair, Upstream the
 	// upstream connection; the relay closes both when it closes.
 	Guest, Upstream Conn
-	MaxFrame        int           // bounds a request's and a response's payload, 1..HardMaxFrame
+	MaxFrame        int           // bounds a request's and a response's payload, 1..HardMaxFrameBytes
 	MaxExchange     time.Duration // the shared budget of one exchange, > 0
 	Audit           Audit         // records every exchange; required
 	// CheckUpstream, if set, runs before the request is sent upstream and
-	// after the response is received; an error is upstream identity drift
-	// (for example an SO_PEERCRED mismatch).
+	// after the response is received; an error is upstream drift.
 	CheckUpstream func() error
 }
 
 // Relay runs sequential bounded exchanges. It is not safe for concurrent
 // Exchange calls; Close may be called concurrently.
 type Relay struct {
-	cfg      Config
+	cfg      RelayConfig
 	mu       sync.Mutex // guards closed and closeErr
 	closed   bool
 	closeErr error
 }
 
-// New checks cfg and returns a relay. On error the connections are left
-// to the caller.
-func New(cfg Config) (*Relay, error) {
+// NewRelay checks cfg and returns a relay. On error the connections are
+// left to the caller.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if err := checkMax(cfg.MaxFrame); err != nil {
 		return nil, err
 	}
@@ -67,6 +137,13 @@ func New(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("%w: guest, upstream, audit and a max exchange > 0 (%v) are required", ErrBound, cfg.MaxExchange)
 	}
 	return &Relay{cfg: cfg}, nil
+}
+
+func checkMax(max int) error {
+	if max < 1 || max > HardMaxFrameBytes {
+		return fmt.Errorf("%w: max frame %d not in 1..%d", ErrBound, max, HardMaxFrameBytes)
+	}
+	return nil
 }
 
 // Close closes both connections once (later calls return the same error);
@@ -80,9 +157,8 @@ func (r *Relay) Close() error {
 	return r.closeErr
 }
 
-// Serve runs exchanges until one fails and returns that error; io.EOF
-// means the guest closed its end between exchanges. The relay is closed
-// when Serve returns.
+// Serve runs exchanges until one fails and returns that error, the relay
+// closed.
 func (r *Relay) Serve(ctx context.Context) error {
 	for {
 		if err := r.Exchange(ctx); err != nil {
@@ -91,11 +167,10 @@ func (r *Relay) Serve(ctx context.Context) error {
 	}
 }
 
-// Exchange runs one exchange, in the order docs/helpers.md gives. It
-// waits, bounded only by ctx, for the first byte of a request; the
-// exchange deadline starts with that byte. It returns nil once delivered
-// is recorded. Any error closes the relay permanently; io.EOF means the
-// guest closed its end before a request began.
+// Exchange runs one exchange. It waits, bounded only by ctx, for the
+// first byte of a request; the exchange deadline starts with that byte. It
+// returns nil once delivered is recorded. Any error closes the relay for
+// good; io.EOF means the guest closed its end before a request began.
 func (r *Relay) Exchange(ctx context.Context) error {
 	r.mu.Lock()
 	closed := r.closed
@@ -131,20 +206,19 @@ func (r *Relay) Exchange(ctx context.Context) error {
 
 // exchange is the state of one exchange.
 type exchange struct {
-	r         *Relay
-	ctx       context.Context
-	start     time.Time
-	deadline  time.Time
-	requested bool // a complete request was read
-	delivered bool // delivered is durable
+	r               *Relay
+	ctx             context.Context
+	start, deadline time.Time
+	requested       bool // a complete request was read
+	delivered       bool // delivered is durable
 }
 
 func (x *exchange) recordOf(status string) Record {
 	return Record{Phase: PhaseExchange, Status: status, LatencyMS: uint64(time.Since(x.start).Milliseconds())}
 }
 
-// expired is ErrCanceled if the context was canceled, or ErrTimeout if
-// the deadline passed.
+// expired is ErrCanceled once the context is done, or ErrTimeout past the
+// deadline.
 func (x *exchange) expired(step string) error {
 	if x.ctx.Err() != nil {
 		return fmt.Errorf("%w: %s", ErrCanceled, step)
@@ -189,6 +263,7 @@ func (x *exchange) checkUpstream(step string) error {
 	return nil
 }
 
+// run is one exchange, steps (1) to (10) of docs/helpers.md.
 func (x *exchange) run() error {
 	g, u, max := x.r.cfg.Guest, x.r.cfg.Upstream, x.r.cfg.MaxFrame
 	if x.ctx.Err() != nil {
@@ -212,7 +287,6 @@ func (x *exchange) run() error {
 			return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
 		}
 	}
-
 	// (1) the request; (2) nothing behind it.
 	req, err := readFrame(g, max, hdr[:], n)
 	if err != nil {
@@ -257,4 +331,56 @@ func (x *exchange) run() error {
 		return err
 	}
 	return x.record(StatusDelivered)
+}
+
+// readFrame completes a frame of which the first have header bytes are
+// already in hdr (the deadline is set) and returns it whole, header
+// included. The length is checked against max before the frame is
+// allocated: zero, over max, or end of stream inside the frame is
+// ErrFraming; end of stream before the first header byte is io.EOF.
+func readFrame(r Conn, max int, hdr []byte, have int) ([]byte, error) {
+	if err := readFull(r, hdr[have:HeaderSize], have == 0); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr)
+	if n == 0 || n > uint32(max) {
+		return nil, fmt.Errorf("%w: length %d not in 1..%d", ErrFraming, n, max)
+	}
+	frame := make([]byte, HeaderSize+int(n))
+	copy(frame, hdr)
+	if err := readFull(r, frame[HeaderSize:], false); err != nil {
+		return nil, err
+	}
+	return frame, nil
+}
+
+// readFull fills buf. End of stream before any byte is io.EOF when
+// boundary is set, else ErrFraming.
+func readFull(r Conn, buf []byte, boundary bool) error {
+	switch _, err := io.ReadFull(r, buf); {
+	case err == nil:
+		return nil
+	case err == io.EOF && boundary:
+		return io.EOF
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return fmt.Errorf("%w: end of stream inside a frame", ErrFraming)
+	default:
+		return ioError("read", err)
+	}
+}
+
+// write writes buf with one Write call: like any io.Writer's, a Conn's
+// Write fails if it writes less.
+func write(w Conn, buf []byte) error {
+	if _, err := w.Write(buf); err != nil {
+		return ioError("write", err)
+	}
+	return nil
+}
+
+func ioError(op string, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: %s", ErrTimeout, op)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrTransport, op, err)
 }
