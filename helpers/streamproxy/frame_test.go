@@ -11,6 +11,13 @@ import (
 	"time"
 )
 
+func checkMax(max int) error {
+	if max < 1 || max > HardMaxFrameBytes {
+		return fmt.Errorf("%w: max frame %d not in 1..%d", ErrBound, max, HardMaxFrameBytes)
+	}
+	return nil
+}
+
 // AppendFrame appends the frame of payload to dst. The payload must be
 // 1..max bytes. Tests and benchmarks use it (and WriteFrame, ReadFrame and
 // FromFD) to play the guest and the upstream.

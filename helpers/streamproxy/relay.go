@@ -9,14 +9,13 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// This file is the relay: frames, deadlines, queue checks and audit
-// records, never what a payload means. docs/helpers.md ("The relay:
-// frames and one exchange") has the frame format, the order of one
-// exchange and the failure rule.
+// The relay, as docs/helpers.md ("The relay: frames and one exchange")
+// describes it: frames, deadlines, queue checks and audit records.
 
 // HeaderSize is the size of a frame header: a big-endian uint32 length.
 const HeaderSize = 4
@@ -44,24 +43,18 @@ var (
 // Conn is what the relay needs of each side of an exchange.
 type Conn interface {
 	io.ReadWriteCloser
-	// SetDeadline sets the read and write deadline (the zero time: none);
-	// once passed, blocked and later calls fail wrapping
-	// os.ErrDeadlineExceeded.
+	// SetDeadline sets the read and write deadline (zero: none); past it,
+	// calls fail wrapping os.ErrDeadlineExceeded.
 	SetDeadline(t time.Time) error
 	// Queued reports the bytes received and not yet read.
 	Queued() (int, error)
 }
 
 // unixConn is a Conn over a nonblocking AF_UNIX stream socket.
-type unixConn struct {
-	*net.UnixConn
-	raw syscall.RawConn
-}
+type unixConn struct{ *net.UnixConn }
 
-func (c *unixConn) Queued() (n int, err error) {
-	if cerr := c.raw.Control(func(fd uintptr) { n, err = queued(int(fd)) }); cerr != nil {
-		return 0, cerr
-	}
+func (c unixConn) Queued() (n int, err error) {
+	err = control(func(fd []int) (err error) { n, err = queued(fd[0]); return err }, c)
 	return n, err
 }
 
@@ -73,15 +66,29 @@ func FromFile(f *os.File) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	uc, ok := nc.(*net.UnixConn)
-	if !ok || uc.LocalAddr().Network() != "unix" {
-		return nil, errors.Join(fmt.Errorf("%w: not an AF_UNIX stream socket", ErrBound), nc.Close())
+	if uc, ok := nc.(*net.UnixConn); ok && uc.LocalAddr().Network() == "unix" {
+		return unixConn{uc}, nil
 	}
-	raw, err := uc.SyscallConn()
+	return nil, errors.Join(fmt.Errorf("%w: not an AF_UNIX stream socket", ErrBound), nc.Close())
+}
+
+// control runs fn on the descriptors of conns without changing their
+// blocking mode (File.Fd would).
+func control(fn func(fds []int) error, conns ...syscall.Conn) error {
+	if len(conns) == 0 {
+		return fn(nil)
+	}
+	rc, err := conns[0].SyscallConn()
 	if err != nil {
-		return nil, errors.Join(err, uc.Close())
+		return err
 	}
-	return &unixConn{UnixConn: uc, raw: raw}, nil
+	ferr := errors.New("control did not run")
+	if err := rc.Control(func(fd uintptr) {
+		ferr = control(func(fds []int) error { return fn(append([]int{int(fd)}, fds...)) }, conns[1:]...)
+	}); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // Phase and statuses of audit records.
@@ -122,38 +129,25 @@ type RelayConfig struct {
 // Exchange calls; Close may be called concurrently.
 type Relay struct {
 	cfg      RelayConfig
-	mu       sync.Mutex // guards closed and closeErr
-	closed   bool
+	closed   atomic.Bool
+	once     sync.Once
 	closeErr error
 }
 
 // NewRelay checks cfg and returns a relay. On error the connections are
 // left to the caller.
 func NewRelay(cfg RelayConfig) (*Relay, error) {
-	if err := checkMax(cfg.MaxFrame); err != nil {
-		return nil, err
-	}
-	if cfg.Guest == nil || cfg.Upstream == nil || cfg.Audit == nil || cfg.MaxExchange <= 0 {
-		return nil, fmt.Errorf("%w: guest, upstream, audit and a max exchange > 0 (%v) are required", ErrBound, cfg.MaxExchange)
+	if cfg.MaxFrame < 1 || cfg.MaxFrame > HardMaxFrameBytes || cfg.MaxExchange <= 0 || cfg.Guest == nil || cfg.Upstream == nil || cfg.Audit == nil {
+		return nil, fmt.Errorf("%w: max frame %d (1..%d) and max exchange %v (> 0), guest, upstream and audit are required",
+			ErrBound, cfg.MaxFrame, HardMaxFrameBytes, cfg.MaxExchange)
 	}
 	return &Relay{cfg: cfg}, nil
-}
-
-func checkMax(max int) error {
-	if max < 1 || max > HardMaxFrameBytes {
-		return fmt.Errorf("%w: max frame %d not in 1..%d", ErrBound, max, HardMaxFrameBytes)
-	}
-	return nil
 }
 
 // Close closes both connections once (later calls return the same error);
 // every later exchange returns ErrClosed.
 func (r *Relay) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.closed {
-		r.closed, r.closeErr = true, errors.Join(r.cfg.Guest.Close(), r.cfg.Upstream.Close())
-	}
+	r.once.Do(func() { r.closed.Store(true); r.closeErr = errors.Join(r.cfg.Guest.Close(), r.cfg.Upstream.Close()) })
 	return r.closeErr
 }
 
@@ -172,10 +166,7 @@ func (r *Relay) Serve(ctx context.Context) error {
 // returns nil once delivered is recorded. Any error closes the relay for
 // good; io.EOF means the guest closed its end before a request began.
 func (r *Relay) Exchange(ctx context.Context) error {
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
+	if r.closed.Load() {
 		return ErrClosed
 	}
 	x := &exchange{r: r, ctx: ctx}
@@ -270,8 +261,8 @@ func (x *exchange) run() error {
 		return ErrCanceled
 	}
 	// Idle: wait for the first byte of a request.
-	if err := g.SetDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	if err := setDeadline(g, time.Time{}); err != nil {
+		return err
 	}
 	var hdr [HeaderSize]byte
 	n, err := io.ReadAtLeast(g, hdr[:], 1)
@@ -282,55 +273,30 @@ func (x *exchange) run() error {
 	}
 	x.start = time.Now()
 	x.deadline = x.start.Add(x.r.cfg.MaxExchange)
-	for _, c := range []Conn{g, u} {
-		if err := c.SetDeadline(x.deadline); err != nil {
-			return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	var req, resp []byte
+	for _, step := range []func() error{
+		func() error { return setDeadline(g, x.deadline) },
+		func() error { return setDeadline(u, x.deadline) },
+		func() (err error) { req, err = readFrame(g, max, hdr[:], n); return err },         // (1)
+		func() error { x.requested = true; return x.guestIdle("at the request boundary") }, // (2)
+		func() error { return x.checkUpstream("before send") },                             // (3)
+		func() error { return write(u, req) },
+		func() (err error) { resp, err = readFrame(u, max, hdr[:], 0); return err }, // (4)
+		func() error { return x.checkUpstream("after receive") },                    // (5)
+		func() error { return x.record(StatusDeliveryPending) },                     // (6)
+		func() error { return x.guestIdle("before release") },                       // (7)
+		func() error { return x.expired("before release") },
+		func() error { return write(g, resp) },               // (8) release
+		func() error { return x.guestIdle("after release") }, // (9) post-send peek
+		func() error { return x.record(StatusDelivered) },    // (10)
+	} {
+		if err := step(); err == io.EOF { // only (4) ends at a frame boundary
+			return fmt.Errorf("%w: upstream closed before responding", ErrTransport)
+		} else if err != nil {
+			return err
 		}
 	}
-	// (1) the request; (2) nothing behind it.
-	req, err := readFrame(g, max, hdr[:], n)
-	if err != nil {
-		return err
-	}
-	x.requested = true
-	if err := x.guestIdle("at the request boundary"); err != nil {
-		return err
-	}
-	// (3) upstream identity, then forward.
-	if err := x.checkUpstream("before send"); err != nil {
-		return err
-	}
-	if err := write(u, req); err != nil {
-		return err
-	}
-	// (4) the response; (5) upstream identity again.
-	resp, err := readFrame(u, max, hdr[:], 0)
-	if err == io.EOF {
-		return fmt.Errorf("%w: upstream closed before responding", ErrTransport)
-	} else if err != nil {
-		return err
-	}
-	if err := x.checkUpstream("after receive"); err != nil {
-		return err
-	}
-	// (6) durable pending; (7) no next request arrived meanwhile.
-	if err := x.record(StatusDeliveryPending); err != nil {
-		return err
-	}
-	if err := x.guestIdle("before release"); err != nil {
-		return err
-	}
-	if err := x.expired("before release"); err != nil {
-		return err
-	}
-	// (8) release; (9) post-send peek; (10) delivered.
-	if err := write(g, resp); err != nil {
-		return err
-	}
-	if err := x.guestIdle("after release"); err != nil {
-		return err
-	}
-	return x.record(StatusDelivered)
+	return nil
 }
 
 // readFrame completes a frame of which the first have header bytes are
@@ -367,6 +333,14 @@ func readFull(r Conn, buf []byte, boundary bool) error {
 	default:
 		return ioError("read", err)
 	}
+}
+
+// setDeadline is c.SetDeadline; a failure is a transport failure.
+func setDeadline(c Conn, t time.Time) error {
+	if err := c.SetDeadline(t); err != nil {
+		return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	}
+	return nil
 }
 
 // write writes buf with one Write call: like any io.Writer's, a Conn's

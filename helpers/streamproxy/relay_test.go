@@ -369,7 +369,7 @@ func TestBadRequestFrames(t *testing.T) {
 func fdOf(t *testing.T, c Conn) int {
 	t.Helper()
 	var fd int
-	if err := c.(*unixConn).raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+	if err := control(func(f []int) error { fd = f[0]; return nil }, c.(unixConn)); err != nil {
 		t.Fatal(err)
 	}
 	return fd

@@ -47,41 +47,14 @@ type server struct {
 	code      string // why the relay stopped; "" while it runs
 }
 
-func newServer(cfg *Config) *server {
-	return &server{cfg: cfg, uid: uint32(os.Getuid())}
-}
-
-func (s *server) handlers() []wire.Handler {
-	return []wire.Handler{streamwire.Open.Handle(s.streamOpen), streamwire.Status.Handle(s.streamStatus), streamwire.Close.Handle(s.streamClose)}
-}
-
 func refuse(code wire.ErrorCode, format string, args ...any) error {
 	return &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// control runs fn on the files' descriptors without changing their
-// blocking mode (File.Fd would).
-func control(files []*os.File, fds []int, fn func(fds []int) error) error {
-	if len(files) == 0 {
-		return fn(fds)
-	}
-	rc, err := files[0].SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = control(files[1:], append(fds, int(fd)), fn) }); err != nil {
-		return err
-	}
-	return ferr
-}
-
-// closeFDs closes fds, adding any failure to err.
-func closeFDs(err error, fds ...int) error {
-	for _, fd := range fds {
-		if cerr := unix.Close(fd); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("streamproxy: close descriptor %d: %w", fd, cerr))
-		}
+// closeFD closes fd, adding a failure to err.
+func closeFD(err error, fd int) error {
+	if cerr := unix.Close(fd); cerr != nil {
+		return errors.Join(err, fmt.Errorf("streamproxy: close the audit file: %w", cerr))
 	}
 	return err
 }
@@ -142,7 +115,7 @@ func sameFile(a, b int) (bool, error) {
 }
 
 // streamOpen checks the guest end, the upstream and the audit file before
-// keeping anything, then starts the relay.
+// keeping anything, then starts the relay in a goroutine.
 func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.File) (*streamwire.OpenReply, []int, error) {
 	if !names.Name(req.Session) {
 		return nil, nil, refuse(wire.ErrBadRequest, "session %q does not match %s", req.Session, names.NamePattern)
@@ -151,8 +124,8 @@ func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.F
 		return nil, nil, refuse(wire.ErrBadRequest, "alias %q does not match %s", req.Alias, names.IdentifierPattern)
 	}
 	var peer *unix.Ucred
-	var kept []int // the upstream and the audit file, past the handler
-	err := control(files, nil, func(fd []int) (err error) {
+	auditFD := -1
+	err := control(func(fd []int) (err error) {
 		if _, err = checkStream("guest end", fd[0]); err != nil {
 			return err
 		}
@@ -173,44 +146,18 @@ func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.F
 		if err := s.checkAudit(fd[2]); err != nil {
 			return err
 		}
-		// The wire server closes received descriptors after the handler.
-		for _, d := range fd[1:] {
-			if d, err = dupCloexec(d); err != nil {
-				return fmt.Errorf("streamproxy: keep a descriptor: %w", err)
-			}
-			kept = append(kept, d)
+		// Kept past the handler, after which the wire server closes it.
+		if auditFD, err = dupCloexec(fd[2]); err != nil {
+			return fmt.Errorf("streamproxy: keep the audit file: %w", err)
 		}
 		return nil
-	})
-	if err == nil {
-		err = s.start(req, files[0], files[1], kept[0], kept[1], *peer)
-	}
+	}, files[0], files[1], files[2])
 	if err != nil {
-		return nil, nil, closeFDs(err, kept...)
+		return nil, nil, err
 	}
-	return &streamwire.OpenReply{}, nil, nil
-}
-
-// start runs the relay in a goroutine, which closes upFD and auditFD once
-// it stopped; on failure they are the caller's.
-func (s *server) start(req *streamwire.OpenRequest, guestF, upF *os.File, upFD, auditFD int, peer unix.Ucred) error {
-	guest, err := FromFile(guestF)
+	r, err := s.newRelay(req, files, auditFD, *peer)
 	if err != nil {
-		return fmt.Errorf("streamproxy: guest end: %w", err)
-	}
-	upstream, err := FromFile(upF)
-	if err != nil {
-		return errors.Join(fmt.Errorf("streamproxy: upstream: %w", err), guest.Close())
-	}
-	r, err := NewRelay(RelayConfig{
-		Guest: guest, Upstream: upstream,
-		MaxFrame:      int(s.cfg.MaxFrameBytes),
-		MaxExchange:   time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
-		Audit:         &auditLog{fd: auditFD, session: req.Session, alias: req.Alias, delivered: s.delivered},
-		CheckUpstream: func() error { return checkPeer(upFD, peer) },
-	})
-	if err != nil {
-		return errors.Join(fmt.Errorf("streamproxy: relay: %w", err), guest.Close(), upstream.Close())
+		return nil, nil, closeFD(err, auditFD)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -218,14 +165,39 @@ func (s *server) start(req *streamwire.OpenRequest, guestF, upF *os.File, upFD, 
 	s.cancel, s.done = cancel, done
 	s.mu.Unlock()
 	go func() {
-		// Serve closes guest and upstream.
-		code := errCode(closeFDs(r.Serve(ctx), upFD, auditFD))
+		code := errCode(closeFD(r.Serve(ctx), auditFD)) // Serve closes guest and upstream
 		s.mu.Lock()
 		s.code = code
 		s.mu.Unlock()
 		close(done)
 	}()
-	return nil
+	return &streamwire.OpenReply{}, nil, nil
+}
+
+// newRelay makes the relay of the checked descriptors; on failure
+// auditFD is the caller's.
+func (s *server) newRelay(req *streamwire.OpenRequest, files []*os.File, auditFD int, peer unix.Ucred) (*Relay, error) {
+	guest, err := FromFile(files[0])
+	if err != nil {
+		return nil, fmt.Errorf("streamproxy: guest end: %w", err)
+	}
+	upstream, err := FromFile(files[1])
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("streamproxy: upstream: %w", err), guest.Close())
+	}
+	r, err := NewRelay(RelayConfig{
+		Guest: guest, Upstream: upstream,
+		MaxFrame:    int(s.cfg.MaxFrameBytes),
+		MaxExchange: time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
+		Audit:       &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: s.delivered},
+		CheckUpstream: func() error {
+			return control(func(fd []int) error { return checkPeer(fd[0], peer) }, upstream.(unixConn))
+		},
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("streamproxy: relay: %w", err), guest.Close(), upstream.Close())
+	}
+	return r, nil
 }
 
 // checkPeer is the relay's CheckUpstream: the upstream's SO_PEERCRED must
@@ -276,29 +248,25 @@ func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*str
 	}
 }
 
-// auditLog appends one JSON line per record to the audit file and makes
-// it durable (fdatasync) before returning. Only the relay's goroutine
-// calls Record.
+// auditLog is the audit file. Record sets the exported fields, whose
+// JSON line is the audit format (nothing else is ever written), appends
+// it and makes it durable (fdatasync) before returning. Only the relay's
+// goroutine calls Record.
 type auditLog struct {
-	fd             int
-	session, alias string
-	seq            uint64
-	delivered      func()
-}
-
-// auditLine is the audit format; nothing else is ever written.
-type auditLine struct {
 	Seq       uint64 `json:"seq"`
 	Session   string `json:"session"`
 	Alias     string `json:"alias"`
 	Phase     string `json:"phase"`
 	Status    string `json:"status"`
 	LatencyMS uint64 `json:"latency_ms"`
+	fd        int
+	delivered func()
 }
 
 func (a *auditLog) Record(r Record) error {
-	a.seq++
-	line, err := json.Marshal(auditLine{Seq: a.seq, Session: a.session, Alias: a.alias, Phase: r.Phase, Status: r.Status, LatencyMS: r.LatencyMS})
+	a.Seq++
+	a.Phase, a.Status, a.LatencyMS = r.Phase, r.Status, r.LatencyMS
+	line, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}

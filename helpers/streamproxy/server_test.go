@@ -40,7 +40,7 @@ func TestAuditLog(t *testing.T) {
 	}
 	defer unix.Close(fd)
 	n := 0
-	a := &auditLog{fd: fd, session: "s-1", alias: "svc", delivered: func() { n++ }}
+	a := &auditLog{fd: fd, Session: "s-1", Alias: "svc", delivered: func() { n++ }}
 	for _, st := range []string{StatusDeliveryPending, StatusDelivered, StatusDeliveryFailed} {
 		if err := a.Record(Record{Phase: PhaseExchange, Status: st, LatencyMS: 7}); err != nil {
 			t.Fatal(err)

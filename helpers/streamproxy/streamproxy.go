@@ -23,6 +23,8 @@
 package streamproxy
 
 import (
+	"os"
+
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -70,7 +72,8 @@ func Spec() helperkit.Spec {
 		Name: Name, Config: cfg, Syscalls: Syscalls,
 		Protocol: streamwire.Protocol,
 		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
-			return newServer(cfg).handlers(), nil
+			s := &server{cfg: cfg, uid: uint32(os.Getuid())}
+			return []wire.Handler{streamwire.Open.Handle(s.streamOpen), streamwire.Status.Handle(s.streamStatus), streamwire.Close.Handle(s.streamClose)}, nil
 		},
 	}
 }
