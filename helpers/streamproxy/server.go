@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -43,8 +44,8 @@ type server struct {
 	mu        sync.Mutex
 	cancel    context.CancelFunc // set by streamwire Open (once-only)
 	done      chan struct{}      // closed once the relay stopped
-	exchanges uint64
-	code      string // why the relay stopped; "" while it runs
+	exchanges atomic.Uint64      // delivered and durable
+	code      string             // why the relay stopped; "" while it runs
 }
 
 func refuse(code wire.ErrorCode, format string, args ...any) error {
@@ -189,7 +190,7 @@ func (s *server) newRelay(req *streamwire.OpenRequest, files []*os.File, auditFD
 		Guest: guest, Upstream: upstream,
 		MaxFrame:    int(s.cfg.MaxFrameBytes),
 		MaxExchange: time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
-		Audit:       &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: s.delivered},
+		Audit:       &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: func() { s.exchanges.Add(1) }},
 		CheckUpstream: func() error {
 			return control(func(fd []int) error { return checkPeer(fd[0], peer) }, upstream.(unixConn))
 		},
@@ -213,19 +214,13 @@ func checkPeer(fd int, want unix.Ucred) error {
 	return nil
 }
 
-func (s *server) delivered() {
-	s.mu.Lock()
-	s.exchanges++
-	s.mu.Unlock()
-}
-
 func (s *server) streamStatus(uint32, *streamwire.StatusRequest, []*os.File) (*streamwire.StatusReply, []int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancel == nil {
 		return nil, nil, refuse(wire.ErrBadRequest, "no stream is open")
 	}
-	return &streamwire.StatusReply{Open: s.code == "", Exchanges: s.exchanges, Err: s.code}, nil, nil
+	return &streamwire.StatusReply{Open: s.code == "", Exchanges: s.exchanges.Load(), Err: s.code}, nil, nil
 }
 
 // streamClose cancels the relay and answers once it has stopped, so the
