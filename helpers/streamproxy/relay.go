@@ -46,8 +46,7 @@ type Conn interface {
 	// SetDeadline sets the read and write deadline (zero: none); past it,
 	// calls fail wrapping os.ErrDeadlineExceeded.
 	SetDeadline(t time.Time) error
-	// Queued reports the bytes received and not yet read.
-	Queued() (int, error)
+	Queued() (int, error) // the bytes received and not yet read
 }
 
 // unixConn is a Conn over a nonblocking AF_UNIX stream socket.
@@ -99,17 +98,15 @@ const (
 	StatusDeliveryFailed  = "delivery_failed"
 )
 
-// Record is one audit record of an exchange: the phase, the status and
-// the latency since the exchange began, never anything of the request or
-// the response. The Audit implementation binds the session ID and alias.
+// Record is one audit record: never anything of a request or a response.
+// The Audit implementation binds the session ID and alias.
 type Record struct {
 	Phase, Status string
-	LatencyMS     uint64
+	LatencyMS     uint64 // since the exchange began
 }
 
 // Audit durably appends records: Record returns nil only once r is
-// durable. A response is released only after its delivery_pending Record
-// returned nil.
+// durable.
 type Audit interface{ Record(r Record) error }
 
 // RelayConfig is a relay's connections and bounds.
@@ -119,7 +116,7 @@ type RelayConfig struct {
 	Guest, Upstream Conn
 	MaxFrame        int           // bounds a request's and a response's payload, 1..HardMaxFrameBytes
 	MaxExchange     time.Duration // the shared budget of one exchange, > 0
-	Audit           Audit         // records every exchange; required
+	Audit           Audit         // required
 	// CheckUpstream, if set, runs before the request is sent upstream and
 	// after the response is received; an error is upstream drift.
 	CheckUpstream func() error
@@ -151,8 +148,7 @@ func (r *Relay) Close() error {
 	return r.closeErr
 }
 
-// Serve runs exchanges until one fails and returns that error, the relay
-// closed.
+// Serve runs exchanges until one fails, and returns that error.
 func (r *Relay) Serve(ctx context.Context) error {
 	for {
 		if err := r.Exchange(ctx); err != nil {
@@ -174,11 +170,10 @@ func (r *Relay) Exchange(ctx context.Context) error {
 	// or write; Close keeps its error for the Close below.
 	stop := context.AfterFunc(ctx, func() { r.Close() })
 	err := x.run()
-	if !stop() && err == nil {
-		err = ErrCanceled // raced the end of this exchange: the relay is closed
-	}
-	if err == nil {
+	if stop() && err == nil {
 		return nil
+	} else if err == nil {
+		err = ErrCanceled // raced the end of this exchange: the relay is closed
 	}
 	if ctx.Err() != nil && !errors.Is(err, ErrCanceled) && !errors.Is(err, ErrAudit) {
 		err = fmt.Errorf("%w: %v", ErrCanceled, err)
@@ -208,7 +203,7 @@ func (x *exchange) recordOf(status string) Record {
 	return Record{Phase: PhaseExchange, Status: status, LatencyMS: uint64(time.Since(x.start).Milliseconds())}
 }
 
-// expired is ErrCanceled once the context is done, or ErrTimeout past the
+// expired is ErrCanceled once the context is done, ErrTimeout past the
 // deadline.
 func (x *exchange) expired(step string) error {
 	if x.ctx.Err() != nil {
@@ -300,10 +295,9 @@ func (x *exchange) run() error {
 }
 
 // readFrame completes a frame of which the first have header bytes are
-// already in hdr (the deadline is set) and returns it whole, header
-// included. The length is checked against max before the frame is
-// allocated: zero, over max, or end of stream inside the frame is
-// ErrFraming; end of stream before the first header byte is io.EOF.
+// in hdr, and returns it whole. Its length is checked against max before
+// the frame is allocated: zero, over max, or end of stream inside the
+// frame is ErrFraming; end of stream before its first byte is io.EOF.
 func readFrame(r Conn, max int, hdr []byte, have int) ([]byte, error) {
 	if err := readFull(r, hdr[have:HeaderSize], have == 0); err != nil {
 		return nil, err
@@ -335,7 +329,6 @@ func readFull(r Conn, buf []byte, boundary bool) error {
 	}
 }
 
-// setDeadline is c.SetDeadline; a failure is a transport failure.
 func setDeadline(c Conn, t time.Time) error {
 	if err := c.SetDeadline(t); err != nil {
 		return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)

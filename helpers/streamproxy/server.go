@@ -17,12 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Stable codes of streamwire StatusReply.Err besides the relay's Error
-// codes.
-const (
-	CodeEOF      = "eof"      // the guest closed its end between exchanges
-	CodeInternal = "internal" // anything else
-)
+// Stable codes of streamwire StatusReply.Err besides the relay's Errors':
+// the guest closed its end between exchanges, and anything else.
+const CodeEOF, CodeInternal = "eof", "internal"
 
 // errCode is the stable code of what the relay returned.
 func errCode(err error) string {
@@ -38,14 +35,14 @@ func errCode(err error) string {
 
 // server is one helper process's single stream.
 type server struct {
-	cfg *Config
-	uid uint32
+	cfg       *Config
+	uid       uint32
+	exchanges atomic.Uint64 // delivered and durable
 
-	mu        sync.Mutex
-	cancel    context.CancelFunc // set by streamwire Open (once-only)
-	done      chan struct{}      // closed once the relay stopped
-	exchanges atomic.Uint64      // delivered and durable
-	code      string             // why the relay stopped; "" while it runs
+	mu     sync.Mutex
+	cancel context.CancelFunc // set by streamwire Open (once-only)
+	done   chan struct{}      // closed once the relay stopped
+	code   string             // why the relay stopped; "" while it runs
 }
 
 func refuse(code wire.ErrorCode, format string, args ...any) error {
@@ -65,18 +62,15 @@ func closeFD(err error, fd int) error {
 // connection, the listener's at listen(2)).
 func checkStream(what string, fd int) (*unix.Ucred, error) {
 	domain, typ, err := socketKind(fd)
-	if err != nil {
+	cred, cerr := peerCred(fd)
+	switch {
+	case err != nil:
 		return nil, refuse(wire.ErrRefused, "%s is not a socket: %v", what, err)
-	}
-	if domain != unix.AF_UNIX || typ != unix.SOCK_STREAM {
+	case domain != unix.AF_UNIX || typ != unix.SOCK_STREAM:
 		return nil, refuse(wire.ErrRefused, "%s is not an AF_UNIX stream socket (domain %d, type %d)", what, domain, typ)
-	}
-	cred, err := peerCred(fd)
-	if err != nil {
-		return nil, refuse(wire.ErrRefused, "%s: peer credentials: %v", what, err)
-	}
-	// An unconnected (or listening) socket has no peer: pid 0.
-	if cred.Pid == 0 {
+	case cerr != nil:
+		return nil, refuse(wire.ErrRefused, "%s: peer credentials: %v", what, cerr)
+	case cred.Pid == 0: // an unconnected (or listening) socket has no peer
 		return nil, refuse(wire.ErrRefused, "%s is not connected", what)
 	}
 	return cred, nil
@@ -86,37 +80,49 @@ func checkStream(what string, fd int) (*unix.Ucred, error) {
 // user, open write-only for appending.
 func (s *server) checkAudit(fd int) error {
 	st, err := fstat(fd)
-	if err != nil {
+	fl, ferr := statusFlags(fd)
+	switch {
+	case err != nil:
 		return refuse(wire.ErrRefused, "audit file: fstat: %v", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return refuse(wire.ErrRefused, "audit file is not a regular file (mode %#o)", st.Mode)
-	}
-	if st.Uid != s.uid {
+	case st.Uid != s.uid:
 		return refuse(wire.ErrRefused, "audit file is owned by uid %d, not %d", st.Uid, s.uid)
-	}
-	fl, err := statusFlags(fd)
-	if err != nil {
-		return refuse(wire.ErrRefused, "audit file: status flags: %v", err)
-	}
-	if fl&unix.O_ACCMODE != unix.O_WRONLY || fl&unix.O_APPEND == 0 {
+	case ferr != nil:
+		return refuse(wire.ErrRefused, "audit file: status flags: %v", ferr)
+	case fl&unix.O_ACCMODE != unix.O_WRONLY || fl&unix.O_APPEND == 0:
 		return refuse(wire.ErrRefused, "audit file is not open O_WRONLY|O_APPEND (flags %#x)", fl)
 	}
 	return nil
 }
 
-// sameFile reports whether a and b are the same inode (fstat).
-func sameFile(a, b int) (bool, error) {
-	sa, err := fstat(a)
-	if err != nil {
-		return false, err
+// check checks the guest end, the upstream and the audit file, and
+// returns the upstream's credentials.
+func (s *server) check(guest, up, audit int) (*unix.Ucred, error) {
+	if _, err := checkStream("guest end", guest); err != nil {
+		return nil, err
 	}
-	sb, err := fstat(b)
-	return err == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino, err
+	peer, err := checkStream("upstream", up)
+	if err != nil {
+		return nil, err
+	}
+	// Threat: a compromised supervisor hands us a connection to a service
+	// it should not reach (root's, another user's). The helper can only
+	// vouch for its own uid: the upstream service must run as the Glove
+	// service user. Which service it is, is the supervisor's check.
+	if peer.Uid != s.uid {
+		return nil, refuse(wire.ErrRefused, "upstream peer runs as uid %d, not %d", peer.Uid, s.uid)
+	}
+	gst, err := fstat(guest)
+	ust, uerr := fstat(up)
+	if err != nil || uerr != nil || gst.Dev == ust.Dev && gst.Ino == ust.Ino {
+		return nil, refuse(wire.ErrRefused, "the guest end and the upstream are the same socket (%v)", errors.Join(err, uerr))
+	}
+	return peer, s.checkAudit(audit)
 }
 
-// streamOpen checks the guest end, the upstream and the audit file before
-// keeping anything, then starts the relay in a goroutine.
+// streamOpen checks the three descriptors before keeping anything, then
+// runs the relay in a goroutine.
 func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.File) (*streamwire.OpenReply, []int, error) {
 	if !names.Name(req.Session) {
 		return nil, nil, refuse(wire.ErrBadRequest, "session %q does not match %s", req.Session, names.NamePattern)
@@ -127,24 +133,7 @@ func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.F
 	var peer *unix.Ucred
 	auditFD := -1
 	err := control(func(fd []int) (err error) {
-		if _, err = checkStream("guest end", fd[0]); err != nil {
-			return err
-		}
-		if peer, err = checkStream("upstream", fd[1]); err != nil {
-			return err
-		}
-		// Threat: a compromised supervisor hands us a connection to a
-		// service it should not reach (root's, another user's). The helper
-		// can only vouch for one identity, its own uid: the upstream service
-		// must run as the Glove service user. Which service it is, is the
-		// supervisor's check.
-		if peer.Uid != s.uid {
-			return refuse(wire.ErrRefused, "upstream peer runs as uid %d, not %d", peer.Uid, s.uid)
-		}
-		if same, err := sameFile(fd[0], fd[1]); err != nil || same {
-			return refuse(wire.ErrRefused, "the guest end and the upstream are the same socket (%v)", err)
-		}
-		if err := s.checkAudit(fd[2]); err != nil {
+		if peer, err = s.check(fd[0], fd[1], fd[2]); err != nil {
 			return err
 		}
 		// Kept past the handler, after which the wire server closes it.
@@ -156,9 +145,32 @@ func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.F
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := s.newRelay(req, files, auditFD, *peer)
+	guest, err := FromFile(files[0])
 	if err != nil {
-		return nil, nil, closeFD(err, auditFD)
+		return nil, nil, closeFD(fmt.Errorf("streamproxy: guest end: %w", err), auditFD)
+	}
+	upstream, err := FromFile(files[1])
+	if err != nil {
+		return nil, nil, closeFD(errors.Join(fmt.Errorf("streamproxy: upstream: %w", err), guest.Close()), auditFD)
+	}
+	r, err := NewRelay(RelayConfig{
+		Guest: guest, Upstream: upstream,
+		MaxFrame:    int(s.cfg.MaxFrameBytes),
+		MaxExchange: time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
+		Audit:       &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: func() { s.exchanges.Add(1) }},
+		// The upstream's SO_PEERCRED must stay the one seen here.
+		CheckUpstream: func() error {
+			return control(func(fd []int) error {
+				got, err := peerCred(fd[0])
+				if err == nil && *got != *peer {
+					err = fmt.Errorf("peer pid/uid/gid %d/%d/%d, was %d/%d/%d", got.Pid, got.Uid, got.Gid, peer.Pid, peer.Uid, peer.Gid)
+				}
+				return err
+			}, upstream.(unixConn))
+		},
+	})
+	if err != nil {
+		return nil, nil, closeFD(errors.Join(fmt.Errorf("streamproxy: relay: %w", err), guest.Close(), upstream.Close()), auditFD)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -173,45 +185,6 @@ func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.F
 		close(done)
 	}()
 	return &streamwire.OpenReply{}, nil, nil
-}
-
-// newRelay makes the relay of the checked descriptors; on failure
-// auditFD is the caller's.
-func (s *server) newRelay(req *streamwire.OpenRequest, files []*os.File, auditFD int, peer unix.Ucred) (*Relay, error) {
-	guest, err := FromFile(files[0])
-	if err != nil {
-		return nil, fmt.Errorf("streamproxy: guest end: %w", err)
-	}
-	upstream, err := FromFile(files[1])
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("streamproxy: upstream: %w", err), guest.Close())
-	}
-	r, err := NewRelay(RelayConfig{
-		Guest: guest, Upstream: upstream,
-		MaxFrame:    int(s.cfg.MaxFrameBytes),
-		MaxExchange: time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
-		Audit:       &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: func() { s.exchanges.Add(1) }},
-		CheckUpstream: func() error {
-			return control(func(fd []int) error { return checkPeer(fd[0], peer) }, upstream.(unixConn))
-		},
-	})
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("streamproxy: relay: %w", err), guest.Close(), upstream.Close())
-	}
-	return r, nil
-}
-
-// checkPeer is the relay's CheckUpstream: the upstream's SO_PEERCRED must
-// be the one seen at streamwire Open.
-func checkPeer(fd int, want unix.Ucred) error {
-	got, err := peerCred(fd)
-	if err != nil {
-		return err
-	}
-	if *got != want {
-		return fmt.Errorf("peer pid/uid/gid %d/%d/%d, was %d/%d/%d", got.Pid, got.Uid, got.Gid, want.Pid, want.Uid, want.Gid)
-	}
-	return nil
 }
 
 func (s *server) streamStatus(uint32, *streamwire.StatusRequest, []*os.File) (*streamwire.StatusReply, []int, error) {

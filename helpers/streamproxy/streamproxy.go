@@ -2,24 +2,21 @@
 // inherited-stream-v1 transport. It holds no capability. One helper
 // process serves one stream: streamwire Open (once) hands it the guest end
 // (the proxy's end of the sandbox's socketpair), the upstream connection
-// and the audit file; the helper checks them, relays one bounded request
-// and one bounded response at a time in a goroutine (relay.go), and keeps
-// answering streamwire Status and Close.
+// and the audit file; the helper checks them (server.go), relays one
+// bounded request and one bounded response at a time in a goroutine
+// (relay.go), and answers streamwire Status and Close.
 //
-// Threats: the sandboxed guest sends hostile frames (each length is
-// checked before anything is allocated) or pipelines requests to get a
-// response out unaudited (queued guest input closes the stream); the
-// upstream is swapped (its SO_PEERCRED uid must be the helper's own, the
-// Glove service user's, at Open, and its pid, uid and gid unchanged around
-// every exchange); a compromised supervisor hands over the wrong
-// descriptors (refused at Open). A response is released only once its
-// delivery_pending record is durable (one JSON line, one write(2), then
-// fdatasync(2)); delivered is recorded only after the send and a
-// post-send queue check; any failure closes the stream for good. If the
-// supervisor closes the control connection while the stream is open the
-// helper exits at once: an exchange in flight keeps its delivery_pending
-// record and is never recorded delivered. docs/helpers.md has the frame
-// format, the order of one exchange and the failure rule.
+// Threats: the guest sends hostile frames (a length is checked before
+// anything is allocated) or pipelines requests to get a response out
+// unaudited (queued guest input closes the stream); the upstream is
+// swapped (its SO_PEERCRED uid must be the helper's own at Open, and its
+// pid, uid and gid unchanged around every exchange); a compromised
+// supervisor hands over wrong descriptors (refused at Open). A response is
+// released only once its delivery_pending record is durable; delivered is
+// recorded only after the send and a post-send queue check; any failure
+// closes the stream for good. If the supervisor closes the control
+// connection the helper exits at once: an exchange in flight keeps its
+// delivery_pending record and is never recorded delivered.
 package streamproxy
 
 import (
@@ -47,11 +44,9 @@ const (
 
 // Config is glove-streamproxy's bounds.
 type Config struct {
-	SchemaVersion int `json:"schema_version"`
-	// MaxFrameBytes caps one request or one response.
-	MaxFrameBytes uint64 `json:"max_frame_bytes"`
-	// MaxExchangeMS caps the shared deadline of one exchange.
-	MaxExchangeMS uint64 `json:"max_exchange_ms"`
+	SchemaVersion int    `json:"schema_version"`
+	MaxFrameBytes uint64 `json:"max_frame_bytes"` // caps one request or one response
+	MaxExchangeMS uint64 `json:"max_exchange_ms"` // caps the shared deadline of one exchange
 }
 
 // Validate checks the bounds.
@@ -69,8 +64,7 @@ func (c *Config) Validate() error {
 func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
-		Name: Name, Config: cfg, Syscalls: Syscalls,
-		Protocol: streamwire.Protocol,
+		Name: Name, Config: cfg, Syscalls: Syscalls, Protocol: streamwire.Protocol,
 		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
 			s := &server{cfg: cfg, uid: uint32(os.Getuid())}
 			return []wire.Handler{streamwire.Open.Handle(s.streamOpen), streamwire.Status.Handle(s.streamStatus), streamwire.Close.Handle(s.streamClose)}, nil

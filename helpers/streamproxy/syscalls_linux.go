@@ -8,10 +8,9 @@ import "golang.org/x/sys/unix"
 
 // socketKind is fd's socket domain and type.
 func socketKind(fd int) (domain, typ int, err error) {
-	if domain, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
-		return 0, 0, err
+	if domain, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err == nil {
+		typ, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
 	}
-	typ, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
 	return domain, typ, err
 }
 
@@ -20,11 +19,7 @@ func peerCred(fd int) (*unix.Ucred, error) {
 	return unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 }
 
-func fstat(fd int) (unix.Stat_t, error) {
-	var st unix.Stat_t
-	err := unix.Fstat(fd, &st)
-	return st, err
-}
+func fstat(fd int) (st unix.Stat_t, err error) { err = unix.Fstat(fd, &st); return st, err }
 
 // statusFlags is fd's file status flags (F_GETFL).
 func statusFlags(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0) }
