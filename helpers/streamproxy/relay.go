@@ -26,8 +26,7 @@ type Error struct{ Code string }
 
 func (e *Error) Error() string { return "relay: " + e.Code }
 
-// Every error the relay returns wraps exactly one of these, or is io.EOF
-// (CodeEOF).
+// Every error the relay returns wraps one of these or is io.EOF (CodeEOF).
 var (
 	ErrFraming       = &Error{"framing"}                       // a zero, oversized or truncated frame
 	ErrPipelined     = &Error{"pipelined"}                     // guest input queued at the request boundary or around a release
@@ -105,8 +104,7 @@ type Record struct {
 	LatencyMS     uint64 // since the exchange began
 }
 
-// Audit durably appends records: Record returns nil only once r is
-// durable.
+// Audit durably appends records: Record returns nil only once r is durable.
 type Audit interface{ Record(r Record) error }
 
 // RelayConfig is a relay's connections and bounds.
@@ -203,8 +201,7 @@ func (x *exchange) recordOf(status string) Record {
 	return Record{Phase: PhaseExchange, Status: status, LatencyMS: uint64(time.Since(x.start).Milliseconds())}
 }
 
-// expired is ErrCanceled once the context is done, ErrTimeout past the
-// deadline.
+// expired is ErrCanceled once ctx is done, ErrTimeout past the deadline.
 func (x *exchange) expired(step string) error {
 	if x.ctx.Err() != nil {
 		return fmt.Errorf("%w: %s", ErrCanceled, step)

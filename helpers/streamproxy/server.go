@@ -196,10 +196,9 @@ func (s *server) streamStatus(uint32, *streamwire.StatusRequest, []*os.File) (*s
 	return &streamwire.StatusReply{Open: s.code == "", Exchanges: s.exchanges.Load(), Err: s.code}, nil, nil
 }
 
-// streamClose cancels the relay and answers once it has stopped, so the
-// supervisor reads a final audit file after the reply. An fdatasync the
-// kernel blocks cannot be interrupted; past one exchange budget the
-// helper says so instead of waiting on.
+// streamClose cancels the relay and answers once it stopped, so the audit
+// file is final. A kernel-blocked fdatasync cannot be interrupted: past
+// one exchange budget the helper says so instead of waiting on.
 func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*streamwire.CloseReply, []int, error) {
 	s.mu.Lock()
 	cancel, done := s.cancel, s.done
@@ -216,10 +215,9 @@ func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*str
 	}
 }
 
-// auditLog is the audit file. Record sets the exported fields, whose
-// JSON line is the audit format (nothing else is ever written), appends
-// it and makes it durable (fdatasync) before returning. Only the relay's
-// goroutine calls Record.
+// auditLog is the audit file: Record appends the JSON line of the exported
+// fields, the audit format (nothing else is ever written), and makes it
+// durable (fdatasync) before it returns; only the relay's goroutine calls it.
 type auditLog struct {
 	Seq       uint64 `json:"seq"`
 	Session   string `json:"session"`
