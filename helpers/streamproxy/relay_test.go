@@ -229,8 +229,8 @@ func TestServe(t *testing.T) {
 	e := newEnv(t, 5*time.Second, nil)
 	e.serve(echo)
 	// A guest that sends its next request as soon as it has read a
-	// response can race the post-send peek and lose its stream (see the
-	// package documentation); this one waits until delivered is recorded.
+	// response can race the post-send peek and lose its stream (docs/helpers.md,
+	// "The post-send rule"); this one waits until delivered is recorded.
 	delivered := make(chan struct{}, 1)
 	e.audit.hook = func(r Record) error {
 		if r.Status == StatusDelivered {
