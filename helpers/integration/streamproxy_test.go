@@ -418,7 +418,7 @@ func (s *spSession) waitClosed() *streamwire.StatusReply {
 // roundTrip sends one request as the sandboxed program, reads the
 // response, and waits until the helper counts the exchange delivered:
 // a next request sent before its post-send peek would be pipelined
-// (see package relay).
+// (docs/helpers.md, "The post-send rule").
 func (s *spSession) roundTrip(p []byte) []byte {
 	s.t.Helper()
 	_ = s.client.SetDeadline(time.Now().Add(10 * time.Second))
@@ -499,7 +499,7 @@ func TestStreamproxyRoundTrips(t *testing.T) {
 	if _, _, err := wirecall.Call(streamwire.Close, s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
 		t.Fatalf("stream close: %v", err)
 	}
-	if st := s.status(); st.Open || st.Err != streamproxy.CodeCanceled || st.Exchanges != 3 {
+	if st := s.status(); st.Open || st.Err != streamproxy.ErrCanceled.Code || st.Exchanges != 3 {
 		t.Errorf("status after close %+v, want closed, canceled", st)
 	}
 	if got := s.auditStatuses(); !slices.Equal(got, want) {
@@ -531,7 +531,7 @@ func TestStreamproxyPipelined(t *testing.T) {
 		if _, err := s.client.Write(append(spEncode([]byte("first")), spEncode([]byte("second"))...)); err != nil {
 			t.Fatal(err)
 		}
-		if st := s.waitClosed(); st.Err != streamproxy.CodePipelined || st.Exchanges != 0 {
+		if st := s.waitClosed(); st.Err != streamproxy.ErrPipelined.Code || st.Exchanges != 0 {
 			t.Errorf("status %+v, want closed, pipelined", st)
 		}
 		if got := s.auditStatuses(); !slices.Equal(got, []string{"delivery_failed"}) {
@@ -551,7 +551,7 @@ func TestStreamproxyPipelined(t *testing.T) {
 			t.Fatal(err)
 		}
 		release()
-		if st := s.waitClosed(); st.Err != streamproxy.CodePipelined || st.Exchanges != 0 {
+		if st := s.waitClosed(); st.Err != streamproxy.ErrPipelined.Code || st.Exchanges != 0 {
 			t.Errorf("status %+v, want closed, pipelined", st)
 		}
 		if got := s.auditStatuses(); !slices.Equal(got, []string{"delivery_pending", "delivery_failed"}) {
@@ -577,7 +577,7 @@ func TestStreamproxyFraming(t *testing.T) {
 			if _, err := s.client.Write(c.frame); err != nil {
 				t.Fatal(err)
 			}
-			if st := s.waitClosed(); st.Err != streamproxy.CodeFraming || st.Exchanges != 1 {
+			if st := s.waitClosed(); st.Err != streamproxy.ErrFraming.Code || st.Exchanges != 1 {
 				t.Errorf("status %+v, want closed, framing", st)
 			}
 			if got := s.auditStatuses(); !slices.Equal(got, []string{"delivery_pending", "delivered"}) {
@@ -612,7 +612,7 @@ func TestStreamproxyCloseMidExchange(t *testing.T) {
 	if _, _, err := wirecall.Call(streamwire.Close, s.p.Client, &streamwire.CloseRequest{}, nil); err != nil {
 		t.Fatalf("stream close: %v\nhelper log: %s", err, s.log)
 	}
-	if st := s.status(); st.Open || st.Err != streamproxy.CodeCanceled {
+	if st := s.status(); st.Open || st.Err != streamproxy.ErrCanceled.Code {
 		t.Errorf("status %+v, want closed, canceled", st)
 	}
 	if got := s.auditStatuses(); !slices.Equal(got, []string{"delivery_failed"}) {

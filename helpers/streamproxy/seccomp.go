@@ -6,14 +6,11 @@ import (
 )
 
 // This file is data: glove-streamproxy's additions to
-// helperkit.BaseSyscalls, for checking the three descriptors of
-// streamwire Open (server.go), keeping them (net.FileConn in relay.FromFile,
-// dup) and relaying on them (package relay). Reads, writes, close and the
-// poller are in the base list.
-//
+// helperkit.BaseSyscalls (reads, writes, close, the poller), for checking
+// the descriptors of streamwire Open, keeping them and relaying on them.
 // Not allowed, on purpose: socket, connect, accept, bind, open or openat
-// of anything (the helper only ever uses descriptors it was handed),
-// setsockopt, any ioctl but SIOCINQ, fsync of metadata beyond fdatasync.
+// of anything (it only uses descriptors it was handed), setsockopt, any
+// ioctl but SIOCINQ, fsync of metadata beyond fdatasync.
 
 // exact matches all 64 bits of an argument.
 const exact = ^uint64(0)
@@ -29,13 +26,13 @@ var Syscalls = []bpf.Rule{
 	// The audit file: type and owner (fstat), flushed after each record.
 	{Name: "fstat", Nr: unix.SYS_FSTAT},
 	{Name: "fdatasync", Nr: unix.SYS_FDATASYNC},
-	// Keeping received descriptors past the handler: close-on-exec
-	// duplicates from 0 up (server.go's dup, net.FileConn's), never
-	// plain F_DUPFD or dup2/dup3 onto a chosen number.
+	// Keeping descriptors past the handler (the audit file's dupCloexec,
+	// net.FileConn's): close-on-exec duplicates from 0 up, never plain
+	// F_DUPFD or dup2/dup3 onto a chosen number.
 	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.F_DUPFD_CLOEXEC}, {Arg: 2, Mask: exact, Value: 0}}},
 	// net.FileConn asks for the socket's addresses.
 	{Name: "getsockname", Nr: unix.SYS_GETSOCKNAME},
 	{Name: "getpeername", Nr: unix.SYS_GETPEERNAME},
-	// The relay's queue checks (relay.Conn.Queued): SIOCINQ only.
+	// The relay's queue checks (Conn.Queued): SIOCINQ only.
 	{Name: "ioctl", Nr: unix.SYS_IOCTL, Conds: []bpf.Cond{{Arg: 1, Mask: exact, Value: unix.SIOCINQ}}},
 }

@@ -8,282 +8,202 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/glove-sandbox/glove/helpers/streamproxy/relay"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"github.com/glove-sandbox/glove/names"
 	"golang.org/x/sys/unix"
 )
 
-// Stable codes of streamwire StatusReply.Err, the reason a stream closed.
-const (
-	CodeEOF       = "eof"            // the guest closed its end between exchanges
-	CodeFraming   = "framing"        // a zero, oversized or truncated frame
-	CodePipelined = "pipelined"      // guest input queued around an exchange
-	CodeDrift     = "upstream_drift" // the upstream's SO_PEERCRED changed
-	CodeTimeout   = "timeout"        // the exchange deadline passed
-	CodeCanceled  = "canceled"       // streamwire Close
-	CodeAudit     = "audit"          // an audit append or fdatasync failed
-	CodeTransport = "transport"      // a read, write or queue check failed
-	CodeInternal  = "internal"       // anything else
-)
+// Stable codes of streamwire StatusReply.Err besides the relay's Errors':
+// the guest closed its end between exchanges, and anything else.
+const CodeEOF, CodeInternal = "eof", "internal"
 
-// errCode maps what relay.Serve returned to its stable code. The relay
-// wraps exactly one sentinel, so the order only matters for readability.
+// errCode is the stable code of what the relay returned.
 func errCode(err error) string {
-	for _, c := range []struct {
-		err  error
-		code string
-	}{
-		{io.EOF, CodeEOF}, {relay.ErrCanceled, CodeCanceled}, {relay.ErrAudit, CodeAudit},
-		{relay.ErrFraming, CodeFraming}, {relay.ErrPipelined, CodePipelined},
-		{relay.ErrUpstreamDrift, CodeDrift}, {relay.ErrTimeout, CodeTimeout},
-		{relay.ErrTransport, CodeTransport},
-	} {
-		if errors.Is(err, c.err) {
-			return c.code
-		}
+	var e *Error
+	switch {
+	case errors.Is(err, io.EOF):
+		return CodeEOF
+	case errors.As(err, &e):
+		return e.Code
 	}
 	return CodeInternal
 }
 
 // server is one helper process's single stream.
 type server struct {
-	cfg *Config
-	uid uint32
+	cfg       *Config
+	uid       uint32
+	exchanges atomic.Uint64 // delivered and durable
 
-	mu        sync.Mutex
-	opened    bool // Open succeeded (at most once: the route is once-only)
-	open      bool // the relay still runs
-	exchanges uint64
-	code      string
-	cancel    context.CancelFunc
-	done      chan struct{}
-}
-
-func newServer(cfg *Config) *server {
-	return &server{cfg: cfg, uid: uint32(os.Getuid())}
-}
-
-func (s *server) handlers() []wire.Handler {
-	return []wire.Handler{streamwire.Open.Handle(s.streamOpen), streamwire.Status.Handle(s.streamStatus), streamwire.Close.Handle(s.streamClose)}
+	mu     sync.Mutex
+	cancel context.CancelFunc // set by streamwire Open (once-only)
+	done   chan struct{}      // closed once the relay stopped
+	code   string             // why the relay stopped; "" while it runs
 }
 
 func refuse(code wire.ErrorCode, format string, args ...any) error {
 	return &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// control runs fn on f's descriptor without changing its blocking mode
-// (File.Fd would).
-func control(f *os.File, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
+// closeFD closes fd, adding a failure to err.
+func closeFD(err error, fd int) error {
+	if cerr := unix.Close(fd); cerr != nil {
+		return errors.Join(err, fmt.Errorf("streamproxy: close the audit file: %w", cerr))
 	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
+	return err
 }
 
-// checkStream checks f is a connected AF_UNIX SOCK_STREAM socket and
+// checkStream checks fd is a connected AF_UNIX SOCK_STREAM socket and
 // returns its peer's credentials (for a socketpair, its creator; for a
 // connection, the listener's at listen(2)).
-func checkStream(what string, f *os.File) (*unix.Ucred, error) {
-	var cred *unix.Ucred
-	err := control(f, func(fd int) error {
-		domain, typ, err := socketKind(fd)
-		if err != nil {
-			return refuse(wire.ErrRefused, "%s is not a socket: %v", what, err)
-		}
-		if domain != unix.AF_UNIX || typ != unix.SOCK_STREAM {
-			return refuse(wire.ErrRefused, "%s is not an AF_UNIX stream socket (domain %d, type %d)", what, domain, typ)
-		}
-		if cred, err = peerCred(fd); err != nil {
-			return refuse(wire.ErrRefused, "%s: peer credentials: %v", what, err)
-		}
-		// An unconnected (or listening) socket has no peer: pid 0.
-		if cred.Pid == 0 {
-			return refuse(wire.ErrRefused, "%s is not connected", what)
-		}
-		return nil
-	})
-	return cred, err
+func checkStream(what string, fd int) (*unix.Ucred, error) {
+	domain, typ, err := socketKind(fd)
+	cred, cerr := peerCred(fd)
+	switch {
+	case err != nil:
+		return nil, refuse(wire.ErrRefused, "%s is not a socket: %v", what, err)
+	case domain != unix.AF_UNIX || typ != unix.SOCK_STREAM:
+		return nil, refuse(wire.ErrRefused, "%s is not an AF_UNIX stream socket (domain %d, type %d)", what, domain, typ)
+	case cerr != nil:
+		return nil, refuse(wire.ErrRefused, "%s: peer credentials: %v", what, cerr)
+	case cred.Pid == 0: // an unconnected (or listening) socket has no peer
+		return nil, refuse(wire.ErrRefused, "%s is not connected", what)
+	}
+	return cred, nil
 }
 
 // checkAudit checks the audit file: a regular file owned by the service
 // user, open write-only for appending.
-func (s *server) checkAudit(f *os.File) error {
-	return control(f, func(fd int) error {
-		st, err := fstat(fd)
-		if err != nil {
-			return refuse(wire.ErrRefused, "audit file: fstat: %v", err)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			return refuse(wire.ErrRefused, "audit file is not a regular file (mode %#o)", st.Mode)
-		}
-		if st.Uid != s.uid {
-			return refuse(wire.ErrRefused, "audit file is owned by uid %d, not %d", st.Uid, s.uid)
-		}
-		fl, err := statusFlags(fd)
-		if err != nil {
-			return refuse(wire.ErrRefused, "audit file: status flags: %v", err)
-		}
-		if fl&unix.O_ACCMODE != unix.O_WRONLY || fl&unix.O_APPEND == 0 {
-			return refuse(wire.ErrRefused, "audit file is not open O_WRONLY|O_APPEND (flags %#x)", fl)
-		}
-		return nil
-	})
-}
-
-// sameFile reports whether a and b are the same inode (fstat).
-func sameFile(a, b *os.File) (bool, error) {
-	var sa, sb unix.Stat_t
-	if err := control(a, func(fd int) (err error) { sa, err = fstat(fd); return err }); err != nil {
-		return false, err
+func (s *server) checkAudit(fd int) error {
+	st, err := fstat(fd)
+	fl, ferr := statusFlags(fd)
+	switch {
+	case err != nil:
+		return refuse(wire.ErrRefused, "audit file: fstat: %v", err)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return refuse(wire.ErrRefused, "audit file is not a regular file (mode %#o)", st.Mode)
+	case st.Uid != s.uid:
+		return refuse(wire.ErrRefused, "audit file is owned by uid %d, not %d", st.Uid, s.uid)
+	case ferr != nil:
+		return refuse(wire.ErrRefused, "audit file: status flags: %v", ferr)
+	case fl&unix.O_ACCMODE != unix.O_WRONLY || fl&unix.O_APPEND == 0:
+		return refuse(wire.ErrRefused, "audit file is not open O_WRONLY|O_APPEND (flags %#x)", fl)
 	}
-	if err := control(b, func(fd int) (err error) { sb, err = fstat(fd); return err }); err != nil {
-		return false, err
+	return nil
+}
+
+// check checks the guest end, the upstream and the audit file, and
+// returns the upstream's credentials.
+func (s *server) check(guest, up, audit int) (*unix.Ucred, error) {
+	if _, err := checkStream("guest end", guest); err != nil {
+		return nil, err
 	}
-	return sa.Dev == sb.Dev && sa.Ino == sb.Ino, nil
+	peer, err := checkStream("upstream", up)
+	if err != nil {
+		return nil, err
+	}
+	// Threat: a compromised supervisor hands us a connection to a service
+	// it should not reach (root's, another user's). The helper can only
+	// vouch for its own uid: the upstream service must run as the Glove
+	// service user. Which service it is, is the supervisor's check.
+	if peer.Uid != s.uid {
+		return nil, refuse(wire.ErrRefused, "upstream peer runs as uid %d, not %d", peer.Uid, s.uid)
+	}
+	gst, err := fstat(guest)
+	ust, uerr := fstat(up)
+	if err != nil || uerr != nil || gst.Dev == ust.Dev && gst.Ino == ust.Ino {
+		return nil, refuse(wire.ErrRefused, "the guest end and the upstream are the same socket (%v)", errors.Join(err, uerr))
+	}
+	return peer, s.checkAudit(audit)
 }
 
-// dup duplicates f's descriptor (close-on-exec) for the stream to keep:
-// the wire server closes received descriptors after the handler.
-func dup(f *os.File) (int, error) {
-	fd := -1
-	err := control(f, func(raw int) error {
-		var err error
-		fd, err = dupCloexec(raw)
-		return err
-	})
-	return fd, err
-}
-
-func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, fds []*os.File) (*streamwire.OpenReply, []int, error) {
+// streamOpen checks the three descriptors before keeping anything, then
+// runs the relay in a goroutine.
+func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.File) (*streamwire.OpenReply, []int, error) {
 	if !names.Name(req.Session) {
 		return nil, nil, refuse(wire.ErrBadRequest, "session %q does not match %s", req.Session, names.NamePattern)
 	}
 	if !names.Identifier(req.Alias) {
 		return nil, nil, refuse(wire.ErrBadRequest, "alias %q does not match %s", req.Alias, names.IdentifierPattern)
 	}
-	if _, err := checkStream("guest end", fds[0]); err != nil {
-		return nil, nil, err
-	}
-	peer, err := checkStream("upstream", fds[1])
+	var peer *unix.Ucred
+	auditFD := -1
+	err := control(func(fd []int) (err error) {
+		if peer, err = s.check(fd[0], fd[1], fd[2]); err != nil {
+			return err
+		}
+		// Kept past the handler, after which the wire server closes it.
+		if auditFD, err = dupCloexec(fd[2]); err != nil {
+			return fmt.Errorf("streamproxy: keep the audit file: %w", err)
+		}
+		return nil
+	}, files[0], files[1], files[2])
 	if err != nil {
 		return nil, nil, err
 	}
-	// Threat: a compromised supervisor hands us a connection to a
-	// service it should not reach (root's, another user's). The helper
-	// can only vouch for one identity, its own uid: the upstream service
-	// must run as the Glove service user. Which service it is, is the
-	// supervisor's check.
-	if peer.Uid != s.uid {
-		return nil, nil, refuse(wire.ErrRefused, "upstream peer runs as uid %d, not %d", peer.Uid, s.uid)
-	}
-	if same, err := sameFile(fds[0], fds[1]); err != nil || same {
-		return nil, nil, refuse(wire.ErrRefused, "the guest end and the upstream are the same socket (%v)", err)
-	}
-	if err := s.checkAudit(fds[2]); err != nil {
-		return nil, nil, err
-	}
-	return s.start(req, fds, *peer)
-}
-
-// start builds the relay from checked descriptors and runs it.
-func (s *server) start(req *streamwire.OpenRequest, fds []*os.File, peer unix.Ucred) (*streamwire.OpenReply, []int, error) {
-	auditFD, err := dup(fds[2])
+	guest, err := FromFile(files[0])
 	if err != nil {
-		return nil, nil, fmt.Errorf("streamproxy: keep audit file: %w", err)
+		return nil, nil, closeFD(fmt.Errorf("streamproxy: guest end: %w", err), auditFD)
 	}
-	upFD, err := dup(fds[1])
+	upstream, err := FromFile(files[1])
 	if err != nil {
-		unix.Close(auditFD)
-		return nil, nil, fmt.Errorf("streamproxy: keep upstream: %w", err)
+		return nil, nil, closeFD(errors.Join(fmt.Errorf("streamproxy: upstream: %w", err), guest.Close()), auditFD)
 	}
-	closeFDs := func() { unix.Close(auditFD); unix.Close(upFD) }
-	guest, err := relay.FromFile(fds[0])
-	if err != nil {
-		closeFDs()
-		return nil, nil, fmt.Errorf("streamproxy: guest end: %w", err)
-	}
-	upstream, err := relay.FromFile(fds[1])
-	if err != nil {
-		guest.Close()
-		closeFDs()
-		return nil, nil, fmt.Errorf("streamproxy: upstream: %w", err)
-	}
-	audit := &auditLog{fd: auditFD, session: req.Session, alias: req.Alias, delivered: s.delivered}
-	r, err := relay.New(relay.Config{
+	r, err := NewRelay(RelayConfig{
 		Guest: guest, Upstream: upstream,
-		MaxFrame:      int(s.cfg.MaxFrameBytes),
-		MaxExchange:   time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
-		Audit:         audit,
-		CheckUpstream: func() error { return checkPeer(upFD, peer) },
+		MaxFrame:    int(s.cfg.MaxFrameBytes),
+		MaxExchange: time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
+		Audit:       &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: func() { s.exchanges.Add(1) }},
+		// The upstream's SO_PEERCRED must stay the one seen here.
+		CheckUpstream: func() error {
+			return control(func(fd []int) error {
+				got, err := peerCred(fd[0])
+				if err == nil && *got != *peer {
+					err = fmt.Errorf("peer pid/uid/gid %d/%d/%d, was %d/%d/%d", got.Pid, got.Uid, got.Gid, peer.Pid, peer.Uid, peer.Gid)
+				}
+				return err
+			}, upstream.(unixConn))
+		},
 	})
 	if err != nil {
-		guest.Close()
-		upstream.Close()
-		closeFDs()
-		return nil, nil, fmt.Errorf("streamproxy: relay: %w", err)
+		return nil, nil, closeFD(errors.Join(fmt.Errorf("streamproxy: relay: %w", err), guest.Close(), upstream.Close()), auditFD)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	s.mu.Lock()
-	s.opened, s.open, s.cancel, s.done = true, true, cancel, make(chan struct{})
-	done := s.done
+	s.cancel, s.done = cancel, done
 	s.mu.Unlock()
 	go func() {
-		err := r.Serve(ctx) // closes guest and upstream
-		closeFDs()
+		code := errCode(closeFD(r.Serve(ctx), auditFD)) // Serve closes guest and upstream
 		s.mu.Lock()
-		s.open, s.code = false, errCode(err)
+		s.code = code
 		s.mu.Unlock()
 		close(done)
 	}()
 	return &streamwire.OpenReply{}, nil, nil
 }
 
-// checkPeer is the relay's CheckUpstream: the upstream's SO_PEERCRED must
-// be the one seen at streamwire Open.
-func checkPeer(fd int, want unix.Ucred) error {
-	got, err := peerCred(fd)
-	if err != nil {
-		return err
-	}
-	if *got != want {
-		return fmt.Errorf("peer pid/uid/gid %d/%d/%d, was %d/%d/%d", got.Pid, got.Uid, got.Gid, want.Pid, want.Uid, want.Gid)
-	}
-	return nil
-}
-
-func (s *server) delivered() {
-	s.mu.Lock()
-	s.exchanges++
-	s.mu.Unlock()
-}
-
 func (s *server) streamStatus(uint32, *streamwire.StatusRequest, []*os.File) (*streamwire.StatusReply, []int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.opened {
+	if s.cancel == nil {
 		return nil, nil, refuse(wire.ErrBadRequest, "no stream is open")
 	}
-	return &streamwire.StatusReply{Open: s.open, Exchanges: s.exchanges, Err: s.code}, nil, nil
+	return &streamwire.StatusReply{Open: s.code == "", Exchanges: s.exchanges.Load(), Err: s.code}, nil, nil
 }
 
-// streamClose cancels the relay and answers once it has stopped, so the
-// supervisor reads a final audit file after the reply. An fdatasync the
-// kernel blocks cannot be interrupted; past one exchange budget the
-// helper says so instead of waiting on.
+// streamClose cancels the relay and answers once it stopped, so the audit
+// file is final. A kernel-blocked fdatasync cannot be interrupted: past
+// one exchange budget the helper says so instead of waiting on.
 func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*streamwire.CloseReply, []int, error) {
 	s.mu.Lock()
-	opened, cancel, done := s.opened, s.cancel, s.done
+	cancel, done := s.cancel, s.done
 	s.mu.Unlock()
-	if !opened {
+	if cancel == nil {
 		return nil, nil, refuse(wire.ErrBadRequest, "no stream is open")
 	}
 	cancel()
@@ -295,29 +215,24 @@ func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*str
 	}
 }
 
-// auditLog appends one JSON line per record to the audit file and makes
-// it durable (fdatasync) before returning. Only the relay's goroutine
-// calls Record.
+// auditLog is the audit file: Record appends the JSON line of the exported
+// fields, the audit format (nothing else is ever written), and makes it
+// durable (fdatasync) before it returns; only the relay's goroutine calls it.
 type auditLog struct {
-	fd             int
-	session, alias string
-	seq            uint64
-	delivered      func()
-}
-
-// auditLine is the audit format; nothing else is ever written.
-type auditLine struct {
 	Seq       uint64 `json:"seq"`
 	Session   string `json:"session"`
 	Alias     string `json:"alias"`
 	Phase     string `json:"phase"`
 	Status    string `json:"status"`
 	LatencyMS uint64 `json:"latency_ms"`
+	fd        int
+	delivered func()
 }
 
-func (a *auditLog) Record(r relay.Record) error {
-	a.seq++
-	line, err := json.Marshal(auditLine{Seq: a.seq, Session: a.session, Alias: a.alias, Phase: r.Phase, Status: r.Status, LatencyMS: r.LatencyMS})
+func (a *auditLog) Record(r Record) error {
+	a.Seq++
+	a.Phase, a.Status, a.LatencyMS = r.Phase, r.Status, r.LatencyMS
+	line, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
@@ -335,7 +250,7 @@ func (a *auditLog) Record(r relay.Record) error {
 	if err := fdatasync(a.fd); err != nil {
 		return fmt.Errorf("fdatasync: %w", err)
 	}
-	if r.Status == relay.StatusDelivered {
+	if r.Status == StatusDelivered {
 		a.delivered()
 	}
 	return nil

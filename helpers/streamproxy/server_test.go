@@ -8,23 +8,22 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/glove-sandbox/glove/helpers/streamproxy/relay"
 	"golang.org/x/sys/unix"
 )
 
-// TestErrCode maps each way relay.Serve ends to its stable code.
+// TestErrCode maps each way Serve ends to its stable code.
 func TestErrCode(t *testing.T) {
 	for err, want := range map[error]string{
-		io.EOF:                                        CodeEOF,
-		fmt.Errorf("%w: x", relay.ErrFraming):         CodeFraming,
-		fmt.Errorf("%w: x", relay.ErrPipelined):       CodePipelined,
-		fmt.Errorf("%w: x", relay.ErrUpstreamDrift):   CodeDrift,
-		fmt.Errorf("%w: x", relay.ErrTimeout):         CodeTimeout,
-		fmt.Errorf("%w: x", relay.ErrCanceled):        CodeCanceled,
-		fmt.Errorf("%w: x", relay.ErrAudit):           CodeAudit,
-		fmt.Errorf("%w: x", relay.ErrTransport):       CodeTransport,
-		errors.New("something else"):                  CodeInternal,
-		fmt.Errorf("%w: %v", relay.ErrCanceled, "io"): CodeCanceled,
+		io.EOF:                                  "eof",
+		fmt.Errorf("%w: x", ErrFraming):         "framing",
+		fmt.Errorf("%w: x", ErrPipelined):       "pipelined",
+		fmt.Errorf("%w: x", ErrUpstreamDrift):   "upstream_drift",
+		fmt.Errorf("%w: x", ErrTimeout):         "timeout",
+		fmt.Errorf("%w: x", ErrCanceled):        "canceled",
+		fmt.Errorf("%w: x", ErrAudit):           "audit",
+		fmt.Errorf("%w: x", ErrTransport):       "transport",
+		errors.New("something else"):            "internal",
+		fmt.Errorf("%w: %v", ErrCanceled, "io"): "canceled",
 	} {
 		if got := errCode(err); got != want {
 			t.Errorf("errCode(%v) = %q, want %q", err, got, want)
@@ -41,9 +40,9 @@ func TestAuditLog(t *testing.T) {
 	}
 	defer unix.Close(fd)
 	n := 0
-	a := &auditLog{fd: fd, session: "s-1", alias: "svc", delivered: func() { n++ }}
-	for _, st := range []string{relay.StatusDeliveryPending, relay.StatusDelivered, relay.StatusDeliveryFailed} {
-		if err := a.Record(relay.Record{Phase: relay.PhaseExchange, Status: st, LatencyMS: 7}); err != nil {
+	a := &auditLog{fd: fd, Session: "s-1", Alias: "svc", delivered: func() { n++ }}
+	for _, st := range []string{StatusDeliveryPending, StatusDelivered, StatusDeliveryFailed} {
+		if err := a.Record(Record{Phase: PhaseExchange, Status: st, LatencyMS: 7}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +62,7 @@ func TestAuditLog(t *testing.T) {
 	}
 	// A failing append is an error, not a silent loss.
 	bad := &auditLog{fd: -1, delivered: func() {}}
-	if err := bad.Record(relay.Record{Phase: relay.PhaseExchange, Status: relay.StatusDelivered}); err == nil {
+	if err := bad.Record(Record{Phase: PhaseExchange, Status: StatusDelivered}); err == nil {
 		t.Error("Record on a bad descriptor succeeded")
 	}
 }

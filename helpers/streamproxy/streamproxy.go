@@ -1,26 +1,27 @@
 // Package streamproxy is glove-streamproxy: the relay of the
-// inherited-stream-v1 transport, moving one bounded request and one
-// bounded response at a time between a sandbox's descriptor and an
-// upstream connection. It holds no capability.
+// inherited-stream-v1 transport. It holds no capability. One helper
+// process serves one stream: streamwire Open (once) hands it the guest end
+// (the proxy's end of the sandbox's socketpair), the upstream connection
+// and the audit file; the helper checks them (server.go), relays one
+// bounded request and one bounded response at a time in a goroutine
+// (relay.go), and answers streamwire Status and Close.
 //
-// One helper process serves one stream: streamwire Open (once) hands it the
-// guest end, the upstream connection and the audit file; the helper
-// checks them, runs the relay (package relay) in a goroutine, and keeps
-// answering streamwire Status (is it open, how many exchanges were delivered,
-// why it closed) and streamwire Close (cancel and wait). Each audit record is
-// one JSON line {"seq","session","alias","phase","status","latency_ms"}
-// appended with one write(2) and made durable with fdatasync(2) before
-// the relay goes on.
-//
-// The upstream's SO_PEERCRED uid must be the helper's own (the Glove
-// service user), at streamwire Open; before and after every exchange its
-// pid, uid and gid must still be the ones seen then (upstream drift).
-// If the supervisor closes the control connection while the stream is
-// open the helper exits at once: a pending exchange keeps its
-// conservative delivery_pending record and is never recorded delivered.
+// Threats: the guest sends hostile frames (a length is checked before
+// anything is allocated) or pipelines requests to get a response out
+// unaudited (queued guest input closes the stream); the upstream is
+// swapped (its SO_PEERCRED uid must be the helper's own at Open, and its
+// pid, uid and gid unchanged around every exchange); a compromised
+// supervisor hands over wrong descriptors (refused at Open). A response is
+// released only once its delivery_pending record is durable; delivered is
+// recorded only after the send and a post-send queue check; any failure
+// closes the stream for good. If the supervisor closes the control
+// connection the helper exits at once: an exchange in flight keeps its
+// delivery_pending record and is never recorded delivered.
 package streamproxy
 
 import (
+	"os"
+
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -35,7 +36,7 @@ const Name = "glove-streamproxy"
 // capability table's row.
 var ConfigFile = captable.MustLookup(Name).Bounds
 
-// Hard ceilings no configuration may exceed.
+// Hard ceilings no configuration may exceed (and the relay's frame bound).
 const (
 	HardMaxFrameBytes = 16 << 10
 	HardMaxExchangeMS = 10 * 60 * 1000
@@ -43,11 +44,9 @@ const (
 
 // Config is glove-streamproxy's bounds.
 type Config struct {
-	SchemaVersion int `json:"schema_version"`
-	// MaxFrameBytes caps one request or one response.
-	MaxFrameBytes uint64 `json:"max_frame_bytes"`
-	// MaxExchangeMS caps the shared deadline of one exchange.
-	MaxExchangeMS uint64 `json:"max_exchange_ms"`
+	SchemaVersion int    `json:"schema_version"`
+	MaxFrameBytes uint64 `json:"max_frame_bytes"` // caps one request or one response
+	MaxExchangeMS uint64 `json:"max_exchange_ms"` // caps the shared deadline of one exchange
 }
 
 // Validate checks the bounds.
@@ -65,10 +64,10 @@ func (c *Config) Validate() error {
 func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
-		Name: Name, Config: cfg, Syscalls: Syscalls,
-		Protocol: streamwire.Protocol,
+		Name: Name, Config: cfg, Syscalls: Syscalls, Protocol: streamwire.Protocol,
 		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
-			return newServer(cfg).handlers(), nil
+			s := &server{cfg: cfg, uid: uint32(os.Getuid())}
+			return []wire.Handler{streamwire.Open.Handle(s.streamOpen), streamwire.Status.Handle(s.streamStatus), streamwire.Close.Handle(s.streamClose)}, nil
 		},
 	}
 }

@@ -1,4 +1,4 @@
-package relay
+package streamproxy
 
 import (
 	"bytes"
@@ -122,7 +122,7 @@ func newEnv(t *testing.T, maxExchange time.Duration, check func() error) *env {
 	g0, g1 := pair(t)
 	u0, u1 := pair(t)
 	e := &env{t: t, guest: g1, up: u1, audit: &recAudit{}, done: make(chan struct{})}
-	r, err := New(Config{Guest: g0, Upstream: u0, MaxFrame: testMax, MaxExchange: maxExchange, Audit: e.audit, CheckUpstream: check})
+	r, err := NewRelay(RelayConfig{Guest: g0, Upstream: u0, MaxFrame: testMax, MaxExchange: maxExchange, Audit: e.audit, CheckUpstream: check})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func (e *env) serve(respond func(req []byte) []byte) {
 	go func() {
 		defer close(e.done)
 		for {
-			req, err := ReadFrame(e.up, HardMaxFrame, time.Time{})
+			req, err := ReadFrame(e.up, HardMaxFrameBytes, time.Time{})
 			if err != nil {
 				return
 			}
@@ -206,7 +206,7 @@ func TestRoundTrip(t *testing.T) {
 		if err := e.relay.Exchange(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ReadFrame(e.guest, HardMaxFrame, time.Now().Add(5*time.Second))
+		got, err := ReadFrame(e.guest, HardMaxFrameBytes, time.Now().Add(5*time.Second))
 		if err != nil || !bytes.Equal(got, append([]byte("re:"), req...)) {
 			t.Fatalf("response %q, %v", got, err)
 		}
@@ -229,8 +229,8 @@ func TestServe(t *testing.T) {
 	e := newEnv(t, 5*time.Second, nil)
 	e.serve(echo)
 	// A guest that sends its next request as soon as it has read a
-	// response can race the post-send peek and lose its stream (see the
-	// package documentation); this one waits until delivered is recorded.
+	// response can race the post-send peek and lose its stream (docs/helpers.md,
+	// "The post-send rule"); this one waits until delivered is recorded.
 	delivered := make(chan struct{}, 1)
 	e.audit.hook = func(r Record) error {
 		if r.Status == StatusDelivered {
@@ -242,7 +242,7 @@ func TestServe(t *testing.T) {
 	go func() { errc <- e.relay.Serve(context.Background()) }()
 	for range 5 {
 		e.send(frameOf([]byte("ping")))
-		got, err := ReadFrame(e.guest, HardMaxFrame, time.Now().Add(5*time.Second))
+		got, err := ReadFrame(e.guest, HardMaxFrameBytes, time.Now().Add(5*time.Second))
 		if err != nil || string(got) != "re:ping" {
 			t.Fatalf("response %q, %v", got, err)
 		}
@@ -369,7 +369,7 @@ func TestBadRequestFrames(t *testing.T) {
 func fdOf(t *testing.T, c Conn) int {
 	t.Helper()
 	var fd int
-	if err := c.(*unixConn).raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+	if err := control(func(f []int) error { fd = f[0]; return nil }, c.(unixConn)); err != nil {
 		t.Fatal(err)
 	}
 	return fd
@@ -523,15 +523,15 @@ func TestNewAndFromFD(t *testing.T) {
 	a, b := pair(t)
 	defer a.Close()
 	defer b.Close()
-	for _, cfg := range []Config{
+	for _, cfg := range []RelayConfig{
 		{Guest: a, Upstream: b, MaxFrame: 0, MaxExchange: time.Second, Audit: &recAudit{}},
-		{Guest: a, Upstream: b, MaxFrame: HardMaxFrame + 1, MaxExchange: time.Second, Audit: &recAudit{}},
+		{Guest: a, Upstream: b, MaxFrame: HardMaxFrameBytes + 1, MaxExchange: time.Second, Audit: &recAudit{}},
 		{Guest: a, Upstream: b, MaxFrame: 10, MaxExchange: 0, Audit: &recAudit{}},
 		{Guest: a, Upstream: b, MaxFrame: 10, MaxExchange: time.Second},
 		{Upstream: b, MaxFrame: 10, MaxExchange: time.Second, Audit: &recAudit{}},
 	} {
-		if _, err := New(cfg); !errors.Is(err, ErrBound) {
-			t.Fatalf("New(%+v) = %v", cfg, err)
+		if _, err := NewRelay(cfg); !errors.Is(err, ErrBound) {
+			t.Fatalf("NewRelay(%+v) = %v", cfg, err)
 		}
 	}
 	// A datagram socket and a pipe are refused, and FromFD closes them.

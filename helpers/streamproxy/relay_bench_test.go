@@ -1,4 +1,4 @@
-package relay
+package streamproxy
 
 import (
 	"context"
@@ -28,13 +28,13 @@ func (a syncAudit) Record(r Record) error {
 
 // benchEcho serves frames on c until it fails.
 func benchEcho(c Conn) {
-	buf := make([]byte, 0, HeaderSize+HardMaxFrame)
+	buf := make([]byte, 0, HeaderSize+HardMaxFrameBytes)
 	for {
-		req, err := ReadFrame(c, HardMaxFrame, time.Time{})
+		req, err := ReadFrame(c, HardMaxFrameBytes, time.Time{})
 		if err != nil {
 			return
 		}
-		buf, _ = AppendFrame(buf[:0], req, HardMaxFrame)
+		buf, _ = AppendFrame(buf[:0], req, HardMaxFrameBytes)
 		if _, err := c.Write(buf); err != nil {
 			return
 		}
@@ -49,7 +49,7 @@ func benchEcho(c Conn) {
 // invocation (run them together: -bench 'Exchange1KiB').
 func BenchmarkExchange1KiB(b *testing.B) {
 	payload := filled(1024, 'q')
-	frame := mustAppend(b, payload, HardMaxFrame)
+	frame := mustAppend(b, payload, HardMaxFrameBytes)
 	var directNS, directP50, directP99 float64
 
 	report := func(b *testing.B, lat []time.Duration, elapsed time.Duration) (float64, float64, float64) {
@@ -76,7 +76,7 @@ func BenchmarkExchange1KiB(b *testing.B) {
 			if _, err := client.Write(frame); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := ReadFrame(client, HardMaxFrame, time.Time{}); err != nil {
+			if _, err := ReadFrame(client, HardMaxFrameBytes, time.Time{}); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
@@ -107,7 +107,7 @@ func BenchmarkExchange1KiB(b *testing.B) {
 			g0, guest := pair(b)
 			defer guest.Close()
 			u0, up := pair(b)
-			r, err := New(Config{Guest: g0, Upstream: u0, MaxFrame: HardMaxFrame, MaxExchange: 10 * time.Second, Audit: audit})
+			r, err := NewRelay(RelayConfig{Guest: g0, Upstream: u0, MaxFrame: HardMaxFrameBytes, MaxExchange: 10 * time.Second, Audit: audit})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -128,7 +128,7 @@ func BenchmarkExchange1KiB(b *testing.B) {
 				if err := r.Exchange(ctx); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := ReadFrame(guest, HardMaxFrame, time.Time{}); err != nil {
+				if _, err := ReadFrame(guest, HardMaxFrameBytes, time.Time{}); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))

@@ -1,13 +1,78 @@
-package relay
+package streamproxy
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"testing"
 	"time"
 )
+
+func checkMax(max int) error {
+	if max < 1 || max > HardMaxFrameBytes {
+		return fmt.Errorf("%w: max frame %d not in 1..%d", ErrBound, max, HardMaxFrameBytes)
+	}
+	return nil
+}
+
+// AppendFrame appends the frame of payload to dst. The payload must be
+// 1..max bytes. Tests and benchmarks use it (and WriteFrame, ReadFrame and
+// FromFD) to play the guest and the upstream.
+func AppendFrame(dst, payload []byte, max int) ([]byte, error) {
+	if err := checkMax(max); err != nil {
+		return dst, err
+	}
+	if len(payload) < 1 || len(payload) > max {
+		return dst, fmt.Errorf("%w: payload of %d bytes not in 1..%d", ErrFraming, len(payload), max)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(payload)))
+	return append(dst, payload...), nil
+}
+
+// WriteFrame writes the frame of payload to w with one Write call after
+// setting deadline (the zero time means none).
+func WriteFrame(w Conn, payload []byte, max int, deadline time.Time) error {
+	buf, err := AppendFrame(nil, payload, max)
+	if err != nil {
+		return err
+	}
+	if err := w.SetDeadline(deadline); err != nil {
+		return fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	}
+	return write(w, buf)
+}
+
+// ReadFrame reads one frame from r with the relay's decoder after setting
+// deadline (the zero time means none) and returns its payload.
+func ReadFrame(r Conn, max int, deadline time.Time) ([]byte, error) {
+	if err := checkMax(max); err != nil {
+		return nil, err
+	}
+	if err := r.SetDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("%w: set deadline: %v", ErrTransport, err)
+	}
+	var hdr [HeaderSize]byte
+	frame, err := readFrame(r, max, hdr[:], 0)
+	if err != nil {
+		return nil, err
+	}
+	return frame[HeaderSize:], nil
+}
+
+// FromFD returns a Conn over fd, an AF_UNIX SOCK_STREAM socket, and takes
+// ownership of fd: it is closed before FromFD returns, whether or not it
+// succeeds (the Conn holds a duplicate).
+func FromFD(fd int) (Conn, error) {
+	f := os.NewFile(uintptr(fd), "relay-fd")
+	if f == nil {
+		return nil, fmt.Errorf("%w: invalid descriptor %d", ErrBound, fd)
+	}
+	defer f.Close()
+	return FromFile(f)
+}
 
 // memConn is a Conn over a bytes.Reader; writes are collected.
 type memConn struct {
@@ -36,7 +101,7 @@ func mustAppend(t testing.TB, p []byte, max int) []byte {
 }
 
 func TestReadFrameTable(t *testing.T) {
-	const max = HardMaxFrame
+	const max = HardMaxFrameBytes
 	cases := []struct {
 		name string
 		in   []byte
@@ -58,7 +123,7 @@ func TestReadFrameTable(t *testing.T) {
 		{"exactly max", frameOf(filled(max, 'm')), max, filled(max, 'm'), nil},
 		{"exactly small max", frameOf(filled(10, 'm')), 10, filled(10, 'm'), nil},
 		{"max 0", frameOf([]byte("x")), 0, nil, ErrBound},
-		{"max 16385", frameOf([]byte("x")), HardMaxFrame + 1, nil, ErrBound},
+		{"max 16385", frameOf([]byte("x")), HardMaxFrameBytes + 1, nil, ErrBound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +161,7 @@ func TestAppendWriteFrame(t *testing.T) {
 	if _, err := AppendFrame(nil, filled(11, 'a'), 10); !errors.Is(err, ErrFraming) {
 		t.Fatalf("over max: %v", err)
 	}
-	if _, err := AppendFrame(nil, []byte("a"), HardMaxFrame+1); !errors.Is(err, ErrBound) {
+	if _, err := AppendFrame(nil, []byte("a"), HardMaxFrameBytes+1); !errors.Is(err, ErrBound) {
 		t.Fatalf("bad max: %v", err)
 	}
 	b := mustAppend(t, []byte("abc"), 10)
@@ -104,11 +169,11 @@ func TestAppendWriteFrame(t *testing.T) {
 		t.Fatalf("AppendFrame = %x", b)
 	}
 	c := newMemConn(nil)
-	if err := WriteFrame(c, filled(HardMaxFrame, 'z'), HardMaxFrame, time.Time{}); err != nil {
+	if err := WriteFrame(c, filled(HardMaxFrameBytes, 'z'), HardMaxFrameBytes, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadFrame(newMemConn(c.w.Bytes()), HardMaxFrame, time.Time{})
-	if err != nil || !bytes.Equal(got, filled(HardMaxFrame, 'z')) {
+	got, err := ReadFrame(newMemConn(c.w.Bytes()), HardMaxFrameBytes, time.Time{})
+	if err != nil || !bytes.Equal(got, filled(HardMaxFrameBytes, 'z')) {
 		t.Fatalf("round trip: %d bytes, %v", len(got), err)
 	}
 }
@@ -120,11 +185,11 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(hdr(0), uint16(16))
 	f.Add(frameOf([]byte("hello")), uint16(16))
 	f.Add(frameOf([]byte("hello")), uint16(4))
-	f.Add(concat(hdr(16385), filled(64, 'a')), uint16(HardMaxFrame))
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(HardMaxFrame))
+	f.Add(concat(hdr(16385), filled(64, 'a')), uint16(HardMaxFrameBytes))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(HardMaxFrameBytes))
 	f.Add([]byte{0, 0, 0}, uint16(1))
 	f.Fuzz(func(t *testing.T, in []byte, m uint16) {
-		max := int(m)%HardMaxFrame + 1
+		max := int(m)%HardMaxFrameBytes + 1
 		c := newMemConn(in)
 		for {
 			before := c.r.Len()
