@@ -19,7 +19,8 @@ CGO_CMDS    := ./supervisor/cmd/glove
 STATIC_CMDS := ./shim/cmd/glove-shim
 NOCGO_CMDS  := ./supervisor/cmd/gloved \
                ./helpers/mounter/cmd/glove-mounter ./helpers/cgroup/cmd/glove-cgroup \
-               ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4
+               ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4 \
+               ./helpers/loopext4format/cmd/glove-loopext4-format
 CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 
 # glove-shim executes itself again inside the sandbox's new root (its

@@ -106,9 +106,8 @@ type helper struct {
 	// loopCtl is /dev/loop-control, opened once.
 	loopCtl *os.File
 	// mkfs is an O_PATH descriptor of the checked mkfs.ext4 binary, the
-	// one executed; mkfsPath is its resolved path, for messages.
-	mkfs     *os.File
-	mkfsPath string
+	// one executed.
+	mkfs *os.File
 	// format runs mkfs.ext4 outside the helper's allowlist (format.go).
 	format *formatter
 }
@@ -132,7 +131,7 @@ func newHelper(cfg *Config) (*helper, error) {
 		h.close()
 		return nil, err
 	}
-	if h.mkfs, h.mkfsPath, err = findMkfs(); err != nil {
+	if h.mkfs, _, err = findMkfs(); err != nil {
 		h.close()
 		return nil, err
 	}

@@ -336,13 +336,7 @@ func syncDir(dir int) error {
 // lockNoWait takes flock lock (LOCK_EX or LOCK_SH) without blocking.
 func lockNoWait(fd, lock int) error { return unix.Flock(fd, lock|unix.LOCK_NB) }
 
-// The formatter's calls (format.go).
-
+// Starting the formatter (format.go).
 func seqpacketPair() ([2]int, error) {
 	return unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 }
-
-func noNewPrivs() (int, error) { return unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) }
-
-// execEmptyEnv executes exe with argv and an empty environment.
-func execEmptyEnv(exe string, argv []string) error { return unix.Exec(exe, argv, []string{}) }
