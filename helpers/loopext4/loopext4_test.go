@@ -73,7 +73,7 @@ func TestCheckSize(t *testing.T) {
 		switch {
 		case c.code == 0 && err != nil:
 			t.Errorf("checkSize(%d) = %v, want accepted", c.size, err)
-		case c.code != 0 && (err == nil || err.code != c.code):
+		case c.code != 0 && (err == nil || err.Code != c.code):
 			t.Errorf("checkSize(%d) = %v, want code %v", c.size, err, c.code)
 		}
 	}
