@@ -18,7 +18,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
@@ -28,10 +27,6 @@ import (
 
 // Name is the executable and wire name.
 const Name = "glove-loopext4"
-
-// ConfigFile is the bounds file under helperkit.ConfigDir, from the
-// capability table's row.
-var ConfigFile = captable.MustLookup(Name).Bounds
 
 // HardMaxImageBytes is the ceiling no configuration may exceed (1 TiB).
 const HardMaxImageBytes = 1 << 40

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/loopext4format"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -20,15 +21,19 @@ func verdict(t *testing.T, prog []unix.SockFilter, nr uintptr, args ...uint64) u
 	return uint32(a)
 }
 
-// cloneExec is the fork of Go's os/exec, which only the formatter
-// (helpers/loopext4format) makes.
-const cloneExec = unix.CLONE_VFORK | unix.CLONE_VM | unix.CLONE_PIDFD | uint64(unix.SIGCHLD)
+// The two clone flag sets of Go's os/exec that the formatter's list
+// admits (helpers/loopext4format/seccomp.go).
+const (
+	cloneProbe = unix.CLONE_VFORK | unix.CLONE_VM | unix.CLONE_PIDFD
+	cloneExec  = cloneProbe | uint64(unix.SIGCHLD)
+)
 
-// TestAllowlistConditions checks the argument conditions of the helper's
-// list (h) do what their comments say: the calls the helper makes pass,
+// TestAllowlistConditions checks the argument conditions of the three
+// lists do what their comments say: the calls the helper (h), its
+// formatter (f, glove-loopext4-format) and mkfs.ext4 (m) make pass under
+// their own filter,
 // their dangerous neighbours are killed, and the helper's own filter
-// holds none of what only the formatter or mkfs.ext4 needs (their lists
-// are checked in helpers/loopext4format).
+// holds none of what only the formatter or mkfs.ext4 needs.
 func TestAllowlistConditions(t *testing.T) {
 	compile := func(lists ...[]bpf.Rule) []unix.SockFilter {
 		rules := append([]bpf.Rule{}, helperkit.BaseSyscalls...)
@@ -43,10 +48,12 @@ func TestAllowlistConditions(t *testing.T) {
 	}
 	progs := map[string][]unix.SockFilter{
 		"h": compile(Syscalls),
+		"f": compile(loopext4format.Syscalls, loopext4format.MkfsSyscalls),
+		"m": compile(loopext4format.MkfsSyscalls),
 	}
 	const at = ^uint64(99) // AT_FDCWD (-100) as a 64-bit argument
 	for _, c := range []struct {
-		in    string // h
+		in    string // h, f or m
 		name  string
 		nr    uintptr
 		args  []uint64
@@ -61,8 +68,14 @@ func TestAllowlistConditions(t *testing.T) {
 		{"h", "openat: O_TRUNC", unix.SYS_OPENAT, []uint64{at, 0, unix.O_WRONLY | unix.O_TRUNC, 0}, false},
 		{"h", "openat: O_TMPFILE", unix.SYS_OPENAT, []uint64{at, 0, unix.O_TMPFILE | unix.O_RDWR, 0o600}, false},
 		{"h", "clone: a thread", unix.SYS_CLONE, []uint64{unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND | unix.CLONE_THREAD | unix.CLONE_SYSVSEM | unix.CLONE_SETTLS}, true},
+		{"f", "clone: os/exec's fork", unix.SYS_CLONE, []uint64{cloneExec}, true},
+		{"f", "clone: Go's pidfd probe", unix.SYS_CLONE, []uint64{cloneProbe}, true},
+		{"f", "clone: fork into a user namespace", unix.SYS_CLONE, []uint64{cloneExec | unix.CLONE_NEWUSER}, false},
+		{"f", "clone: fork into a mount namespace", unix.SYS_CLONE, []uint64{cloneExec | unix.CLONE_NEWNS}, false},
+		{"f", "clone: plain fork", unix.SYS_CLONE, []uint64{uint64(unix.SIGCHLD)}, false},
 		{"h", "clone3", unix.SYS_CLONE3, []uint64{0, 88}, false},
 		{"h", "ioctl: LOOP_CONFIGURE", unix.SYS_IOCTL, []uint64{4, unix.LOOP_CONFIGURE}, true},
+		{"m", "ioctl: mkfs's BLKGETSIZE64", unix.SYS_IOCTL, []uint64{3, unix.BLKGETSIZE64}, true},
 		{"h", "ioctl: LOOP_SET_FD", unix.SYS_IOCTL, []uint64{4, unix.LOOP_SET_FD}, false},
 		{"h", "ioctl: LOOP_CLR_FD", unix.SYS_IOCTL, []uint64{4, unix.LOOP_CLR_FD}, false},
 		{"h", "ioctl: LOOP_SET_STATUS64", unix.SYS_IOCTL, []uint64{4, unix.LOOP_SET_STATUS64}, false},
@@ -70,6 +83,7 @@ func TestAllowlistConditions(t *testing.T) {
 		{"h", "ioctl: TIOCSTI", unix.SYS_IOCTL, []uint64{0, unix.TIOCSTI}, false},
 		{"h", "ioctl: LOOP_CONFIGURE with high bits", unix.SYS_IOCTL, []uint64{4, 1<<32 | unix.LOOP_CONFIGURE}, false},
 		{"h", "fallocate: mode 0", unix.SYS_FALLOCATE, []uint64{3, 0, 0, 1 << 20}, true},
+		{"m", "fallocate: ZERO_RANGE", unix.SYS_FALLOCATE, []uint64{3, unix.FALLOC_FL_ZERO_RANGE, 0, 4096}, true},
 		{"h", "fallocate: PUNCH_HOLE", unix.SYS_FALLOCATE, []uint64{3, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, 0, 4096}, false},
 		{"h", "unlinkat: a file", unix.SYS_UNLINKAT, []uint64{3, 0, 0}, true},
 		{"h", "unlinkat: a directory", unix.SYS_UNLINKAT, []uint64{3, 0, unix.AT_REMOVEDIR}, false},
@@ -81,6 +95,14 @@ func TestAllowlistConditions(t *testing.T) {
 		{"h", "fspick: a descriptor", unix.SYS_FSPICK, []uint64{5, 0, unix.FSPICK_CLOEXEC | unix.FSPICK_EMPTY_PATH}, true},
 		{"h", "fspick: a path", unix.SYS_FSPICK, []uint64{at, 0, unix.FSPICK_CLOEXEC}, false},
 		{"h", "mount_setattr", unix.SYS_MOUNT_SETATTR, []uint64{5, 0, unix.AT_EMPTY_PATH | unix.AT_RECURSIVE, 0, 32}, false},
+		{"f", "pidfd_send_signal: SIGKILL", unix.SYS_PIDFD_SEND_SIGNAL, []uint64{7, uint64(unix.SIGKILL), 0, 0}, true},
+		{"f", "pidfd_send_signal: SIGSTOP", unix.SYS_PIDFD_SEND_SIGNAL, []uint64{7, uint64(unix.SIGSTOP), 0, 0}, false},
+		{"f", "waitid: P_PIDFD", unix.SYS_WAITID, []uint64{unix.P_PIDFD, 7}, true},
+		{"f", "waitid: P_ALL", unix.SYS_WAITID, []uint64{unix.P_ALL, 0}, false},
+		{"f", "prlimit64: itself", unix.SYS_PRLIMIT64, []uint64{0, unix.RLIMIT_NOFILE}, true},
+		{"f", "prlimit64: another process", unix.SYS_PRLIMIT64, []uint64{1, unix.RLIMIT_NOFILE}, false},
+		{"m", "prctl: PR_GET_DUMPABLE", unix.SYS_PRCTL, []uint64{unix.PR_GET_DUMPABLE}, true},
+		{"m", "prctl: PR_SET_DUMPABLE", unix.SYS_PRCTL, []uint64{unix.PR_SET_DUMPABLE, 1}, false},
 		{"h", "mount", unix.SYS_MOUNT, nil, false},
 		{"h", "move_mount", unix.SYS_MOVE_MOUNT, nil, false},
 		{"h", "open_tree", unix.SYS_OPEN_TREE, nil, false},
@@ -105,6 +127,19 @@ func TestAllowlistConditions(t *testing.T) {
 		{"h", "prctl: PR_GET_DUMPABLE", unix.SYS_PRCTL, []uint64{unix.PR_GET_DUMPABLE}, false},
 		{"h", "waitid: P_PIDFD (reaping the formatter)", unix.SYS_WAITID, []uint64{unix.P_PIDFD, 7}, true},
 		{"h", "waitid: P_ALL", unix.SYS_WAITID, []uint64{unix.P_ALL, 0}, false},
+		// The formatting child's confinement, and nothing more of seccomp.
+		{"f", "seccomp: a filter with TSYNC", unix.SYS_SECCOMP, []uint64{unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, 0}, true},
+		{"f", "seccomp: strict mode", unix.SYS_SECCOMP, []uint64{unix.SECCOMP_SET_MODE_STRICT, 0, 0}, false},
+		{"f", "seccomp: a filter without TSYNC", unix.SYS_SECCOMP, []uint64{unix.SECCOMP_SET_MODE_FILTER, 0, 0}, false},
+		{"f", "prctl: PR_GET_NO_NEW_PRIVS", unix.SYS_PRCTL, []uint64{unix.PR_GET_NO_NEW_PRIVS}, true},
+		{"f", "ioctl: LOOP_CONFIGURE", unix.SYS_IOCTL, []uint64{4, unix.LOOP_CONFIGURE}, false},
+		{"f", "fsopen", unix.SYS_FSOPEN, []uint64{0, unix.FSOPEN_CLOEXEC}, false},
+		{"m", "execve", unix.SYS_EXECVE, nil, true},
+		{"m", "seccomp", unix.SYS_SECCOMP, []uint64{unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, 0}, false},
+		{"m", "clone: os/exec's fork", unix.SYS_CLONE, []uint64{cloneExec}, false},
+		{"m", "ioctl: LOOP_CONFIGURE", unix.SYS_IOCTL, []uint64{4, unix.LOOP_CONFIGURE}, false},
+		{"m", "fallocate: PUNCH_HOLE", unix.SYS_FALLOCATE, []uint64{3, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, 0, 4096}, false},
+		{"m", "openat: O_CREAT", unix.SYS_OPENAT, []uint64{at, 0, unix.O_CREAT | unix.O_RDWR, 0o600}, false},
 	} {
 		got := verdict(t, progs[c.in], c.nr, c.args...)
 		if allowed := got == unix.SECCOMP_RET_ALLOW; allowed != c.allow {
