@@ -49,6 +49,10 @@ type Entry struct {
 	// socketpair; they are installed mode 0750, group-owned by the
 	// service group, so only that group can execute them.
 	Helper bool
+	// StartedBy names the helper that starts this one itself (from a
+	// descriptor of the file next to its own); the supervisor never
+	// spawns it, nor asks it Hello.
+	StartedBy string
 	// Bounds is a helper's bounds file under the configuration directory
 	// (helperkit.ConfigDir), root's, which it reads at start-up.
 	Bounds string
@@ -80,6 +84,10 @@ var Table = []Entry{
 		Binary: "glove-loopext4", Dir: DirLibexec, Helper: true, Bounds: "loopext4.json", Protocol: "helpers/wire/loopwire",
 		Caps: []Cap{SysAdmin, DACOverride}, OnDemand: []Cap{SysAdmin, DACOverride},
 		Why: "CAP_SYS_ADMIN for fsopen/fsconfig/fsmount of ext4 and fspick/fsconfig reconfigure read-only (Freeze); CAP_DAC_OVERRIDE only to open the root-only /dev/loop-control (0600, once at start) and /dev/loopN (0660 root:disk); once serving, each is effective only on the thread of the call that uses it, for that call",
+	},
+	{
+		Binary: "glove-loopext4-format", Dir: DirLibexec, Helper: true, Protocol: "helpers/wire/formatwire", StartedBy: "glove-loopext4",
+		Why: "none: glove-loopext4's formatter, which runs mkfs.ext4 on a new image outside the helper's allowlist",
 	},
 	{
 		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true, Bounds: "cgroup.json", Protocol: "helpers/wire/cgwire",

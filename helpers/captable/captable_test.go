@@ -33,13 +33,14 @@ func TestMasksAndSetcapText(t *testing.T) {
 		mask   uint64
 		setcap string
 	}{
-		"glove-mounter":     {1 << 21, "cap_sys_admin=ep"},
-		"glove-loopext4":    {1<<21 | 1<<1, "cap_dac_override,cap_sys_admin=ep"},
-		"glove-cgroup":      {0, ""},
-		"glove-streamproxy": {0, ""},
-		"glove-shim":        {0, ""},
-		"gloved":            {0, ""},
-		"glove":             {0, ""},
+		"glove-mounter":         {1 << 21, "cap_sys_admin=ep"},
+		"glove-loopext4":        {1<<21 | 1<<1, "cap_dac_override,cap_sys_admin=ep"},
+		"glove-loopext4-format": {0, ""},
+		"glove-cgroup":          {0, ""},
+		"glove-streamproxy":     {0, ""},
+		"glove-shim":            {0, ""},
+		"gloved":                {0, ""},
+		"glove":                 {0, ""},
 	}
 	if len(cases) != len(Table) {
 		t.Fatalf("table has %d rows, this test knows %d: review the new row here", len(Table), len(cases))

@@ -10,7 +10,9 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/loopext4"
+	"github.com/glove-sandbox/glove/helpers/loopext4format"
 	"github.com/glove-sandbox/glove/helpers/mounter"
+	"github.com/glove-sandbox/glove/helpers/wire/formatwire"
 	"github.com/glove-sandbox/glove/helpers/wire/wiredoc"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 )
@@ -41,6 +43,9 @@ func protocolsMarkdown() string {
 	for _, f := range specs {
 		s := f()
 		fmt.Fprintf(&b, "\n`%s`:\n\n%s", s.Name, wiredoc.Markdown(s.Protocol))
+		if s.Name == loopext4.Name {
+			fmt.Fprintf(&b, "\n`%s` (spoken by glove-loopext4 only):\n\n%s", formatwire.Protocol.Name, wiredoc.Markdown(formatwire.Protocol))
+		}
 	}
 	return b.String()
 }
@@ -97,9 +102,9 @@ func helpersMarkdown() string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, wiredoc.Accepts(s.Protocol), own)
 		if s.Name == loopext4.Name {
-			fmt.Fprintf(&b, "| its formatter (`%s`, no capability) | Hello (once), Format | base and %s, and mkfs.ext4's |\n",
-				loopext4.FormatterName, ruleNames(loopext4.FormatterSyscalls))
-			fmt.Fprintf(&b, "| mkfs.ext4, executed by the formatter's child | — | base and %s |\n", ruleNames(loopext4.MkfsSyscalls))
+			fmt.Fprintf(&b, "| its formatter `%s` (no capability) | %s | base and %s, and mkfs.ext4's |\n",
+				loopext4format.Name, wiredoc.Accepts(formatwire.Protocol), ruleNames(loopext4format.Syscalls))
+			fmt.Fprintf(&b, "| mkfs.ext4, executed by the formatter's child | — | base and %s |\n", ruleNames(loopext4format.MkfsSyscalls))
 		}
 	}
 	return b.String()

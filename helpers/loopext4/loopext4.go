@@ -1,20 +1,10 @@
 // Package loopext4 is glove-loopext4: it creates hard-sized ext4 images
-// under the materialization root, attaches them to autoclear loop devices
-// and hands back detached mount descriptors. It holds CAP_SYS_ADMIN (loop
-// configuration, fsmount, fspick reconfigure) and CAP_DAC_OVERRIDE (to open
-// the root-only /dev/loop-control and /dev/loopN).
-//
-// It serves three requests besides Hello, each carrying one descriptor:
-//
-//   - Create{Name, SizeBytes} with the materialization root: a new image
-//     file of exactly SizeBytes, allocated (not sparse), owned by the
-//     service user, mode 0600, formatted by mkfs.ext4;
-//   - Attach{Name, ReadOnly} with the materialization root: the image on
-//     a free autoclear loop device, mounted ext4 (nosuid, nodev,
-//     errors=remount-ro) and returned as a detached mount descriptor;
-//   - Freeze with such a mount: its file system made read-only, after checking
-//     it is the root of a detached ext4 mount on a loop device whose
-//     backing file is an image of the materialization root.
+// under the materialization root (Create), attaches them to autoclear
+// loop devices and hands back detached mount descriptors (Attach), and
+// makes such a mount's file system read-only (Freeze). It holds
+// CAP_SYS_ADMIN (loop configuration, fsmount, fspick reconfigure) and
+// CAP_DAC_OVERRIDE (to open the root-only /dev/loop-control and
+// /dev/loopN).
 //
 // The supervisor is treated as possibly compromised: every request is
 // checked against the operator's bounds (Config) and the identities
@@ -28,7 +18,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
@@ -38,10 +27,6 @@ import (
 
 // Name is the executable and wire name.
 const Name = "glove-loopext4"
-
-// ConfigFile is the bounds file under helperkit.ConfigDir, from the
-// capability table's row.
-var ConfigFile = captable.MustLookup(Name).Bounds
 
 // HardMaxImageBytes is the ceiling no configuration may exceed (1 TiB).
 const HardMaxImageBytes = 1 << 40
@@ -72,10 +57,8 @@ func Spec() helperkit.Spec {
 	cfg := &Config{}
 	var h *helper
 	return helperkit.Spec{
-		Name: Name, Config: cfg, Syscalls: Syscalls,
-		Protocol: loopwire.Protocol,
-		Handlers: func(*unix.Ucred) ([]wire.Handler, error) {
-			var err error
+		Name: Name, Config: cfg, Syscalls: Syscalls, Protocol: loopwire.Protocol,
+		Handlers: func(*unix.Ucred) (_ []wire.Handler, err error) {
 			if h, err = newHelper(cfg); err != nil {
 				return nil, err
 			}
@@ -105,79 +88,69 @@ type helper struct {
 	rootDev, rootIno uint64
 	// loopCtl is /dev/loop-control, opened once.
 	loopCtl *os.File
-	// mkfs is an O_PATH descriptor of the checked mkfs.ext4 binary, the
-	// one executed; mkfsPath is its resolved path, for messages.
-	mkfs     *os.File
-	mkfsPath string
+	// mkfs is an O_PATH descriptor of the checked mkfs.ext4, the one
+	// executed.
+	mkfs *os.File
 	// format runs mkfs.ext4 outside the helper's allowlist (format.go).
 	format *formatter
 }
 
 // newHelper runs before the helper restricts itself (see helperkit.Spec):
 // it opens the materialization root, /dev/loop-control and mkfs.ext4,
-// each checked, and refuses to start when any check fails.
-func newHelper(cfg *Config) (*helper, error) {
+// each checked, and starts the formatter; it refuses to start when any
+// of them fails.
+func newHelper(cfg *Config) (_ *helper, err error) {
 	// Threat: the umask is inherited from the supervisor; a permissive
 	// one must not loosen an image's 0600, a hostile one must not make
 	// images unusable. Nothing the helper creates is meant for anyone
 	// but the service user.
 	umask(0o077)
 	h := &helper{maxImage: cfg.MaxImageBytes, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
-	var err error
+	defer func() {
+		if err != nil {
+			for _, f := range []*os.File{h.root, h.loopCtl, h.mkfs} {
+				f.Close() // nil for what was not opened: ErrInvalid
+			}
+		}
+	}()
 	if h.root, h.rootDev, h.rootIno, err = openRoot(cfg.MaterializationRoot, h.uid); err != nil {
-		h.close()
 		return nil, err
 	}
 	if h.loopCtl, err = openLoopControl(); err != nil {
-		h.close()
 		return nil, err
 	}
-	if h.mkfs, h.mkfsPath, err = findMkfs(); err != nil {
-		h.close()
+	if h.mkfs, _, err = findMkfs(); err != nil {
 		return nil, err
 	}
 	if h.format, err = startFormatter(); err != nil {
-		h.close()
 		return nil, err
 	}
 	return h, nil
-}
-
-func (h *helper) close() {
-	for _, f := range []*os.File{h.root, h.loopCtl, h.mkfs} {
-		if f != nil {
-			f.Close()
-		}
-	}
-	if h.format != nil {
-		// The formatter exits on EOF.
-		h.format.conn.Close()
-	}
 }
 
 // openRoot opens the materialization root and checks it is a directory
 // owned by uid with mode 0700. Threat: a root anyone else could write, or
 // read, would let them plant or read images; a symbolic link as its last
 // component would let whoever owns the link's directory redirect it.
-func openRoot(p string, uid uint32) (*os.File, uint64, uint64, error) {
+func openRoot(p string, uid uint32) (_ *os.File, dev, ino uint64, err error) {
 	fd, err := openDirPath(p)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("open materialization root %s: %w", p, err)
 	}
+	f := os.NewFile(uintptr(fd), p)
 	st, err := fstat(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, 0, 0, fmt.Errorf("stat materialization root %s: %w", p, err)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("stat materialization root %s: %w", p, err)
+	case st.Uid != uid:
+		err = fmt.Errorf("materialization root %s is owned by uid %d, not the service user %d", p, st.Uid, uid)
+	case st.Mode&0o7777 != 0o700:
+		err = fmt.Errorf("materialization root %s has mode %04o, not 0700", p, st.Mode&0o7777)
+	default:
+		return f, st.Dev, st.Ino, nil
 	}
-	if st.Uid != uid {
-		unix.Close(fd)
-		return nil, 0, 0, fmt.Errorf("materialization root %s is owned by uid %d, not the service user %d", p, st.Uid, uid)
-	}
-	if st.Mode&0o7777 != 0o700 {
-		unix.Close(fd)
-		return nil, 0, 0, fmt.Errorf("materialization root %s has mode %04o, not 0700", p, st.Mode&0o7777)
-	}
-	return os.NewFile(uintptr(fd), p), st.Dev, st.Ino, nil
+	f.Close()
+	return nil, 0, 0, err
 }
 
 // refuse is a request-level refusal: the helper answers and keeps
@@ -186,12 +159,16 @@ func refuse(code wire.ErrorCode, format string, args ...any) error {
 	return &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// checkRoot checks a request's descriptor is the materialization root.
-// Threat: a compromised supervisor passes another directory (/tmp, the
-// root's parent, a directory it owns elsewhere) to get images made or
-// mounted outside the operator's bound.
-func (h *helper) checkRoot(op string, f *os.File) error {
-	st, err := fstat(int(f.Fd()))
+// checkRequest applies the checks Create and Attach share: the name, and
+// that the request's descriptor is the materialization root. Threat: a
+// compromised supervisor passes another directory (/tmp, the root's
+// parent, a directory it owns elsewhere) to get images made or mounted
+// outside the operator's bound.
+func (h *helper) checkRequest(op, name string, root *os.File) error {
+	if err := validName(name); err != nil {
+		return refuse(wire.ErrBadRequest, "%s: %v", op, err)
+	}
+	st, err := fstat(int(root.Fd()))
 	if err != nil {
 		return refuse(wire.ErrRefused, "%s: stat the root descriptor: %v", op, err)
 	}
@@ -201,25 +178,16 @@ func (h *helper) checkRoot(op string, f *os.File) error {
 	return nil
 }
 
-// checkRequest applies the checks Create and Attach share: the name and
-// the root descriptor.
-func (h *helper) checkRequest(op, name string, fds []*os.File) error {
-	if err := validName(name); err != nil {
-		return refuse(wire.ErrBadRequest, "%s: %v", op, err)
-	}
-	return h.checkRoot(op, fds[0])
-}
-
 // create handles Create: a new image of exactly the requested size,
 // allocated, owned by the service user, mode 0600, formatted ext4. On any
 // failure after the file was made, the file is removed again.
 func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (_ *loopwire.CreateReply, _ []int, err error) {
 	const op = "create"
-	if err := h.checkRequest(op, req.Name, fds); err != nil {
+	if err := h.checkRequest(op, req.Name, fds[0]); err != nil {
 		return nil, nil, err
 	}
 	if serr := checkSize(req.SizeBytes, h.maxImage); serr != nil {
-		return nil, nil, refuse(serr.code, "%s %s: %s", op, req.Name, serr.msg)
+		return nil, nil, refuse(serr.Code, "%s %s: %s", op, req.Name, serr.Message)
 	}
 	// O_EXCL|O_NOFOLLOW: an existing name, a symbolic link included, is
 	// refused, never reused or followed.
@@ -232,17 +200,19 @@ func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (
 	}
 	img := os.NewFile(uintptr(fd), req.Name)
 	defer img.Close()
-	done := false
 	defer func() {
-		if !done {
-			// A half-made image that stays is said in the reply: the
-			// supervisor must not take the name for free.
+		// A half-made image that stays is said in the reply: the
+		// supervisor must not take the name for free.
+		if err != nil {
 			if rerr := h.removeImage(img, req.Name); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
 		}
 	}()
-	if err := h.allocate(img, req.SizeBytes); err != nil {
+	if err := allocateAll(fd, req.SizeBytes); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: fallocate %d bytes: %w", op, req.Name, req.SizeBytes, err)
+	}
+	if err := h.checkNewImage(img, req.SizeBytes); err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
 	}
 	if err := h.format.format(h.mkfs, img, h.uid, h.gid); err != nil {
@@ -250,59 +220,39 @@ func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (
 	}
 	// mkfs.ext4 must have left the file as it found it: same size, still
 	// allocated (nodiscard), still 0600 and the service user's.
-	st, err := h.checkImage(img, req.Name, false)
-	if err != nil {
+	if err := h.checkNewImage(img, req.SizeBytes); err != nil {
 		return nil, nil, fmt.Errorf("%s %s: after mkfs.ext4: %w", op, req.Name, err)
 	}
-	if uint64(st.Size) != req.SizeBytes {
-		return nil, nil, fmt.Errorf("%s %s: after mkfs.ext4: size is %d, want %d", op, req.Name, st.Size, req.SizeBytes)
+	// The new entry made durable: a retained image must survive a crash
+	// of the host as well as of the helper.
+	if err := syncDir(int(h.root.Fd())); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: the materialization root: %w", op, req.Name, err)
 	}
-	if err := h.syncRoot(); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
-	}
-	done = true
 	return &loopwire.CreateReply{}, nil, nil
 }
 
-// allocate gives the new image its size with real blocks, and checks the
-// file system did allocate them. Threat: a sparse image would let the
-// sandbox's writes fail with ENOSPC of the host file system instead of
-// its own, long after the size was granted.
-func (h *helper) allocate(img *os.File, size uint64) error {
-	if err := allocateAll(int(img.Fd()), size); err != nil {
-		return fmt.Errorf("fallocate %d bytes: %w", size, err)
-	}
-	st, err := h.checkImage(img, img.Name(), false)
+// checkNewImage checks a new image (checkImage) is exactly size bytes,
+// backed by allocated blocks for all of it. Threat: a sparse image would
+// let the sandbox's writes fail with ENOSPC of the host file system
+// instead of its own, long after the size was granted.
+func (h *helper) checkNewImage(img *os.File, size uint64) error {
+	st, err := fstat(int(img.Fd()))
 	if err != nil {
+		return fmt.Errorf("stat: %w", err)
+	}
+	if err := h.checkImage(&st, img.Name()); err != nil {
 		return err
 	}
-	if uint64(st.Size) != size {
-		return fmt.Errorf("fallocate: size is %d, want %d", st.Size, size)
+	if uint64(st.Size) != size || uint64(st.Blocks)*512 < size {
+		return fmt.Errorf("size is %d with %d bytes allocated, want %d, all allocated", st.Size, st.Blocks*512, size)
 	}
 	return nil
 }
 
-// checkImage checks an open image: a regular file with one link, owned
+// checkImage checks an image's stat: a regular file with one link, owned
 // by the service user, mode 0600, on the materialization root's file
-// system, its size a non-zero multiple of BlockSize within the bound and,
-// unless sparseOK, backed by allocated blocks for all of it.
-func (h *helper) checkImage(img *os.File, name string, sparseOK bool) (*unix.Stat_t, error) {
-	st, err := fstat(int(img.Fd()))
-	if err != nil {
-		return nil, fmt.Errorf("stat image %s: %w", name, err)
-	}
-	if err := h.checkImageStat(&st, name); err != nil {
-		return nil, err
-	}
-	if !sparseOK && uint64(st.Blocks)*512 < uint64(st.Size) {
-		return nil, fmt.Errorf("image %s has %d bytes allocated of %d: sparse", name, st.Blocks*512, st.Size)
-	}
-	return &st, nil
-}
-
-// checkImageStat is checkImage on a stat result, for images opened with
-// O_PATH before they are opened for reading or writing.
-func (h *helper) checkImageStat(st *unix.Stat_t, name string) error {
+// system, its size a non-zero multiple of BlockSize within the bound.
+func (h *helper) checkImage(st *unix.Stat_t, name string) error {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return refuse(wire.ErrRefused, "image %s is not a regular file (mode %06o)", name, st.Mode)
@@ -316,7 +266,7 @@ func (h *helper) checkImageStat(st *unix.Stat_t, name string) error {
 		return refuse(wire.ErrRefused, "image %s is not on the materialization root's file system", name)
 	}
 	if serr := checkSize(uint64(st.Size), h.maxImage); serr != nil {
-		return refuse(wire.ErrRefused, "image %s: %s", name, serr.msg)
+		return refuse(wire.ErrRefused, "image %s: %s", name, serr.Message)
 	}
 	return nil
 }
@@ -332,24 +282,13 @@ func (h *helper) removeImage(img *os.File, name string) error {
 	}
 	now, err := lstatAt(int(h.root.Fd()), name)
 	switch {
-	case errors.Is(err, unix.ENOENT):
+	case errors.Is(err, unix.ENOENT) || err == nil && (now.Dev != mine.Dev || now.Ino != mine.Ino):
 		return nil
 	case err != nil:
 		return fmt.Errorf("remove the half-made image %s: stat: %w", name, err)
-	case now.Dev != mine.Dev || now.Ino != mine.Ino:
-		return nil
 	}
 	if err := unlinkFile(int(h.root.Fd()), name); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("remove the half-made image %s: %w", name, err)
-	}
-	return nil
-}
-
-// syncRoot makes a new image's directory entry durable: a retained image
-// must survive a crash of the host as well as of the helper.
-func (h *helper) syncRoot() error {
-	if err := syncDir(int(h.root.Fd())); err != nil {
-		return fmt.Errorf("the materialization root: %w", err)
 	}
 	return nil
 }
@@ -366,18 +305,14 @@ const loopRetries = 8
 // device unbinds itself.
 func (h *helper) attach(_ uint32, req *loopwire.AttachRequest, fds []*os.File) (*loopwire.AttachReply, []int, error) {
 	const op = "attach"
-	if err := h.checkRequest(op, req.Name, fds); err != nil {
+	if err := h.checkRequest(op, req.Name, fds[0]); err != nil {
 		return nil, nil, err
 	}
-	img, err := h.openImage(req.Name, req.ReadOnly)
+	img, size, err := h.openImage(req.Name, req.ReadOnly)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	defer img.Close()
-	st, err := h.checkImage(img, req.Name, true)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", op, err)
-	}
 	// Threat: the same image attached twice read-write is two ext4
 	// instances writing one file, which corrupts it under the kernel's
 	// feet. The lock lives on the open file description the loop device
@@ -386,13 +321,12 @@ func (h *helper) attach(_ uint32, req *loopwire.AttachRequest, fds []*os.File) (
 	if req.ReadOnly {
 		lock = unix.LOCK_SH
 	}
-	if err := lockNoWait(int(img.Fd()), lock); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, nil, refuse(wire.ErrRefused, "%s %s: the image is attached already", op, req.Name)
-		}
+	if err := lockNoWait(int(img.Fd()), lock); errors.Is(err, unix.EWOULDBLOCK) {
+		return nil, nil, refuse(wire.ErrRefused, "%s %s: the image is attached already", op, req.Name)
+	} else if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: lock: %w", op, req.Name, err)
 	}
-	dev, err := h.bindLoop(img, uint64(st.Size), req.ReadOnly)
+	dev, err := h.bindLoop(img, size, req.ReadOnly)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
 	}
@@ -410,31 +344,30 @@ func (h *helper) attach(_ uint32, req *loopwire.AttachRequest, fds []*os.File) (
 	return &loopwire.AttachReply{}, []int{mnt}, nil
 }
 
-// openImage opens an existing image relative to the helper's root. It
-// first opens it O_PATH (no access, no side effect on a FIFO or device)
-// and checks it, and only then reopens that very inode for reading or
-// writing through /proc/self/fd. Threat: with CAP_DAC_OVERRIDE an open
-// for writing succeeds on files the service user could not open itself
-// (a hard link to a root-owned file, left possible if the operator turned
-// fs.protected_hardlinks off); they are refused before any such open.
-func (h *helper) openImage(name string, readOnly bool) (*os.File, error) {
+// openImage opens an existing image relative to the helper's root, and
+// returns it with its size. It first opens it O_PATH (no access, no side
+// effect on a FIFO or device, a symbolic link not followed) and checks
+// it, and only then reopens that very inode for reading or writing
+// through /proc/self/fd, checked again. Threat: with CAP_DAC_OVERRIDE an
+// open for writing succeeds on files the service user could not open
+// itself (a hard link to a root-owned file, left possible if the
+// operator turned fs.protected_hardlinks off); they are refused before
+// any such open.
+func (h *helper) openImage(name string, readOnly bool) (*os.File, uint64, error) {
 	pfd, err := openPathAt(int(h.root.Fd()), name)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil, refuse(wire.ErrRefused, "image %s does not exist", name)
+		return nil, 0, refuse(wire.ErrRefused, "image %s does not exist", name)
 	case err != nil:
-		return nil, fmt.Errorf("open image %s: %w", name, err)
+		return nil, 0, fmt.Errorf("open image %s: %w", name, err)
 	}
 	defer unix.Close(pfd)
 	before, err := fstat(pfd)
 	if err != nil {
-		return nil, fmt.Errorf("stat image %s: %w", name, err)
+		return nil, 0, fmt.Errorf("stat image %s: %w", name, err)
 	}
-	if before.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return nil, refuse(wire.ErrRefused, "image %s is a symbolic link", name)
-	}
-	if err := h.checkImageStat(&before, name); err != nil {
-		return nil, err
+	if err := h.checkImage(&before, name); err != nil {
+		return nil, 0, err
 	}
 	flags := unix.O_RDWR
 	if readOnly {
@@ -442,39 +375,44 @@ func (h *helper) openImage(name string, readOnly bool) (*os.File, error) {
 	}
 	fd, err := reopen(pfd, flags)
 	if err != nil {
-		return nil, fmt.Errorf("reopen image %s: %w", name, err)
+		return nil, 0, fmt.Errorf("reopen image %s: %w", name, err)
 	}
 	img := os.NewFile(uintptr(fd), name)
-	if after, err := fstat(fd); err != nil || after.Dev != before.Dev || after.Ino != before.Ino {
-		img.Close()
-		return nil, fmt.Errorf("reopen image %s: not the file checked", name)
+	after, err := fstat(fd)
+	if err == nil && (after.Dev != before.Dev || after.Ino != before.Ino) {
+		err = errors.New("not the file checked")
 	}
-	return img, nil
+	if err == nil {
+		err = h.checkImage(&after, name)
+	}
+	if err != nil {
+		img.Close()
+		return nil, 0, fmt.Errorf("reopen image %s: %w", name, err)
+	}
+	return img, uint64(after.Size), nil
 }
 
 // bindLoop binds img to a free loop device and returns the device, open.
 func (h *helper) bindLoop(img *os.File, size uint64, readOnly bool) (*os.File, error) {
-	var lastErr error
+	var err error
 	for range loopRetries {
-		n, err := loopGetFree(h.loopCtl)
-		if err != nil {
+		var n int
+		var dev *os.File
+		if n, err = loopGetFree(h.loopCtl); err != nil {
 			return nil, err
 		}
-		dev, err := openLoop(n, unix.O_RDWR)
-		if err != nil {
+		if dev, err = openLoop(n, unix.O_RDWR); err != nil {
 			return nil, err
 		}
-		err = loopConfigure(dev, img, size, readOnly)
-		if err == nil {
+		if err = loopConfigure(dev, img, size, readOnly); err == nil {
 			return dev, nil
 		}
 		dev.Close()
 		if !errors.Is(err, unix.EBUSY) {
 			return nil, err
 		}
-		lastErr = err
 	}
-	return nil, fmt.Errorf("bind a loop device: %d attempts: %w", loopRetries, lastErr)
+	return nil, fmt.Errorf("bind a loop device: %d attempts: %w", loopRetries, err)
 }
 
 // maxMountinfo bounds /proc/self/mountinfo as read by Freeze.
@@ -486,12 +424,12 @@ const maxMountinfo = 16 << 20
 const maxRootEntries = 1 << 16
 
 // freeze handles Freeze: the carried mount's file system made read-only.
-// Threat: with CAP_SYS_ADMIN, a read-only reconfigure through a descriptor of an
-// attached mount ("/" opened O_PATH by a compromised supervisor) would
-// make the host read-only. So the descriptor must be (a) the root of a
-// mount that is not in the helper's mount table, i.e. detached, (b) ext4,
-// (c) on a loop device whose backing file is an image of the
-// materialization root: what Attach made, and nothing else.
+// Threat: with CAP_SYS_ADMIN, a read-only reconfigure through a
+// descriptor of an attached mount ("/" opened O_PATH by a compromised
+// supervisor) would make the host read-only. So the descriptor must be
+// (a) the root of a mount that is not in the helper's mount table, i.e.
+// detached, (b) ext4, (c) on a loop device whose backing file is an
+// image of the materialization root: what Attach made, and nothing else.
 func (h *helper) freeze(_ uint32, _ *loopwire.FreezeRequest, fds []*os.File) (*loopwire.FreezeReply, []int, error) {
 	const op = "freeze"
 	fd := int(fds[0].Fd())
@@ -502,19 +440,17 @@ func (h *helper) freeze(_ uint32, _ *loopwire.FreezeRequest, fds []*os.File) (*l
 	if !mi.mountRoot {
 		return nil, nil, refuse(wire.ErrRefused, "%s: the descriptor is not the root of a mount", op)
 	}
-	attached, err := inMountTable(mi.mountID)
+	es, err := mountinfo.Read("/proc/self/mountinfo", maxMountinfo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if attached {
-		return nil, nil, refuse(wire.ErrRefused, "%s: mount %d is attached to the mount table, not a detached image mount", op, mi.mountID)
+	for _, e := range es {
+		if e.ID == mi.mountID {
+			return nil, nil, refuse(wire.ErrRefused, "%s: mount %d is attached to the mount table, not a detached image mount", op, mi.mountID)
+		}
 	}
-	magic, err := fsMagic(fd)
-	if err != nil {
-		return nil, nil, refuse(wire.ErrRefused, "%s: %v", op, err)
-	}
-	if magic != unix.EXT4_SUPER_MAGIC {
-		return nil, nil, refuse(wire.ErrRefused, "%s: the mount is not ext4 (magic %#x)", op, magic)
+	if magic, err := fsMagic(fd); err != nil || magic != unix.EXT4_SUPER_MAGIC {
+		return nil, nil, refuse(wire.ErrRefused, "%s: the mount is not ext4 (magic %#x, %v)", op, magic, err)
 	}
 	if mi.devMajor != loopMajor {
 		return nil, nil, refuse(wire.ErrRefused, "%s: the mount is on device %d:%d, not a loop device", op, mi.devMajor, mi.devMinor)
@@ -541,21 +477,6 @@ func (h *helper) freeze(_ uint32, _ *loopwire.FreezeRequest, fds []*os.File) (*l
 	return &loopwire.FreezeReply{}, nil, nil
 }
 
-// inMountTable reports whether mount id appears in the helper's
-// /proc/self/mountinfo, read now: a mount attached since start-up counts.
-func inMountTable(id uint64) (bool, error) {
-	es, err := mountinfo.Read("/proc/self/mountinfo", maxMountinfo)
-	if err != nil {
-		return false, err
-	}
-	for _, e := range es {
-		if e.ID == id {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // imageByIdentity returns the name of the image in the materialization
 // root whose device and inode numbers are dev and ino, or "" if none.
 func (h *helper) imageByIdentity(dev, ino uint64) (string, error) {
@@ -574,8 +495,7 @@ func (h *helper) imageByIdentity(dev, ino uint64) (string, error) {
 			if validName(n) != nil {
 				continue
 			}
-			if st, err := lstatAt(int(h.root.Fd()), n); err == nil &&
-				st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == dev && st.Ino == ino {
+			if st, err := lstatAt(fd, n); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Dev == dev && st.Ino == ino {
 				return n, nil
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/loopext4format"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -20,9 +21,17 @@ func verdict(t *testing.T, prog []unix.SockFilter, nr uintptr, args ...uint64) u
 	return uint32(a)
 }
 
+// The two clone flag sets of Go's os/exec that the formatter's list
+// admits (helpers/loopext4format/seccomp.go).
+const (
+	cloneProbe = unix.CLONE_VFORK | unix.CLONE_VM | unix.CLONE_PIDFD
+	cloneExec  = cloneProbe | uint64(unix.SIGCHLD)
+)
+
 // TestAllowlistConditions checks the argument conditions of the three
 // lists do what their comments say: the calls the helper (h), its
-// formatter (f) and mkfs.ext4 (m) make pass under their own filter,
+// formatter (f, glove-loopext4-format) and mkfs.ext4 (m) make pass under
+// their own filter,
 // their dangerous neighbours are killed, and the helper's own filter
 // holds none of what only the formatter or mkfs.ext4 needs.
 func TestAllowlistConditions(t *testing.T) {
@@ -39,8 +48,8 @@ func TestAllowlistConditions(t *testing.T) {
 	}
 	progs := map[string][]unix.SockFilter{
 		"h": compile(Syscalls),
-		"f": compile(FormatterSyscalls, MkfsSyscalls),
-		"m": compile(MkfsSyscalls),
+		"f": compile(loopext4format.Syscalls, loopext4format.MkfsSyscalls),
+		"m": compile(loopext4format.MkfsSyscalls),
 	}
 	const at = ^uint64(99) // AT_FDCWD (-100) as a 64-bit argument
 	for _, c := range []struct {

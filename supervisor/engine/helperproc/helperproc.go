@@ -120,7 +120,7 @@ func StartReady(opts Options) (*Proc, error) {
 func checkHello(name string, r *wire.HelloReply) error {
 	row, ok := captable.Lookup(name)
 	switch {
-	case !ok || !row.Helper:
+	case !ok || !row.Helper || row.StartedBy != "":
 		return fmt.Errorf("no helper row in the capability table")
 	case r.Name != name:
 		return fmt.Errorf("answers Hello as %q", r.Name)

@@ -145,7 +145,7 @@ func helpers(args []string, stdout, stderr io.Writer) int {
 	}
 	status := ExitOK
 	for _, e := range captable.Table {
-		if !e.Helper || e.Binary == "glove-shim" {
+		if !e.Helper || e.Binary == "glove-shim" || e.StartedBy != "" {
 			continue
 		}
 		line, err := hello(filepath.Join(*dir, e.Binary), e)
