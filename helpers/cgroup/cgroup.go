@@ -30,10 +30,12 @@ const Name = "glove-cgroup"
 // capability table's row.
 var ConfigFile = captable.MustLookup(Name).Bounds
 
-// Hard ceilings no configuration may exceed.
+// Hard ceilings no configuration may exceed, and the bound on
+// Config.ExtraParents.
 const (
 	HardMaxMemoryBytes = 1 << 50
 	HardMaxPids        = 1 << 22
+	MaxExtraParents    = 8
 )
 
 // Config is glove-cgroup's bounds.
@@ -57,28 +59,26 @@ func (c *Config) Validate() error {
 	if err := helperkit.CheckSchema(c.SchemaVersion); err != nil {
 		return err
 	}
-	if err := helperkit.CheckAbsPath("parent", c.Parent); err != nil {
-		return err
-	}
-	if c.Parent == "/" {
-		return helperkit.Fault("parent", "the root cgroup is never delegated")
-	}
 	if len(c.ExtraParents) > MaxExtraParents {
 		return helperkit.Fault("extra_parents", fmt.Sprintf("more than %d", MaxExtraParents))
 	}
 	all := c.Parents()
-	for i, p := range c.ExtraParents {
-		if err := helperkit.CheckAbsPath("extra_parents", p); err != nil {
+	for i, p := range all {
+		field := "parent"
+		if i > 0 {
+			field = "extra_parents"
+		}
+		if err := helperkit.CheckAbsPath(field, p); err != nil {
 			return err
 		}
 		if p == "/" {
-			return helperkit.Fault("extra_parents", "the root cgroup is never delegated")
+			return helperkit.Fault(field, "the root cgroup is never delegated")
 		}
 		// Nested or repeated parents would make the choice of parent
 		// depend on the order of the list.
-		for j, q := range all {
-			if j != i+1 && (p == q || strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/")) {
-				return helperkit.Fault("extra_parents", fmt.Sprintf("%s and %s overlap", p, q))
+		for _, q := range all[:i] {
+			if p == q || strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/") {
+				return helperkit.Fault(field, fmt.Sprintf("%s and %s overlap", p, q))
 			}
 		}
 	}
@@ -87,9 +87,6 @@ func (c *Config) Validate() error {
 	}
 	return helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids)
 }
-
-// MaxExtraParents bounds Config.ExtraParents.
-const MaxExtraParents = 8
 
 // Parents is Parent followed by ExtraParents.
 func (c *Config) Parents() []string { return append([]string{c.Parent}, c.ExtraParents...) }

@@ -3,6 +3,7 @@ package cgroup
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -103,33 +104,62 @@ func equal(a, b map[string]string) bool {
 	return true
 }
 
-func TestParseMountinfo(t *testing.T) {
-	text := `30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-31 30 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
-34 30 0:31 / /sys/fs/cgroup/memory rw,relatime shared:5 - cgroup cgroup rw,memory
-38 30 0:35 /sub /mnt/pids rw,relatime - cgroup cgroup rw,pids
-40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-41 30 0:38 / /mnt/we\040ird rw - cgroup2 cgroup2 rw
-garbage
-`
-	ms := parseMountinfo(text)
-	if len(ms) != 4 {
-		t.Fatalf("%d mounts: %+v", len(ms), ms)
+// TestOpenHierarchy runs openHierarchy on directories standing for
+// mount points (the file system magic is the temporary directory's): the
+// first place holding the parent is served, and a parent on another file
+// system, without the proof file or owned by another user is refused.
+func TestOpenHierarchy(t *testing.T) {
+	root := t.TempDir()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(root, &sfs); err != nil {
+		t.Fatal(err)
 	}
-	if !ms[0].opts["cpuacct"] || ms[0].v2 || !ms[1].opts["memory"] || !ms[3].v2 {
-		t.Errorf("parsed %+v", ms)
+	mk := func(dir string, files ...string) {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(root, dir, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	for _, c := range []struct {
-		m            cgMount
-		parent, want string
-	}{
-		{ms[1], "/glove", "/sys/fs/cgroup/memory/glove"},
-		{ms[2], "/sub/glove", "/mnt/pids/glove"},
-		{ms[2], "/glove", ""},
-		{ms[2], "/subx", ""},
-	} {
-		if got := parentPath(c.m, c.parent); got != c.want {
-			t.Errorf("parentPath(%s, %s) = %q, want %q", c.m.point, c.parent, got, c.want)
+	mk("a")
+	mk("b/glove", "cgroup.kill")
+	mk("b/bare")
+	m := mount{"unified", []string{filepath.Join(root, "a"), filepath.Join(root, "b")}, sfs.Type, "cgroup.kill"}
+	h, err := openHierarchy(m, "/glove")
+	if err != nil {
+		t.Fatalf("openHierarchy: %v", err)
+	}
+	unix.Close(h.parent)
+	if h.name != "unified" {
+		t.Errorf("name %q", h.name)
+	}
+	if _, err := openHierarchy(m, "/none"); err == nil || !strings.Contains(err.Error(), "parent") {
+		t.Errorf("missing parent: %v, want an error naming the parent", err)
+	}
+	if _, err := openHierarchy(m, "/bare"); err == nil {
+		t.Error("parent without cgroup.kill: no error")
+	}
+	other := m
+	other.magic = unix.CGROUP2_SUPER_MAGIC
+	if _, err := openHierarchy(other, "/glove"); err == nil {
+		t.Error("parent on another file system: no error")
+	}
+	// The first place holding the parent decides: it is not skipped for
+	// a later one when it fails its checks.
+	mk("a/glove")
+	if _, err := openHierarchy(m, "/glove"); err == nil {
+		t.Error("first place's parent without cgroup.kill: a later place served instead")
+	}
+	if os.Getuid() == 0 {
+		if err := os.Chown(filepath.Join(root, "b/glove"), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		m.points = m.points[1:]
+		if _, err := openHierarchy(m, "/glove"); err == nil || !strings.Contains(err.Error(), "not delegated") {
+			t.Errorf("parent owned by uid 1: %v, want a refusal", err)
 		}
 	}
 }
