@@ -13,6 +13,7 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -44,10 +45,9 @@ type Config struct {
 	// Parent is the delegated cgroup, relative to each hierarchy's
 	// mount point (for example "/glove"); sessions are created below it.
 	Parent string `json:"parent"`
-	// ExtraParents are further delegated cgroups, for other units that
-	// run a supervisor (the shipped cgroup.json names the unit `glove
-	// run` is documented to use). The helper serves the one configured
-	// parent its own cgroup lies beneath: its supervisor's.
+	// ExtraParents are further delegated cgroups, of other units that run
+	// a supervisor (the shipped cgroup.json names `glove run`'s). The
+	// helper serves the parent its own cgroup (its supervisor's) is in.
 	ExtraParents []string `json:"extra_parents,omitempty"`
 	// MaxMemoryBytes and MaxPids cap each session's limits.
 	MaxMemoryBytes uint64 `json:"max_memory_bytes"`
@@ -82,10 +82,8 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if err := helperkit.CheckRange("max_memory_bytes", c.MaxMemoryBytes, HardMaxMemoryBytes); err != nil {
-		return err
-	}
-	return helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids)
+	return errors.Join(helperkit.CheckRange("max_memory_bytes", c.MaxMemoryBytes, HardMaxMemoryBytes),
+		helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids))
 }
 
 // Parents is Parent followed by ExtraParents.

@@ -16,12 +16,11 @@ type hierarchy struct {
 	parent int    // O_PATH descriptor of the delegated parent
 }
 
-// mount is where a hierarchy is looked for (systemd's places: the
-// cgroup2 file system at /sys/fs/cgroup on a pure v2 host, at
-// /sys/fs/cgroup/unified beside the v1 controllers' on a hybrid one), the
-// file system it must be, and a file its delegated parent must have:
-// cgroup.kill (Linux 5.14), how a session is killed, or the v1
-// controller's limit, which only a hierarchy holding that controller has.
+// mount is where a hierarchy is looked for (systemd's places: cgroup2 at
+// /sys/fs/cgroup on a pure v2 host, at /sys/fs/cgroup/unified beside the
+// v1 controllers' on a hybrid one), its file system, and a file its
+// delegated parent must have: cgroup.kill (Linux 5.14), how a session is
+// killed, or the limit file only a v1 hierarchy of that controller has.
 type mount struct {
 	name   string
 	points []string
@@ -38,12 +37,12 @@ var (
 )
 
 // openHierarchy opens the delegated parent at the first of m's places
-// where it exists (it never mounts anything, nor reads mountinfo) and
-// checks the descriptor it will serve from: fstatfs shows it lies on m's
-// file system (a directory of any other, bound or mounted there, is
-// refused) and it has m.proof. Threat: a parent owned by anyone else was
-// not delegated, and serving from it would either fail later or act on
-// someone else's subtree, so it must belong to the service user (us).
+// where it exists (it never mounts, nor reads mountinfo) and checks the
+// very descriptor it will serve from: fstatfs shows m's file system (a
+// directory of any other, bound or mounted there, is refused), and it
+// has m.proof. Threat: a parent owned by anyone else was not delegated,
+// and serving from it would either fail later or act on someone else's
+// subtree, so it must belong to the service user (us).
 func openHierarchy(m mount, parent string) (hierarchy, error) {
 	var errs []error
 	for _, pt := range m.points {
@@ -54,33 +53,33 @@ func openHierarchy(m mount, parent string) (hierarchy, error) {
 			continue
 		}
 		if err == nil {
-			if err = checkParent(fd, m, p); err == nil {
+			if err = checkParent(fd, m); err == nil {
 				return hierarchy{name: m.name, parent: fd}, nil
 			}
 			unix.Close(fd)
+			err = fmt.Errorf("%s: %w", p, err)
 		}
 		return hierarchy{}, fmt.Errorf("cgroup: %s parent: %w", m.name, err)
 	}
 	return hierarchy{}, fmt.Errorf("cgroup: %s parent: %w", m.name, errors.Join(errs...))
 }
 
-func checkParent(fd int, m mount, p string) error {
+func checkParent(fd int, m mount) error {
 	fs, err := fsType(fd)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
+		return err
 	}
 	st, err := fstat(fd)
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", p, err)
-	}
-	if fs != m.magic {
-		return fmt.Errorf("%s is not on a %s cgroup file system", p, m.name)
-	}
-	if st.Uid != uint32(os.Getuid()) {
-		return fmt.Errorf("%s is owned by uid %d, not delegated to uid %d", p, st.Uid, os.Getuid())
+	switch {
+	case err != nil:
+		return fmt.Errorf("fstat: %w", err)
+	case fs != m.magic:
+		return fmt.Errorf("not on a %s cgroup file system", m.name)
+	case st.Uid != uint32(os.Getuid()):
+		return fmt.Errorf("owned by uid %d, not delegated to uid %d", st.Uid, os.Getuid())
 	}
 	if fd, err = openPathAt(fd, m.proof); err != nil {
-		return fmt.Errorf("%s has no %s: %w", p, m.proof, err)
+		return fmt.Errorf("no %s: %w", m.proof, err)
 	}
 	unix.Close(fd)
 	return nil

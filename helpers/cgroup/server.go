@@ -40,56 +40,53 @@ type server struct {
 // killWait bounds how long Kill, Remove and Freeze wait for the kernel.
 const killWait = 5 * time.Second
 
-func newServer(cfg *Config) (*server, error) {
+// newServer opens the delegated parent in each hierarchy the sessions
+// need (openHierarchy), /proc and /proc/self/fdinfo. A missing hierarchy
+// or parent is a start-up error: serving sessions without their limits
+// would silently widen the bounds.
+func newServer(cfg *Config) (_ *server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cgroup: configuration not loaded: %w", err)
 	}
 	s := &server{cfg: cfg, uid: os.Getuid(), procFD: -1, fdinfoFD: -1, v2: hierarchy{parent: -1}, inodes: map[string]uint64{}}
-	if err := s.open(); err != nil {
-		s.close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// open opens the delegated parent in each hierarchy the sessions need
-// (openHierarchy), /proc and /proc/self/fdinfo. A missing hierarchy or
-// parent is a start-up error: serving sessions without their limits
-// would silently widen the bounds.
-func (s *server) open() error {
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return fmt.Errorf("cgroup: read /proc/self/cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: read /proc/self/cgroup: %w", err)
 	}
-	parent, err := ChooseParent(s.cfg.Parents(), ownV2Cgroup(string(self)))
+	parent, err := ChooseParent(cfg.Parents(), ownV2Cgroup(string(self)))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	h, err := openHierarchy(v2Mount, parent)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.v2, s.mem, s.pids, s.memEvents, s.memPeak = h, h, h, "memory.events", "memory.peak"
 	v2Limits, err := enableV2(h.parent, parent)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !v2Limits {
 		for _, m := range v1Mounts {
 			if h, err = openHierarchy(m, parent); err != nil {
-				return fmt.Errorf("cgroup: neither v2 (memory and pids in the parent's cgroup.controllers) nor v1 memory and pids: %w", err)
+				return nil, fmt.Errorf("cgroup: neither v2 (memory and pids in the parent's cgroup.controllers) nor v1 memory and pids: %w", err)
 			}
 			s.v1 = append(s.v1, h)
 		}
 		s.mem, s.pids, s.memEvents, s.memPeak = s.v1[0], s.v1[1], "memory.oom_control", "memory.max_usage_in_bytes"
 	}
 	if s.procFD, err = openParent("/proc"); err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	if s.fdinfoFD, err = openParent("/proc/self/fdinfo"); err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	return nil
+	return s, nil
 }
 
 // enableV2 makes sure the v2 parent enables memory and pids for its
@@ -223,7 +220,12 @@ func (s *server) in(h hierarchy, dir int, session string, fn func(dir int) error
 	return nil
 }
 
-func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (*cgwire.CreateReply, []int, error) {
+// create makes the session in every hierarchy, sets its limits and
+// opens the reply's descriptors (cgwire.CreateReply): its v2 directory,
+// cgroup.events, memory events and cpu.stat. On error nothing stays open
+// and the directories it made are removed (empty: no process was placed,
+// so nothing is unbounded).
+func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (_ *cgwire.CreateReply, _ []int, err error) {
 	if err := checkName(req.Session); err != nil {
 		return nil, nil, err
 	}
@@ -233,44 +235,32 @@ func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (*cgw
 	if req.MemoryBytes > s.cfg.MaxMemoryBytes || req.Pids > s.cfg.MaxPids {
 		return nil, nil, refuse(wire.ErrRefused, "limit over max_memory_bytes or max_pids")
 	}
-	all := s.all()
-	for i, h := range all {
-		if err := mkdirSession(h.parent, req.Session); err != nil {
-			if errors.Is(err, unix.EEXIST) {
-				err = refuse(wire.ErrRefused, "session %s exists", req.Session)
-			}
-			// Undone on error: the directories made are empty (no
-			// process was placed, so nothing is unbounded).
-			return nil, nil, errors.Join(fmt.Errorf("cgroup: create %s in %s: %w", req.Session, h.name, err), s.rmdirs(req.Session, all[:i]))
-		}
-	}
-	fds, ino, err := s.setUp(req)
-	if err != nil {
-		return nil, nil, errors.Join(err, s.rmdirs(req.Session, all))
-	}
-	s.inodes[req.Session] = ino
-	return &cgwire.CreateReply{Inode: ino}, fds, nil
-}
-
-// setUp sets the new session's limits and opens the reply's descriptors
-// (cgwire.CreateReply): its v2 directory, cgroup.events, memory events
-// and cpu.stat. On error nothing stays open.
-func (s *server) setUp(req *cgwire.CreateRequest) (fds []int, ino uint64, err error) {
+	var made []hierarchy
+	var fds []int
 	defer func() {
-		for _, fd := range fds {
-			if err != nil {
+		if err != nil {
+			for _, fd := range fds {
 				unix.Close(fd)
 			}
+			err = errors.Join(err, s.rmdirs(req.Session, made))
 		}
 	}()
+	for _, h := range s.all() {
+		if err := mkdirSession(h.parent, req.Session); errors.Is(err, unix.EEXIST) {
+			return nil, nil, refuse(wire.ErrRefused, "session %s exists", req.Session)
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("cgroup: create %s in %s: %w", req.Session, h.name, err)
+		}
+		made = append(made, h)
+	}
 	dir, err := openSession(s.v2.parent, req.Session)
 	if err != nil {
-		return nil, 0, fmt.Errorf("cgroup: open session %s: %w", req.Session, err)
+		return nil, nil, fmt.Errorf("cgroup: open session %s: %w", req.Session, err)
 	}
 	fds = []int{dir}
 	st, err := fstat(dir)
 	if err != nil {
-		return fds, 0, fmt.Errorf("cgroup: stat session %s: %w", req.Session, err)
+		return nil, nil, fmt.Errorf("cgroup: stat session %s: %w", req.Session, err)
 	}
 	limits := func(h hierarchy, files []limitFile) error {
 		return s.in(h, dir, req.Session, func(d int) error { return writeLimits(d, files) })
@@ -281,7 +271,7 @@ func (s *server) setUp(req *cgwire.CreateRequest) (fds []int, ino uint64, err er
 		err = limits(s.pids, v1PidsLimits(req.Pids))
 	}
 	if err != nil {
-		return fds, 0, fmt.Errorf("cgroup: limits of %w", err)
+		return nil, nil, fmt.Errorf("cgroup: limits of %w", err)
 	}
 	for _, f := range []struct {
 		h    hierarchy
@@ -294,10 +284,11 @@ func (s *server) setUp(req *cgwire.CreateRequest) (fds []int, ino uint64, err er
 			}
 			return err
 		}); err != nil {
-			return fds, 0, fmt.Errorf("cgroup: open %s of %w", f.name, err)
+			return nil, nil, fmt.Errorf("cgroup: open %s of %w", f.name, err)
 		}
 	}
-	return fds, st.Ino, nil
+	s.inodes[req.Session] = st.Ino
+	return &cgwire.CreateReply{Inode: st.Ino}, fds, nil
 }
 
 func (s *server) kill(_ uint32, req *cgwire.KillRequest, _ []*os.File) (*cgwire.KillReply, []int, error) {

@@ -83,18 +83,18 @@ func readFile(dir int, name string) (string, error) {
 		return "", fmt.Errorf("open %s: %w", name, err)
 	}
 	defer unix.Close(fd)
-	buf, n := make([]byte, 64<<10), 0
-	for n < len(buf) {
-		m, err := unix.Read(fd, buf[n:])
+	var buf []byte
+	for chunk := make([]byte, 4096); len(buf) < 64<<10; {
+		n, err := unix.Read(fd, chunk)
 		if err != nil {
 			return "", fmt.Errorf("read %s: %w", name, err)
 		}
-		if m == 0 {
+		if n == 0 {
 			break
 		}
-		n += m
+		buf = append(buf, chunk[:n]...)
 	}
-	return string(buf[:n]), nil
+	return string(buf), nil
 }
 
 func fstat(fd int) (unix.Stat_t, error) {
