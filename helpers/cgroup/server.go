@@ -242,7 +242,7 @@ func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (_ *c
 			for _, fd := range fds {
 				unix.Close(fd)
 			}
-			err = errors.Join(err, s.rmdirs(req.Session, made))
+			err = errors.Join(err, rmdirs(req.Session, made))
 		}
 	}()
 	for _, h := range s.all() {
@@ -386,7 +386,11 @@ func (s *server) remove(_ uint32, req *cgwire.RemoveRequest, _ []*os.File) (*cgw
 	}
 	all := s.all()
 	slices.Reverse(all)
-	return &cgwire.RemoveReply{}, nil, s.rmdirs(req.Session, all)
+	if err := rmdirs(req.Session, all); err != nil {
+		return nil, nil, err
+	}
+	delete(s.inodes, req.Session)
+	return &cgwire.RemoveReply{}, nil, nil
 }
 
 // removeEmpty removes the session's cgroups if they hold no process,
@@ -402,23 +406,23 @@ func (s *server) removeEmpty(_ uint32, req *cgwire.RemoveEmptyRequest, _ []*os.F
 	} else if !isNotExist(err) {
 		return nil, nil, err
 	}
-	err = s.rmdirs(req.Session, s.all())
-	if errors.Is(err, unix.EBUSY) {
-		err = refuse(wire.ErrRefused, "session %s is not empty (%v)", req.Session, err)
+	if err := rmdirs(req.Session, s.all()); errors.Is(err, unix.EBUSY) {
+		return nil, nil, refuse(wire.ErrRefused, "session %s is not empty (%v)", req.Session, err)
+	} else if err != nil {
+		return nil, nil, err
 	}
-	return &cgwire.RemoveEmptyReply{}, nil, err
+	delete(s.inodes, req.Session)
+	return &cgwire.RemoveEmptyReply{}, nil, nil
 }
 
 // rmdirs removes the session's directory in each of hs in turn (one
-// already gone counts as removed), stopping at the first failure, and
-// then forgets its inode.
-func (s *server) rmdirs(session string, hs []hierarchy) error {
+// already gone counts as removed), stopping at the first failure.
+func rmdirs(session string, hs []hierarchy) error {
 	for _, h := range hs {
 		if err := rmdirSession(h.parent, session); err != nil && !isNotExist(err) {
 			return fmt.Errorf("cgroup: remove %s in %s: %w", session, h.name, err)
 		}
 	}
-	delete(s.inodes, session)
 	return nil
 }
 
