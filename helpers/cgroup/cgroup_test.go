@@ -1,11 +1,14 @@
 package cgroup
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"golang.org/x/sys/unix"
 )
 
@@ -281,5 +284,29 @@ func TestEnableV2(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%s: enableV2 = %v, %v; want %v", c.name, got, err, c.want)
 		}
+	}
+}
+
+// TestCreateExistingKeepsRecord: a Create refused because the name is
+// taken removes nothing and keeps the inode record of the session
+// created under it (which refuses a same-named cgroup made behind the
+// helper's back).
+func TestCreateExistingKeepsRecord(t *testing.T) {
+	dir, fd := fakeSession(t) // stands for the v2 parent
+	if err := os.Mkdir(filepath.Join(dir, "live"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	v2 := hierarchy{name: "unified", parent: fd}
+	s := &server{cfg: &Config{MaxMemoryBytes: 1 << 30, MaxPids: 64}, v2: v2, mem: v2, pids: v2, inodes: map[string]uint64{"live": 42}}
+	_, _, err := s.create(1, &cgwire.CreateRequest{Session: "live", MemoryBytes: 1 << 20, Pids: 1}, nil)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.ErrRefused {
+		t.Errorf("create of an existing name: %v, want ErrRefused", err)
+	}
+	if s.inodes["live"] != 42 {
+		t.Errorf("inode record %d, want 42 kept", s.inodes["live"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "live")); err != nil {
+		t.Errorf("the existing session's directory: %v", err)
 	}
 }

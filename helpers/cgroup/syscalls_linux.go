@@ -97,9 +97,8 @@ func readFile(dir int, name string) (string, error) {
 	return string(buf), nil
 }
 
-func fstat(fd int) (unix.Stat_t, error) {
-	var st unix.Stat_t
-	err := unix.Fstat(fd, &st)
+func fstat(fd int) (st unix.Stat_t, err error) {
+	err = unix.Fstat(fd, &st)
 	return st, err
 }
 
