@@ -1,7 +1,7 @@
 // Package mountinfo parses the kernel's /proc/PID/mountinfo, once for
-// every reader in the repository (glove-cgroup and glove-loopext4, gloved,
-// glove status, the tests and the VM lane's guest), so that all of them
-// read a line the same way.
+// every reader in the repository (glove-loopext4, gloved, glove status,
+// the tests and the VM lane's guest), so that all of them read a line the
+// same way.
 //
 // A line is: id, parent id, major:minor, root, mount point, mount
 // options, optional fields, "-", file system type, source, super

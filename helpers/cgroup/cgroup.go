@@ -13,6 +13,7 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -30,10 +31,12 @@ const Name = "glove-cgroup"
 // capability table's row.
 var ConfigFile = captable.MustLookup(Name).Bounds
 
-// Hard ceilings no configuration may exceed.
+// Hard ceilings no configuration may exceed, and the bound on
+// Config.ExtraParents.
 const (
 	HardMaxMemoryBytes = 1 << 50
 	HardMaxPids        = 1 << 22
+	MaxExtraParents    = 8
 )
 
 // Config is glove-cgroup's bounds.
@@ -42,10 +45,9 @@ type Config struct {
 	// Parent is the delegated cgroup, relative to each hierarchy's
 	// mount point (for example "/glove"); sessions are created below it.
 	Parent string `json:"parent"`
-	// ExtraParents are further delegated cgroups, for other units that
-	// run a supervisor (the shipped cgroup.json names the unit `glove
-	// run` is documented to use). The helper serves the one configured
-	// parent its own cgroup lies beneath: its supervisor's.
+	// ExtraParents are further delegated cgroups, of other units that run
+	// a supervisor (the shipped cgroup.json names `glove run`'s). The
+	// helper serves the parent its own cgroup (its supervisor's) is in.
 	ExtraParents []string `json:"extra_parents,omitempty"`
 	// MaxMemoryBytes and MaxPids cap each session's limits.
 	MaxMemoryBytes uint64 `json:"max_memory_bytes"`
@@ -57,39 +59,32 @@ func (c *Config) Validate() error {
 	if err := helperkit.CheckSchema(c.SchemaVersion); err != nil {
 		return err
 	}
-	if err := helperkit.CheckAbsPath("parent", c.Parent); err != nil {
-		return err
-	}
-	if c.Parent == "/" {
-		return helperkit.Fault("parent", "the root cgroup is never delegated")
-	}
 	if len(c.ExtraParents) > MaxExtraParents {
 		return helperkit.Fault("extra_parents", fmt.Sprintf("more than %d", MaxExtraParents))
 	}
 	all := c.Parents()
-	for i, p := range c.ExtraParents {
-		if err := helperkit.CheckAbsPath("extra_parents", p); err != nil {
+	for i, p := range all {
+		field := "parent"
+		if i > 0 {
+			field = "extra_parents"
+		}
+		if err := helperkit.CheckAbsPath(field, p); err != nil {
 			return err
 		}
 		if p == "/" {
-			return helperkit.Fault("extra_parents", "the root cgroup is never delegated")
+			return helperkit.Fault(field, "the root cgroup is never delegated")
 		}
 		// Nested or repeated parents would make the choice of parent
 		// depend on the order of the list.
-		for j, q := range all {
-			if j != i+1 && (p == q || strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/")) {
-				return helperkit.Fault("extra_parents", fmt.Sprintf("%s and %s overlap", p, q))
+		for _, q := range all[:i] {
+			if p == q || strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/") {
+				return helperkit.Fault(field, fmt.Sprintf("%s and %s overlap", p, q))
 			}
 		}
 	}
-	if err := helperkit.CheckRange("max_memory_bytes", c.MaxMemoryBytes, HardMaxMemoryBytes); err != nil {
-		return err
-	}
-	return helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids)
+	return errors.Join(helperkit.CheckRange("max_memory_bytes", c.MaxMemoryBytes, HardMaxMemoryBytes),
+		helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids))
 }
-
-// MaxExtraParents bounds Config.ExtraParents.
-const MaxExtraParents = 8
 
 // Parents is Parent followed by ExtraParents.
 func (c *Config) Parents() []string { return append([]string{c.Parent}, c.ExtraParents...) }

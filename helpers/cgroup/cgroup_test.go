@@ -1,10 +1,14 @@
 package cgroup
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/glove-sandbox/glove/helpers/wire"
+	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,33 +107,62 @@ func equal(a, b map[string]string) bool {
 	return true
 }
 
-func TestParseMountinfo(t *testing.T) {
-	text := `30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-31 30 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
-34 30 0:31 / /sys/fs/cgroup/memory rw,relatime shared:5 - cgroup cgroup rw,memory
-38 30 0:35 /sub /mnt/pids rw,relatime - cgroup cgroup rw,pids
-40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-41 30 0:38 / /mnt/we\040ird rw - cgroup2 cgroup2 rw
-garbage
-`
-	ms := parseMountinfo(text)
-	if len(ms) != 4 {
-		t.Fatalf("%d mounts: %+v", len(ms), ms)
+// TestOpenHierarchy runs openHierarchy on directories standing for
+// mount points (the file system magic is the temporary directory's): the
+// first place holding the parent is served, and a parent on another file
+// system, without the proof file or owned by another user is refused.
+func TestOpenHierarchy(t *testing.T) {
+	root := t.TempDir()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(root, &sfs); err != nil {
+		t.Fatal(err)
 	}
-	if !ms[0].opts["cpuacct"] || ms[0].v2 || !ms[1].opts["memory"] || !ms[3].v2 {
-		t.Errorf("parsed %+v", ms)
+	mk := func(dir string, files ...string) {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(root, dir, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	for _, c := range []struct {
-		m            cgMount
-		parent, want string
-	}{
-		{ms[1], "/glove", "/sys/fs/cgroup/memory/glove"},
-		{ms[2], "/sub/glove", "/mnt/pids/glove"},
-		{ms[2], "/glove", ""},
-		{ms[2], "/subx", ""},
-	} {
-		if got := parentPath(c.m, c.parent); got != c.want {
-			t.Errorf("parentPath(%s, %s) = %q, want %q", c.m.point, c.parent, got, c.want)
+	mk("a")
+	mk("b/glove", "cgroup.kill")
+	mk("b/bare")
+	m := mount{"unified", []string{filepath.Join(root, "a"), filepath.Join(root, "b")}, sfs.Type, "cgroup.kill"}
+	h, err := openHierarchy(m, "/glove")
+	if err != nil {
+		t.Fatalf("openHierarchy: %v", err)
+	}
+	unix.Close(h.parent)
+	if h.name != "unified" {
+		t.Errorf("name %q", h.name)
+	}
+	if _, err := openHierarchy(m, "/none"); err == nil || !strings.Contains(err.Error(), "parent") {
+		t.Errorf("missing parent: %v, want an error naming the parent", err)
+	}
+	if _, err := openHierarchy(m, "/bare"); err == nil {
+		t.Error("parent without cgroup.kill: no error")
+	}
+	other := m
+	other.magic = unix.CGROUP2_SUPER_MAGIC
+	if _, err := openHierarchy(other, "/glove"); err == nil {
+		t.Error("parent on another file system: no error")
+	}
+	// The first place holding the parent decides: it is not skipped for
+	// a later one when it fails its checks.
+	mk("a/glove")
+	if _, err := openHierarchy(m, "/glove"); err == nil {
+		t.Error("first place's parent without cgroup.kill: a later place served instead")
+	}
+	if os.Getuid() == 0 {
+		if err := os.Chown(filepath.Join(root, "b/glove"), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		m.points = m.points[1:]
+		if _, err := openHierarchy(m, "/glove"); err == nil || !strings.Contains(err.Error(), "not delegated") {
+			t.Errorf("parent owned by uid 1: %v, want a refusal", err)
 		}
 	}
 }
@@ -251,5 +284,29 @@ func TestEnableV2(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%s: enableV2 = %v, %v; want %v", c.name, got, err, c.want)
 		}
+	}
+}
+
+// TestCreateExistingKeepsRecord: a Create refused because the name is
+// taken removes nothing and keeps the inode record of the session
+// created under it (which refuses a same-named cgroup made behind the
+// helper's back).
+func TestCreateExistingKeepsRecord(t *testing.T) {
+	dir, fd := fakeSession(t) // stands for the v2 parent
+	if err := os.Mkdir(filepath.Join(dir, "live"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	v2 := hierarchy{name: "unified", parent: fd}
+	s := &server{cfg: &Config{MaxMemoryBytes: 1 << 30, MaxPids: 64}, v2: v2, mem: v2, pids: v2, inodes: map[string]uint64{"live": 42}}
+	_, _, err := s.create(1, &cgwire.CreateRequest{Session: "live", MemoryBytes: 1 << 20, Pids: 1}, nil)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.ErrRefused {
+		t.Errorf("create of an existing name: %v, want ErrRefused", err)
+	}
+	if s.inodes["live"] != 42 {
+		t.Errorf("inode record %d, want 42 kept", s.inodes["live"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "live")); err != nil {
+		t.Errorf("the existing session's directory: %v", err)
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strings"
 
-	"github.com/glove-sandbox/glove/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,72 +16,73 @@ type hierarchy struct {
 	parent int    // O_PATH descriptor of the delegated parent
 }
 
-// cgMount is one cgroup mount read from mountinfo.
-type cgMount struct {
-	v2    bool
-	root  string // the hierarchy path the mount shows
-	point string
-	opts  map[string]bool
+// mount is where a hierarchy is looked for (systemd's places: cgroup2 at
+// /sys/fs/cgroup on a pure v2 host, at /sys/fs/cgroup/unified beside the
+// v1 controllers' on a hybrid one), its file system, and a file its
+// delegated parent must have: cgroup.kill (Linux 5.14), how a session is
+// killed, or the limit file only a v1 hierarchy of that controller has.
+type mount struct {
+	name   string
+	points []string
+	magic  int64
+	proof  string
 }
 
-// parseMountinfo returns the cgroup and cgroup2 mounts of a
-// /proc/self/mountinfo text. Mount points with escaped characters are
-// skipped: a delegated hierarchy never needs them.
-func parseMountinfo(text string) []cgMount {
-	var out []cgMount
-	for _, e := range mountinfo.Parse(text) {
-		if e.FSType != "cgroup" && e.FSType != "cgroup2" {
+var (
+	v2Mount  = mount{"unified", []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}, unix.CGROUP2_SUPER_MAGIC, "cgroup.kill"}
+	v1Mounts = []mount{ // memory, then pids: server.v1's order
+		{"memory", []string{"/sys/fs/cgroup/memory"}, unix.CGROUP_SUPER_MAGIC, "memory.limit_in_bytes"},
+		{"pids", []string{"/sys/fs/cgroup/pids"}, unix.CGROUP_SUPER_MAGIC, "pids.max"},
+	}
+)
+
+// openHierarchy opens the delegated parent at the first of m's places
+// where it exists (it never mounts, nor reads mountinfo) and checks the
+// very descriptor it will serve from: fstatfs shows m's file system (a
+// directory of any other, bound or mounted there, is refused), and it
+// has m.proof. Threat: a parent owned by anyone else was not delegated,
+// and serving from it would either fail later or act on someone else's
+// subtree, so it must belong to the service user (us).
+func openHierarchy(m mount, parent string) (hierarchy, error) {
+	var errs []error
+	for _, pt := range m.points {
+		p := path.Join(pt, parent)
+		fd, err := openParent(p)
+		if isNotExist(err) {
+			errs = append(errs, err)
 			continue
 		}
-		if mountinfo.Escaped(e.Root) || mountinfo.Escaped(e.Point) {
-			continue
-		}
-		m := cgMount{v2: e.FSType == "cgroup2", root: e.Root, point: e.Point, opts: map[string]bool{}}
-		for _, o := range strings.Split(e.SuperOptions, ",") {
-			if o != "" {
-				m.opts[o] = true
+		if err == nil {
+			if err = checkParent(fd, m); err == nil {
+				return hierarchy{name: m.name, parent: fd}, nil
 			}
+			unix.Close(fd)
+			err = fmt.Errorf("%s: %w", p, err)
 		}
-		out = append(out, m)
+		return hierarchy{}, fmt.Errorf("cgroup: %s parent: %w", m.name, err)
 	}
-	return out
+	return hierarchy{}, fmt.Errorf("cgroup: %s parent: %w", m.name, errors.Join(errs...))
 }
 
-// parentPath is where the delegated parent lies under mount m, or "" when
-// the mount does not show it (a mount of another part of the hierarchy).
-func parentPath(m cgMount, parent string) string {
-	if m.root == "/" {
-		return path.Join(m.point, parent)
-	}
-	if rest, ok := strings.CutPrefix(parent, m.root+"/"); ok {
-		return path.Join(m.point, rest)
-	}
-	return ""
-}
-
-// openHierarchy opens the delegated parent under m and checks the
-// delegation: the directory must belong to the service user (us).
-// Threat: a parent owned by anyone else was not delegated, and serving
-// from it would either fail later or act on someone else's subtree.
-func openHierarchy(name string, m cgMount, parent string) (hierarchy, error) {
-	p := parentPath(m, parent)
-	if p == "" {
-		return hierarchy{}, fmt.Errorf("cgroup: %s hierarchy mounted at %s does not show %s", name, m.point, parent)
-	}
-	fd, err := openParent(p)
+func checkParent(fd int, m mount) error {
+	fs, err := fsType(fd)
 	if err != nil {
-		return hierarchy{}, fmt.Errorf("cgroup: %s parent: %w", name, err)
+		return err
 	}
 	st, err := fstat(fd)
-	if err != nil {
-		unix.Close(fd)
-		return hierarchy{}, fmt.Errorf("cgroup: stat %s parent %s: %w", name, p, err)
+	switch {
+	case err != nil:
+		return fmt.Errorf("fstat: %w", err)
+	case fs != m.magic:
+		return fmt.Errorf("not on a %s cgroup file system", m.name)
+	case st.Uid != uint32(os.Getuid()):
+		return fmt.Errorf("owned by uid %d, not delegated to uid %d", st.Uid, os.Getuid())
 	}
-	if st.Uid != uint32(os.Getuid()) {
-		unix.Close(fd)
-		return hierarchy{}, fmt.Errorf("cgroup: %s parent %s is owned by uid %d, not delegated to uid %d", name, p, st.Uid, os.Getuid())
+	if fd, err = openPathAt(fd, m.proof); err != nil {
+		return fmt.Errorf("no %s: %w", m.proof, err)
 	}
-	return hierarchy{name: name, parent: fd}, nil
+	unix.Close(fd)
+	return nil
 }
 
 // v2Limits is what the session's v2 limit files receive: the memory
@@ -122,11 +121,7 @@ type limitFile struct {
 // writeLimits writes each file in the session directory dir.
 func writeLimits(dir int, files []limitFile) error {
 	for _, f := range files {
-		err := writeFile(dir, f.name, f.value)
-		if err != nil && f.optional && isNotExist(err) {
-			continue
-		}
-		if err != nil {
+		if err := writeFile(dir, f.name, f.value); err != nil && !(f.optional && isNotExist(err)) {
 			return fmt.Errorf("set limit: %w", err)
 		}
 	}

@@ -28,68 +28,68 @@ func (s *server) place(_ uint32, req *cgwire.PlaceRequest, fds []*os.File) (*cgw
 		return nil, nil, err
 	}
 	defer unix.Close(dir)
-	pidfd := int(fds[0].Fd())
+	pid, err := s.pidOf(int(fds[0].Fd()))
+	if err != nil {
+		return nil, nil, err
+	}
+	// v2 first: a process in the v2 session can always be killed with
+	// it, even if a v1 write below fails.
+	for _, h := range s.all() {
+		if err := s.in(h, dir, req.Session, func(d int) error { return writeFile(d, "cgroup.procs", pid) }); err != nil {
+			return nil, nil, fmt.Errorf("cgroup: place %w", err)
+		}
+	}
+	return &cgwire.PlaceReply{}, nil, nil
+}
+
+// pidOf is the pid of a pidfd's process that is the service user's and
+// still alive (place's threat).
+func (s *server) pidOf(pidfd int) (string, error) {
+	notPidfd, gone := refuse(wire.ErrBadRequest, "descriptor is not a pidfd"), refuse(wire.ErrRefused, "process exited")
 	fs, err := fsType(pidfd)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
+		return "", fmt.Errorf("cgroup: place: %w", err)
 	}
 	if fs != pidfsMagic && fs != anonInodeMagic {
-		return nil, nil, refuse(wire.ErrBadRequest, "descriptor is not a pidfd")
+		return "", notPidfd
 	}
-	info, err := readFile(s.fdinfoFD, fdName(pidfd))
+	info, err := readFile(s.fdinfoFD, strconv.Itoa(pidfd))
 	if err != nil {
-		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
+		return "", fmt.Errorf("cgroup: place: %w", err)
 	}
 	// Before Linux 6.9 a pidfd is one of many anonymous inodes (eventfd,
 	// signalfd, epoll ...); of those only a pidfd's fdinfo has a "Pid:"
 	// line.
 	if fs == anonInodeMagic && !strings.Contains("\n"+info, "\nPid:") {
-		return nil, nil, refuse(wire.ErrBadRequest, "descriptor is not a pidfd")
+		return "", notPidfd
 	}
+	// -1: the process exited; 0: it is in a pid namespace we cannot see
+	// into.
 	pid, _ := strconv.Atoi(field(info, "Pid:"))
 	if pid <= 0 {
-		// -1: the process exited; 0: it is in a pid namespace we
-		// cannot see into.
-		return nil, nil, refuse(wire.ErrRefused, "process exited or not visible")
+		return "", refuse(wire.ErrRefused, "process exited or not visible")
 	}
 	status, err := readFile(s.procFD, strconv.Itoa(pid)+"/status")
 	if isNotExist(err) {
-		return nil, nil, refuse(wire.ErrRefused, "process exited")
+		return "", gone
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("cgroup: place: %w", err)
+		return "", fmt.Errorf("cgroup: place: %w", err)
 	}
-	uids := strings.Fields(field(status, "Uid:"))
-	if len(uids) == 0 || uids[0] != strconv.Itoa(s.uid) {
-		return nil, nil, refuse(wire.ErrRefused, "process does not belong to the service user")
+	if uids := strings.Fields(field(status, "Uid:")); len(uids) == 0 || uids[0] != strconv.Itoa(s.uid) {
+		return "", refuse(wire.ErrRefused, "process does not belong to the service user")
 	}
 	if st := field(status, "State:"); strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X") {
-		return nil, nil, refuse(wire.ErrRefused, "process exited")
+		return "", gone
 	}
 	live, err := alive(pidfd)
 	if err != nil {
-		return nil, nil, refuse(wire.ErrRefused, "process cannot be signalled by the service user")
+		return "", refuse(wire.ErrRefused, "process cannot be signalled by the service user")
 	}
 	if !live {
-		return nil, nil, refuse(wire.ErrRefused, "process exited")
+		return "", gone
 	}
-	// v2 first: a process in the v2 session can always be killed with
-	// it, even if a v1 write below fails.
-	if err := writeFile(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
-		return nil, nil, fmt.Errorf("cgroup: place into %s: %w", req.Session, err)
-	}
-	for _, h := range s.v1 {
-		d, err := openSession(h.parent, req.Session)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cgroup: place into %s in %s: %w", req.Session, h.name, err)
-		}
-		err = writeFile(d, "cgroup.procs", strconv.Itoa(pid))
-		unix.Close(d)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cgroup: place into %s in %s: %w", req.Session, h.name, err)
-		}
-	}
-	return &cgwire.PlaceReply{}, nil, nil
+	return strconv.Itoa(pid), nil
 }
 
 // field is the text after "key" on the first line starting with it.

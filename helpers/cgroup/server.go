@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,110 +20,74 @@ import (
 // resolve names relative to these descriptors.
 type server struct {
 	cfg *Config
-	// parent is the configured parent this helper serves (ChooseParent).
-	parent string
 	// v2 is the unified hierarchy: placement, kill, events, CPU time
-	// everywhere; limits too when v2Limits.
-	v2 hierarchy
-	// v1 are the v1 memory and pids hierarchies on a hybrid host whose v2
-	// parent has no memory and pids controllers; empty otherwise.
-	v1       []hierarchy
-	v2Limits bool
+	// everywhere. v1 are the v1 memory and pids hierarchies on a hybrid
+	// host whose v2 parent has no memory and pids controllers; empty
+	// otherwise. mem and pids are the hierarchies holding the limits, v2
+	// or v1's, and memEvents and memPeak the memory files there.
+	v2, mem, pids      hierarchy
+	v1                 []hierarchy
+	memEvents, memPeak string
 	// uid is the service user's, read before the filter (getuid is not
-	// in the allowlist).
-	uid int
-	// procFD is /proc and fdinfoFD /proc/self/fdinfo (O_PATH).
-	procFD, fdinfoFD int
+	// in the allowlist); procFD is /proc and fdinfoFD /proc/self/fdinfo.
+	uid, procFD, fdinfoFD int
 	// inodes records the v2 inode of each session this helper created,
 	// so a session removed and re-created behind its back (same name,
 	// new cgroup) is refused rather than acted on.
 	inodes map[string]uint64
 }
 
-// killWait bounds how long Kill and Remove wait for a session to empty.
+// killWait bounds how long Kill, Remove and Freeze wait for the kernel.
 const killWait = 5 * time.Second
 
-func newServer(cfg *Config) (*server, error) {
+// newServer opens the delegated parent in each hierarchy the sessions
+// need (openHierarchy), /proc and /proc/self/fdinfo. A missing hierarchy
+// or parent is a start-up error: serving sessions without their limits
+// would silently widen the bounds.
+func newServer(cfg *Config) (_ *server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cgroup: configuration not loaded: %w", err)
 	}
 	s := &server{cfg: cfg, uid: os.Getuid(), procFD: -1, fdinfoFD: -1, v2: hierarchy{parent: -1}, inodes: map[string]uint64{}}
-	if err := s.open(); err != nil {
-		s.close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// open finds the hierarchies in mountinfo (it never mounts anything) and
-// opens the delegated parent in each. A missing hierarchy or parent is a
-// start-up error: serving sessions without their limits would silently
-// widen the bounds.
-func (s *server) open() error {
-	info, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return fmt.Errorf("cgroup: read mountinfo: %w", err)
-	}
-	mounts := parseMountinfo(string(info))
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return fmt.Errorf("cgroup: read /proc/self/cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: read /proc/self/cgroup: %w", err)
 	}
-	if s.parent, err = ChooseParent(s.cfg.Parents(), ownV2Cgroup(string(self))); err != nil {
-		return err
-	}
-	var mem, pids *cgMount
-	for i := range mounts {
-		m := &mounts[i]
-		switch {
-		case m.v2 && s.v2.parent < 0:
-			if s.v2, err = openHierarchy("unified", *m, s.parent); err != nil {
-				return err
-			}
-		case !m.v2 && m.opts["memory"] && mem == nil:
-			mem = m
-		case !m.v2 && m.opts["pids"] && pids == nil:
-			pids = m
-		}
-	}
-	if s.v2.parent < 0 {
-		return errors.New("cgroup: no cgroup2 hierarchy mounted")
-	}
-	// cgroup.kill (Linux 5.14) is how a session is killed.
-	kfd, err := openPathAt(s.v2.parent, "cgroup.kill")
+	parent, err := ChooseParent(cfg.Parents(), ownV2Cgroup(string(self)))
 	if err != nil {
-		return fmt.Errorf("cgroup: v2 parent has no cgroup.kill: %w", err)
+		return nil, err
 	}
-	unix.Close(kfd)
-	if s.v2Limits, err = enableV2(s.v2.parent, s.parent); err != nil {
-		return err
+	h, err := openHierarchy(v2Mount, parent)
+	if err != nil {
+		return nil, err
 	}
-	if !s.v2Limits {
-		if mem == nil || pids == nil {
-			return errors.New("cgroup: neither v2 (memory and pids in the parent's cgroup.subtree_control) nor v1 memory and pids hierarchies")
-		}
-		for _, c := range []struct {
-			name string
-			m    *cgMount
-		}{{"memory", mem}, {"pids", pids}} {
-			h, err := openHierarchy(c.name, *c.m, s.parent)
-			if err != nil {
-				return err
+	s.v2, s.mem, s.pids, s.memEvents, s.memPeak = h, h, h, "memory.events", "memory.peak"
+	v2Limits, err := enableV2(h.parent, parent)
+	if err != nil {
+		return nil, err
+	}
+	if !v2Limits {
+		for _, m := range v1Mounts {
+			if h, err = openHierarchy(m, parent); err != nil {
+				return nil, fmt.Errorf("cgroup: neither v2 (memory and pids in the parent's cgroup.controllers) nor v1 memory and pids: %w", err)
 			}
 			s.v1 = append(s.v1, h)
 		}
+		s.mem, s.pids, s.memEvents, s.memPeak = s.v1[0], s.v1[1], "memory.oom_control", "memory.max_usage_in_bytes"
 	}
 	if s.procFD, err = openParent("/proc"); err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	if s.fdinfoFD, err = openParent("/proc/self/fdinfo"); err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	return nil
+	return s, nil
 }
-
-// v2Controllers are the controllers sessions need on cgroup v2.
-var v2Controllers = []string{"memory", "pids"}
 
 // enableV2 makes sure the v2 parent enables memory and pids for its
 // children, enabling them itself when the parent has them available
@@ -133,45 +98,36 @@ var v2Controllers = []string{"memory", "pids"}
 // rule): the supervisor must have moved into a child first
 // (supervisor/internal/cgleaf).
 func enableV2(parent int, name string) (bool, error) {
-	ctl, err := readFile(parent, "cgroup.subtree_control")
-	if err != nil {
-		return false, fmt.Errorf("cgroup: v2 parent: %w", err)
+	lists := func(file string) (bool, error) {
+		text, err := readFile(parent, file)
+		if err != nil {
+			return false, fmt.Errorf("cgroup: v2 parent %s: %w", name, err)
+		}
+		f := strings.Fields(text)
+		return slices.Contains(f, "memory") && slices.Contains(f, "pids"), nil
 	}
-	if containsAll(strings.Fields(ctl), v2Controllers) {
-		return true, nil
+	if on, err := lists("cgroup.subtree_control"); on || err != nil {
+		return on, err
 	}
-	avail, err := readFile(parent, "cgroup.controllers")
-	if err != nil {
-		return false, fmt.Errorf("cgroup: v2 parent: %w", err)
-	}
-	if !containsAll(strings.Fields(avail), v2Controllers) {
-		return false, nil
+	if avail, err := lists("cgroup.controllers"); !avail || err != nil {
+		return false, err
 	}
 	if err := writeFile(parent, "cgroup.subtree_control", "+memory +pids"); err != nil {
+		why := ""
 		if errors.Is(err, unix.EBUSY) {
-			return false, fmt.Errorf("cgroup: enable memory and pids in %s: the cgroup holds processes of its own (cgroup v2 allows controllers only above leaves): the supervisor must run in a child such as %s/supervisor: %w", name, name, err)
+			why = ": the cgroup holds processes of its own (cgroup v2 allows controllers only above leaves): the supervisor must run in a child such as " + name + "/supervisor"
 		}
-		return false, fmt.Errorf("cgroup: enable memory and pids in %s: %w", name, err)
+		return false, fmt.Errorf("cgroup: enable memory and pids in %s%s: %w", name, why, err)
 	}
-	ctl, err = readFile(parent, "cgroup.subtree_control")
-	if err != nil {
-		return false, fmt.Errorf("cgroup: v2 parent: %w", err)
+	on, err := lists("cgroup.subtree_control")
+	if err == nil && !on {
+		err = fmt.Errorf("cgroup: enabled memory and pids in %s, but its cgroup.subtree_control does not show them", name)
 	}
-	if !containsAll(strings.Fields(ctl), v2Controllers) {
-		return false, fmt.Errorf("cgroup: enabled memory and pids in %s, but its cgroup.subtree_control reads %q", name, strings.TrimSpace(ctl))
-	}
-	return true, nil
+	return on, err
 }
 
 // ownV2Cgroup is the cgroup v2 path of a /proc/self/cgroup text, or "".
-func ownV2Cgroup(text string) string {
-	for _, line := range strings.Split(text, "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			return rest
-		}
-	}
-	return ""
-}
+func ownV2Cgroup(text string) string { return field(text, "0::") }
 
 // ChooseParent is the configured parent the helper's own cgroup (its
 // supervisor's) lies beneath. With a single parent configured it is that
@@ -190,24 +146,6 @@ func ChooseParent(parents []string, own string) (string, error) {
 	return "", fmt.Errorf("cgroup: the supervisor's cgroup %q is beneath none of the configured parents %v", own, parents)
 }
 
-func containsAll(xs, want []string) bool {
-	for _, w := range want {
-		if !contains(xs, w) {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *server) close() {
 	for _, fd := range []int{s.v2.parent, s.procFD, s.fdinfoFD} {
 		if fd >= 0 {
@@ -219,15 +157,14 @@ func (s *server) close() {
 	}
 }
 
+// all is the session's hierarchies, v2 first.
+func (s *server) all() []hierarchy { return append([]hierarchy{s.v2}, s.v1...) }
+
 // refuse is a request-level refusal: the server sends it as the reply and
 // keeps serving. Messages name no peer-controlled bytes beyond a checked
-// session name.
+// session name, so they stay far below wire.MaxErrorLen.
 func refuse(code wire.ErrorCode, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if len(msg) > wire.MaxErrorLen {
-		msg = msg[:wire.MaxErrorLen]
-	}
-	return &wire.Error{Code: code, Message: msg}
+	return &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // checkName is the whole defence against a path in a session name: only
@@ -239,10 +176,56 @@ func checkName(name string) error {
 	return nil
 }
 
-// all is the session's hierarchies, v2 first.
-func (s *server) all() []hierarchy { return append([]hierarchy{s.v2}, s.v1...) }
+// session opens the session's v2 directory and checks it is the cgroup
+// this helper created under that name, if it created one. A session v2
+// does not have is refused with unix.ENOENT in the chain: the removals
+// go on to remove what may be left in v1.
+func (s *server) session(name string) (int, error) {
+	if err := checkName(name); err != nil {
+		return -1, err
+	}
+	dir, err := openSession(s.v2.parent, name)
+	if isNotExist(err) {
+		return -1, fmt.Errorf("%w (%w)", refuse(wire.ErrRefused, "no session %s", name), err)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("cgroup: open session %s: %w", name, err)
+	}
+	st, err := fstat(dir)
+	if err != nil {
+		err = fmt.Errorf("cgroup: stat session %s: %w", name, err)
+	} else if ino, ok := s.inodes[name]; ok && ino != st.Ino {
+		err = refuse(wire.ErrRefused, "session %s is not the cgroup created under that name", name)
+	}
+	if err != nil {
+		unix.Close(dir)
+		return -1, err
+	}
+	return dir, nil
+}
 
-func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (*cgwire.CreateReply, []int, error) {
+// in runs fn in the session's directory in hierarchy h: dir, the
+// session's checked v2 directory, when h is v2.
+func (s *server) in(h hierarchy, dir int, session string, fn func(dir int) error) error {
+	var err error
+	if h == s.v2 {
+		err = fn(dir)
+	} else if dir, err = openSession(h.parent, session); err == nil {
+		err = fn(dir)
+		unix.Close(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", session, h.name, err)
+	}
+	return nil
+}
+
+// create makes the session in every hierarchy, sets its limits and
+// opens the reply's descriptors (cgwire.CreateReply): its v2 directory,
+// cgroup.events, memory events and cpu.stat. On error nothing stays open
+// and the directories it made are removed (empty: no process was placed,
+// so nothing is unbounded).
+func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (_ *cgwire.CreateReply, _ []int, err error) {
 	if err := checkName(req.Session); err != nil {
 		return nil, nil, err
 	}
@@ -253,140 +236,59 @@ func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (*cgw
 		return nil, nil, refuse(wire.ErrRefused, "limit over max_memory_bytes or max_pids")
 	}
 	var made []hierarchy
-	undo := func() {
-		for _, h := range made {
-			// Best effort on a failed create: a directory left here is
-			// empty (no process was placed, so nothing is unbounded);
-			// the request already fails with the first error.
-			_ = rmdirSession(h.parent, req.Session)
-		}
-	}
-	for _, h := range s.all() {
-		if err := mkdirSession(h.parent, req.Session); err != nil {
-			undo()
-			if errors.Is(err, unix.EEXIST) {
-				return nil, nil, refuse(wire.ErrRefused, "session %s exists", req.Session)
+	var fds []int
+	defer func() {
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
 			}
+			err = errors.Join(err, rmdirs(req.Session, made))
+		}
+	}()
+	for _, h := range s.all() {
+		if err := mkdirSession(h.parent, req.Session); errors.Is(err, unix.EEXIST) {
+			return nil, nil, refuse(wire.ErrRefused, "session %s exists", req.Session)
+		} else if err != nil {
 			return nil, nil, fmt.Errorf("cgroup: create %s in %s: %w", req.Session, h.name, err)
 		}
 		made = append(made, h)
 	}
-	if err := s.setLimits(req); err != nil {
-		undo()
-		return nil, nil, err
-	}
 	dir, err := openSession(s.v2.parent, req.Session)
 	if err != nil {
-		undo()
 		return nil, nil, fmt.Errorf("cgroup: open session %s: %w", req.Session, err)
 	}
+	fds = []int{dir}
 	st, err := fstat(dir)
 	if err != nil {
-		unix.Close(dir)
-		undo()
 		return nil, nil, fmt.Errorf("cgroup: stat session %s: %w", req.Session, err)
 	}
-	fds, err := s.watchFiles(dir, req.Session)
+	limits := func(h hierarchy, files []limitFile) error {
+		return s.in(h, dir, req.Session, func(d int) error { return writeLimits(d, files) })
+	}
+	if s.mem == s.v2 {
+		err = limits(s.v2, v2Limits(req.MemoryBytes, req.Pids))
+	} else if err = limits(s.mem, v1MemoryLimits(req.MemoryBytes)); err == nil {
+		err = limits(s.pids, v1PidsLimits(req.Pids))
+	}
 	if err != nil {
-		unix.Close(dir)
-		undo()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("cgroup: limits of %w", err)
+	}
+	for _, f := range []struct {
+		h    hierarchy
+		name string
+	}{{s.v2, "cgroup.events"}, {s.mem, s.memEvents}, {s.v2, "cpu.stat"}} {
+		if err := s.in(f.h, dir, req.Session, func(d int) error {
+			fd, err := openRead(d, f.name)
+			if err == nil {
+				fds = append(fds, fd)
+			}
+			return err
+		}); err != nil {
+			return nil, nil, fmt.Errorf("cgroup: open %s of %w", f.name, err)
+		}
 	}
 	s.inodes[req.Session] = st.Ino
-	return &cgwire.CreateReply{Inode: st.Ino}, append([]int{dir}, fds...), nil
-}
-
-// watchFiles opens, read-only, the files the supervisor watches: the v2
-// cgroup.events, the memory events (v2 memory.events when v2 holds the
-// limits, else the v1 memory.oom_control) and the v2 cpu.stat. On error
-// nothing stays open.
-func (s *server) watchFiles(v2dir int, session string) ([]int, error) {
-	var fds []int
-	fail := func(what string, err error) ([]int, error) {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return nil, fmt.Errorf("cgroup: open %s of %s: %w", what, session, err)
-	}
-	events, err := openRead(v2dir, "cgroup.events")
-	if err != nil {
-		return fail("cgroup.events", err)
-	}
-	fds = append(fds, events)
-	if s.v2Limits {
-		mem, err := openRead(v2dir, "memory.events")
-		if err != nil {
-			return fail("memory.events", err)
-		}
-		fds = append(fds, mem)
-	} else {
-		mdir, err := openSession(s.v1[0].parent, session)
-		if err != nil {
-			return fail("the v1 memory cgroup", err)
-		}
-		mem, err := openRead(mdir, "memory.oom_control")
-		unix.Close(mdir)
-		if err != nil {
-			return fail("memory.oom_control", err)
-		}
-		fds = append(fds, mem)
-	}
-	cpu, err := openRead(v2dir, "cpu.stat")
-	if err != nil {
-		return fail("cpu.stat", err)
-	}
-	return append(fds, cpu), nil
-}
-
-func (s *server) setLimits(req *cgwire.CreateRequest) error {
-	type plan struct {
-		h     hierarchy
-		files []limitFile
-	}
-	var plans []plan
-	if s.v2Limits {
-		plans = []plan{{s.v2, v2Limits(req.MemoryBytes, req.Pids)}}
-	} else {
-		// s.v1 is memory then pids (open).
-		plans = []plan{{s.v1[0], v1MemoryLimits(req.MemoryBytes)}, {s.v1[1], v1PidsLimits(req.Pids)}}
-	}
-	for _, p := range plans {
-		dir, err := openSession(p.h.parent, req.Session)
-		if err != nil {
-			return fmt.Errorf("cgroup: open session %s in %s: %w", req.Session, p.h.name, err)
-		}
-		err = writeLimits(dir, p.files)
-		unix.Close(dir)
-		if err != nil {
-			return fmt.Errorf("cgroup: %s: %w", p.h.name, err)
-		}
-	}
-	return nil
-}
-
-// session opens the session's v2 directory and checks it is the cgroup
-// this helper created under that name, if it created one.
-func (s *server) session(name string) (int, error) {
-	if err := checkName(name); err != nil {
-		return -1, err
-	}
-	dir, err := openSession(s.v2.parent, name)
-	if errors.Is(err, unix.ENOENT) {
-		return -1, refuse(wire.ErrRefused, "no session %s", name)
-	}
-	if err != nil {
-		return -1, fmt.Errorf("cgroup: open session %s: %w", name, err)
-	}
-	st, err := fstat(dir)
-	if err != nil {
-		unix.Close(dir)
-		return -1, fmt.Errorf("cgroup: stat session %s: %w", name, err)
-	}
-	if ino, ok := s.inodes[name]; ok && ino != st.Ino {
-		unix.Close(dir)
-		return -1, refuse(wire.ErrRefused, "session %s is not the cgroup created under that name", name)
-	}
-	return dir, nil
+	return &cgwire.CreateReply{Inode: st.Ino}, fds, nil
 }
 
 func (s *server) kill(_ uint32, req *cgwire.KillRequest, _ []*os.File) (*cgwire.KillReply, []int, error) {
@@ -396,10 +298,7 @@ func (s *server) kill(_ uint32, req *cgwire.KillRequest, _ []*os.File) (*cgwire.
 	}
 	defer unix.Close(dir)
 	empty, err := s.killWait(dir, req.Session)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &cgwire.KillReply{Empty: empty}, nil, nil
+	return &cgwire.KillReply{Empty: empty}, nil, err
 }
 
 // freeze writes the v2 cgroup.freeze and waits, bounded, until
@@ -419,20 +318,8 @@ func (s *server) freeze(_ uint32, req *cgwire.FreezeRequest, _ []*os.File) (*cgw
 	if err := writeFile(dir, "cgroup.freeze", want); err != nil {
 		return nil, nil, fmt.Errorf("cgroup: freeze %s: %w", req.Session, err)
 	}
-	deadline := time.Now().Add(killWait)
-	for {
-		ev, err := readFile(dir, "cgroup.events")
-		if err != nil {
-			return nil, nil, fmt.Errorf("cgroup: events of %s: %w", req.Session, err)
-		}
-		if strings.Contains("\n"+ev, "\nfrozen "+want+"\n") {
-			return &cgwire.FreezeReply{Settled: true}, nil, nil
-		}
-		if time.Now().After(deadline) {
-			return &cgwire.FreezeReply{Settled: false}, nil, nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	settled, err := settle(func() (bool, error) { return events(dir, req.Session, "frozen "+want) })
+	return &cgwire.FreezeReply{Settled: settled}, nil, err
 }
 
 // killWait writes cgroup.kill (SIGKILL to every process of the v2
@@ -442,78 +329,65 @@ func (s *server) killWait(dir int, name string) (bool, error) {
 	if err := writeFile(dir, "cgroup.kill", "1"); err != nil {
 		return false, fmt.Errorf("cgroup: kill %s: %w", name, err)
 	}
-	deadline := time.Now().Add(killWait)
-	for {
-		empty, err := s.empty(dir, name)
-		if err != nil || empty || time.Now().After(deadline) {
-			return empty, err
+	return settle(func() (bool, error) {
+		empty, err := events(dir, name, "populated 0")
+		for _, h := range s.v1 {
+			if !empty || err != nil {
+				break
+			}
+			err = s.in(h, dir, name, func(d int) error {
+				procs, err := readFile(d, "cgroup.procs")
+				empty = strings.TrimSpace(procs) == ""
+				return err
+			})
+			if isNotExist(err) {
+				empty, err = true, nil // a removal finishing a half-made session
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return empty, err
+	})
+}
+
+// settle polls done until it reports true or fails, or killWait passes.
+func settle(done func() (bool, error)) (bool, error) {
+	for deadline := time.Now().Add(killWait); ; time.Sleep(10 * time.Millisecond) {
+		ok, err := done()
+		if err != nil || ok || time.Now().After(deadline) {
+			return ok, err
+		}
 	}
 }
 
-func (s *server) empty(dir int, name string) (bool, error) {
+// events reports whether the session's cgroup.events has line.
+func events(dir int, session, line string) (bool, error) {
 	ev, err := readFile(dir, "cgroup.events")
 	if err != nil {
-		return false, fmt.Errorf("cgroup: events of %s: %w", name, err)
+		return false, fmt.Errorf("cgroup: events of %s: %w", session, err)
 	}
-	if !strings.Contains("\n"+ev, "\npopulated 0\n") {
-		return false, nil
-	}
-	for _, h := range s.v1 {
-		d, err := openSession(h.parent, name)
-		if errors.Is(err, unix.ENOENT) {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("cgroup: open %s in %s: %w", name, h.name, err)
-		}
-		procs, err := readFile(d, "cgroup.procs")
-		unix.Close(d)
-		if err != nil {
-			return false, fmt.Errorf("cgroup: %s in %s: %w", name, h.name, err)
-		}
-		if strings.TrimSpace(procs) != "" {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// sessionOrAbsent is session, with a session v2 does not have reported
-// as absent (dir -1) rather than refused: the removals finish what may
-// be left in v1.
-func (s *server) sessionOrAbsent(name string) (dir int, absent bool, err error) {
-	dir, err = s.session(name)
-	var we *wire.Error
-	if errors.As(err, &we) && we.Code == wire.ErrRefused && strings.HasPrefix(we.Message, "no session") {
-		return -1, true, nil
-	}
-	return dir, false, err
+	return strings.Contains("\n"+ev, "\n"+line+"\n"), nil
 }
 
 func (s *server) remove(_ uint32, req *cgwire.RemoveRequest, _ []*os.File) (*cgwire.RemoveReply, []int, error) {
 	// Absent in v2: remove what may be left in v1 (a Create that failed
 	// half-way is undone already; this is recovery).
-	dir, absent, err := s.sessionOrAbsent(req.Session)
-	if err != nil {
+	dir, err := s.session(req.Session)
+	if err != nil && !isNotExist(err) {
 		return nil, nil, err
 	}
-	if !absent {
+	if err == nil {
 		empty, err := s.killWait(dir, req.Session)
 		unix.Close(dir)
+		if err == nil && !empty {
+			err = fmt.Errorf("cgroup: session %s not empty after %v", req.Session, killWait)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
-		if !empty {
-			return nil, nil, fmt.Errorf("cgroup: session %s not empty after %v", req.Session, killWait)
-		}
 	}
-	for i := len(s.all()) - 1; i >= 0; i-- {
-		h := s.all()[i]
-		if err := rmdirSession(h.parent, req.Session); err != nil && !errors.Is(err, unix.ENOENT) {
-			return nil, nil, fmt.Errorf("cgroup: remove %s in %s: %w", req.Session, h.name, err)
-		}
+	all := s.all()
+	slices.Reverse(all)
+	if err := rmdirs(req.Session, all); err != nil {
+		return nil, nil, err
 	}
 	delete(s.inodes, req.Session)
 	return &cgwire.RemoveReply{}, nil, nil
@@ -526,25 +400,30 @@ func (s *server) remove(_ uint32, req *cgwire.RemoveRequest, _ []*os.File) (*cgw
 // sweep of left-over cgroups (gloved's recovery) turned into a kill of a
 // session it does not know, such as another supervisor's being started.
 func (s *server) removeEmpty(_ uint32, req *cgwire.RemoveEmptyRequest, _ []*os.File) (*cgwire.RemoveEmptyReply, []int, error) {
-	dir, absent, err := s.sessionOrAbsent(req.Session)
-	if err != nil {
+	dir, err := s.session(req.Session)
+	if err == nil {
+		unix.Close(dir)
+	} else if !isNotExist(err) {
 		return nil, nil, err
 	}
-	if !absent {
-		unix.Close(dir)
-	}
-	for _, h := range s.all() {
-		err := rmdirSession(h.parent, req.Session)
-		switch {
-		case err == nil, errors.Is(err, unix.ENOENT):
-		case errors.Is(err, unix.EBUSY):
-			return nil, nil, refuse(wire.ErrRefused, "session %s is not empty in %s", req.Session, h.name)
-		default:
-			return nil, nil, fmt.Errorf("cgroup: remove %s in %s: %w", req.Session, h.name, err)
-		}
+	if err := rmdirs(req.Session, s.all()); errors.Is(err, unix.EBUSY) {
+		return nil, nil, refuse(wire.ErrRefused, "session %s is not empty (%v)", req.Session, err)
+	} else if err != nil {
+		return nil, nil, err
 	}
 	delete(s.inodes, req.Session)
 	return &cgwire.RemoveEmptyReply{}, nil, nil
+}
+
+// rmdirs removes the session's directory in each of hs in turn (one
+// already gone counts as removed), stopping at the first failure.
+func rmdirs(session string, hs []hierarchy) error {
+	for _, h := range hs {
+		if err := rmdirSession(h.parent, session); err != nil && !isNotExist(err) {
+			return fmt.Errorf("cgroup: remove %s in %s: %w", session, h.name, err)
+		}
+	}
+	return nil
 }
 
 func (s *server) stat(_ uint32, req *cgwire.StatRequest, _ []*os.File) (*cgwire.StatReply, []int, error) {
@@ -554,59 +433,36 @@ func (s *server) stat(_ uint32, req *cgwire.StatRequest, _ []*os.File) (*cgwire.
 	}
 	defer unix.Close(dir)
 	var r cgwire.StatReply
-	cpu, err := readFile(dir, "cpu.stat")
-	if err != nil {
-		return nil, nil, fmt.Errorf("cgroup: stat %s: %w", req.Session, err)
-	}
-	r.CPUTimeNS = keyed(cpu, "usage_usec") * 1000
-	memDir, pidsDir := dir, dir
-	memPeak, oomFile, oomKey := "memory.peak", "memory.events", "oom_kill"
-	if !s.v2Limits {
-		memPeak, oomFile = "memory.max_usage_in_bytes", "memory.oom_control"
-		if memDir, err = openSession(s.v1[0].parent, req.Session); err != nil {
-			return nil, nil, fmt.Errorf("cgroup: stat %s in memory: %w", req.Session, err)
-		}
-		defer unix.Close(memDir)
-		if pidsDir, err = openSession(s.v1[1].parent, req.Session); err != nil {
-			return nil, nil, fmt.Errorf("cgroup: stat %s in pids: %w", req.Session, err)
-		}
-		defer unix.Close(pidsDir)
-	}
 	for _, f := range []struct {
-		dir  int
-		name string
-		key  string // "" for a single number
-		out  *uint64
-		opt  bool
+		h         hierarchy
+		name, key string // key "" for a single number
+		out       *uint64
 	}{
-		{memDir, memPeak, "", &r.MemoryPeakBytes, false},
-		{memDir, oomFile, oomKey, &r.OOMKills, false},
-		{pidsDir, "pids.current", "", &r.PidsCurrent, false},
-		{pidsDir, "pids.peak", "", &r.PidsPeak, true},
+		{s.v2, "cpu.stat", "usage_usec", &r.CPUTimeNS},
+		{s.mem, s.memPeak, "", &r.MemoryPeakBytes},
+		{s.mem, s.memEvents, "oom_kill", &r.OOMKills},
+		{s.pids, "pids.current", "", &r.PidsCurrent},
+		{s.pids, "pids.peak", "", &r.PidsPeak}, // not on every kernel: 0
 	} {
-		text, err := readFile(f.dir, f.name)
-		if f.opt && isNotExist(err) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("cgroup: stat %s: %w", req.Session, err)
-		}
-		if f.key == "" {
-			*f.out, _ = strconv.ParseUint(strings.TrimSpace(text), 10, 64)
-		} else {
+		err := s.in(f.h, dir, req.Session, func(d int) error {
+			text, err := readFile(d, f.name)
 			*f.out = keyed(text, f.key)
+			return err
+		})
+		if err != nil && !(f.out == &r.PidsPeak && isNotExist(err)) {
+			return nil, nil, fmt.Errorf("cgroup: stat %w", err)
 		}
 	}
+	r.CPUTimeNS *= 1000
 	return &r, nil, nil
 }
 
-// keyed reads "key value" from a flat-keyed cgroup file, 0 when absent.
+// keyed reads "key value" from a flat-keyed cgroup file, or the number
+// a single-value file holds when key is "", 0 when absent.
 func keyed(text, key string) uint64 {
-	for _, line := range strings.Split(text, "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == key {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
+	if key != "" {
+		key += " "
 	}
-	return 0
+	n, _ := strconv.ParseUint(field(text, key), 10, 64)
+	return n
 }

@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,8 +29,12 @@ const (
 	cgroupMode = 0o755
 )
 
-// pidfsMagic is PIDFS_MAGIC: a pidfd lives on pidfs since Linux 6.9.
-const pidfsMagic = 0x50494446
+// A pidfd lives on pidfs (PIDFS_MAGIC) since Linux 6.9, before that on
+// the anonymous inode file system (ANON_INODE_FS_MAGIC).
+const (
+	pidfsMagic     = 0x50494446
+	anonInodeMagic = 0x09041934
+)
 
 func openParent(path string) (int, error) {
 	fd, err := unix.Openat(unix.AT_FDCWD, path, parentOpenFlags, 0)
@@ -42,23 +45,18 @@ func openParent(path string) (int, error) {
 }
 
 // openPathAt opens name below dir as a handle only (O_PATH), to see that
-// it exists.
+// it exists (at start-up, before the filter).
 func openPathAt(dir int, name string) (int, error) {
 	return unix.Openat(dir, name, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 }
 
-// openRead opens an existing control file below dir for reading.
-func openRead(dir int, name string) (int, error) {
-	return unix.Openat(dir, name, readOpenFlags, 0)
-}
+func openRead(dir int, name string) (int, error) { return unix.Openat(dir, name, readOpenFlags, 0) }
 
 func openSession(parent int, name string) (int, error) {
 	return unix.Openat(parent, name, dirOpenFlags, 0)
 }
 
-func mkdirSession(parent int, name string) error {
-	return unix.Mkdirat(parent, name, cgroupMode)
-}
+func mkdirSession(parent int, name string) error { return unix.Mkdirat(parent, name, cgroupMode) }
 
 func rmdirSession(parent int, name string) error {
 	return unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
@@ -78,18 +76,15 @@ func writeFile(dir int, name, data string) error {
 	return nil
 }
 
-// maxControlFile bounds what is read from one control or proc file.
-const maxControlFile = 64 << 10
-
+// readFile reads a control or proc file, at most 64 KiB of it.
 func readFile(dir int, name string) (string, error) {
-	fd, err := unix.Openat(dir, name, readOpenFlags, 0)
+	fd, err := openRead(dir, name)
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", name, err)
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, 0, 4096)
-	chunk := make([]byte, 4096)
-	for len(buf) < maxControlFile {
+	var buf []byte
+	for chunk := make([]byte, 4096); len(buf) < 64<<10; {
 		n, err := unix.Read(fd, chunk)
 		if err != nil {
 			return "", fmt.Errorf("read %s: %w", name, err)
@@ -102,14 +97,10 @@ func readFile(dir int, name string) (string, error) {
 	return string(buf), nil
 }
 
-func fstat(fd int) (unix.Stat_t, error) {
-	var st unix.Stat_t
-	err := unix.Fstat(fd, &st)
+func fstat(fd int) (st unix.Stat_t, err error) {
+	err = unix.Fstat(fd, &st)
 	return st, err
 }
-
-// anonInodeMagic is ANON_INODE_FS_MAGIC: where a pidfd lived before 6.9.
-const anonInodeMagic = 0x09041934
 
 // fsType is the magic of the file system a descriptor lives on.
 func fsType(fd int) (int64, error) {
@@ -124,14 +115,8 @@ func fsType(fd int) (int64, error) {
 // us: signal 0 checks existence and permission and sends nothing.
 func alive(pidfd int) (bool, error) {
 	err := unix.PidfdSendSignal(pidfd, 0, nil, 0)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.ESRCH):
-		return false, nil
-	default:
+	if err != nil && !errors.Is(err, unix.ESRCH) {
 		return false, fmt.Errorf("pidfd_send_signal 0: %w", err)
 	}
+	return err == nil, nil
 }
-
-func fdName(fd int) string { return strconv.Itoa(fd) }
