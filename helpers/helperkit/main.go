@@ -43,19 +43,16 @@ const (
 
 // Spec describes one helper.
 type Spec struct {
-	// Name is the executable name; it must have a captable row.
-	Name string
-	// Protocol is the helper's protocol; its name is Name.
-	Protocol *wire.Protocol
-	// Config receives the decoded bounds (a pointer).
-	Config Config
-	// Syscalls are the helper's additions to BaseSyscalls (its own file).
-	Syscalls []bpf.Rule
+	Name     string         // the executable name; it must have a captable row
+	Protocol *wire.Protocol // the helper's protocol; its name is Name
+	Config   Config         // receives the decoded bounds (a pointer)
+	Syscalls []bpf.Rule     // the helper's additions to BaseSyscalls (its seccomp.go)
 	// Handlers returns the handlers of the helper's routes other than
-	// Hello (each made by the route's Handle). It runs once the configuration is loaded and BEFORE the
-	// helper restricts itself, so it may open what the handlers will need
-	// (bound roots, /dev/loop-control) while those calls are still
-	// allowed. peer is the control socket's peer (SO_PEERCRED).
+	// Hello (each made by the route's Handle). It runs once the
+	// configuration is loaded and BEFORE the helper restricts itself, so
+	// it may open what the handlers will need (bound roots,
+	// /dev/loop-control) while those calls are still allowed. peer is the
+	// control socket's peer (SO_PEERCRED).
 	Handlers func(peer *unix.Ucred) ([]wire.Handler, error)
 	// Done, if set, runs once serving has ended, before the helper exits
 	// (glove-loopext4 reaps its formatter there).
@@ -63,14 +60,11 @@ type Spec struct {
 }
 
 // Main runs the helper and exits with its status.
-func Main(spec Spec) {
-	os.Exit(Run(spec))
-}
+func Main(spec Spec) { os.Exit(Run(spec)) }
 
 // Run runs the helper and returns its exit status.
 func Run(spec Spec) int {
-	log := logrus.New()
-	log.SetOutput(os.Stderr)
+	log := logrus.New() // to stderr
 	log.SetFormatter(&logrus.JSONFormatter{})
 	entry := log.WithFields(logrus.Fields{"helper": spec.Name, "pid": os.Getpid()})
 
@@ -100,10 +94,9 @@ func Run(spec Spec) int {
 	case errors.As(err, &perr):
 		entry.WithError(err).Error("protocol error")
 		return ExitProtocol
-	default:
-		entry.WithError(err).Error("connection failed")
-		return ExitIO
 	}
+	entry.WithError(err).Error("connection failed")
+	return ExitIO
 }
 
 func start(spec Spec) (*wire.Server, error) {
@@ -138,7 +131,7 @@ func start(spec Spec) (*wire.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := LoadConfig(row.Bounds, spec.Config); err != nil {
+	if err := loadConfigFrom("/", ConfigDir, row.Bounds, 0, spec.Config); err != nil {
 		return nil, err
 	}
 	var handlers []wire.Handler

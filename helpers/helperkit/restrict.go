@@ -99,27 +99,28 @@ func Raised(mask uint64, fn func() error) error {
 
 // threadCapset sets the calling thread's permitted and effective sets.
 func threadCapset(prm, eff uint64) error {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	data := [2]unix.CapUserData{
-		{Effective: uint32(eff), Permitted: uint32(prm)},
-		{Effective: uint32(eff >> 32), Permitted: uint32(prm >> 32)},
-	}
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
+	if err := unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &capData(prm, eff)[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
 }
 
+// capData is capset(2)'s data for permitted prm, effective eff and
+// inheritable nothing.
+func capData(prm, eff uint64) *[2]unix.CapUserData {
+	return &[2]unix.CapUserData{
+		{Effective: uint32(eff), Permitted: uint32(prm)},
+		{Effective: uint32(eff >> 32), Permitted: uint32(prm >> 32)},
+	}
+}
+
 // CurrentCaps returns the calling thread's effective and permitted sets.
 func CurrentCaps() (eff, prm uint64, err error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
+	if err := unix.Capget(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0]); err != nil {
 		return 0, 0, fmt.Errorf("capget: %w", err)
 	}
-	eff = uint64(data[0].Effective) | uint64(data[1].Effective)<<32
-	prm = uint64(data[0].Permitted) | uint64(data[1].Permitted)<<32
-	return eff, prm, nil
+	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32, uint64(data[0].Permitted) | uint64(data[1].Permitted)<<32, nil
 }
 
 func capNames(mask uint64) string {
