@@ -67,7 +67,6 @@ func Run(spec Spec) int {
 	log := logrus.New() // to stderr
 	log.SetFormatter(&logrus.JSONFormatter{})
 	entry := log.WithFields(logrus.Fields{"helper": spec.Name, "pid": os.Getpid()})
-
 	srv, err := start(spec)
 	if err != nil {
 		entry.WithError(err).Error("refusing to start")
@@ -127,9 +126,16 @@ func start(spec Spec) (*wire.Server, error) {
 	if os.Getuid() == 0 || os.Geteuid() == 0 {
 		return nil, errors.New("start: refusing to run as uid 0; run as the Glove service user")
 	}
-	peer, err := checkControl()
+	// Descriptor 3 must be a socket whose peer has our uid or is root: the
+	// parties a helper serves are the supervisor, running as the service
+	// user that may execute it, and root (operator tooling, tests), who
+	// could run the helper's system calls directly anyway.
+	peer, err := unix.GetsockoptUcred(ControlFD, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start: descriptor %d is not a connected unix socket: %w", ControlFD, err)
+	}
+	if peer.Uid != uint32(os.Getuid()) && peer.Uid != 0 {
+		return nil, fmt.Errorf("start: control socket peer runs as uid %d, not %d", peer.Uid, os.Getuid())
 	}
 	if err := loadConfigFrom("/", ConfigDir, row.Bounds, 0, spec.Config); err != nil {
 		return nil, err
@@ -140,7 +146,13 @@ func start(spec Spec) (*wire.Server, error) {
 			return nil, fmt.Errorf("start: %w", err)
 		}
 	}
-	handlers = append(handlers, helloHandler(spec.Name))
+	handlers = append(handlers, wire.HelloRoute.Handle(func(uint32, *wire.Hello, []*os.File) (*wire.HelloReply, []int, error) {
+		eff, prm, err := CurrentCaps()
+		if err != nil {
+			return nil, nil, err
+		}
+		return &wire.HelloReply{Name: spec.Name, Protocol: wire.Version, CapEffective: eff, CapPermitted: prm}, nil, nil
+	}))
 	conn, err := wire.FromFile(os.NewFile(ControlFD, "control"))
 	if err != nil {
 		return nil, fmt.Errorf("start: control socket: %w", err)
@@ -151,29 +163,4 @@ func start(spec Spec) (*wire.Server, error) {
 		return nil, err
 	}
 	return &wire.Server{Protocol: spec.Protocol, Conn: conn, Handlers: handlers}, nil
-}
-
-// checkControl checks descriptor 3 is a socket whose peer has our uid or
-// is root: the parties a helper serves are the supervisor, running as the
-// service user that may execute it, and root (operator tooling, tests),
-// who could run the helper's system calls directly anyway.
-func checkControl() (*unix.Ucred, error) {
-	cred, err := unix.GetsockoptUcred(ControlFD, unix.SOL_SOCKET, unix.SO_PEERCRED)
-	if err != nil {
-		return nil, fmt.Errorf("start: descriptor %d is not a connected unix socket: %w", ControlFD, err)
-	}
-	if cred.Uid != uint32(os.Getuid()) && cred.Uid != 0 {
-		return nil, fmt.Errorf("start: control socket peer runs as uid %d, not %d", cred.Uid, os.Getuid())
-	}
-	return cred, nil
-}
-
-func helloHandler(name string) wire.Handler {
-	return wire.HelloRoute.Handle(func(uint32, *wire.Hello, []*os.File) (*wire.HelloReply, []int, error) {
-		eff, prm, err := CurrentCaps()
-		if err != nil {
-			return nil, nil, err
-		}
-		return &wire.HelloReply{Name: name, Protocol: wire.Version, CapEffective: eff, CapPermitted: prm}, nil, nil
-	})
 }

@@ -20,6 +20,7 @@ import (
 
 var errCgo = errors.New("all-thread system calls are unavailable in a cgo binary: build helpers with CGO_ENABLED=0")
 
+// allThreads makes one system call on every thread.
 func allThreads(trap, a1, a2 uintptr) error {
 	if _, _, e := syscall.AllThreadsSyscall6(trap, a1, a2, 0, 0, 0, 0); e == syscall.ENOTSUP {
 		return errCgo
@@ -27,14 +28,6 @@ func allThreads(trap, a1, a2 uintptr) error {
 		return e
 	}
 	return nil
-}
-
-func allThreadsClearAmbient() error {
-	return allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL)
-}
-
-func allThreadsNoNewPrivs() error {
-	return allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1)
 }
 
 // allThreadsCapset sets permitted to mask, effective to eff and
