@@ -28,8 +28,7 @@ import (
 // symbolic link where none is followed, an object of the wrong kind.
 var ErrUntrusted = errors.New("not trusted")
 
-// MaxLinks bounds the symbolic links one walk follows (the kernel's own
-// limit).
+// MaxLinks bounds the symbolic links one walk follows (the kernel's limit).
 const MaxLinks = 40
 
 // Walk resolves the absolute path p beneath root and returns an O_PATH

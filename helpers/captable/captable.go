@@ -35,18 +35,12 @@ const (
 type Entry struct {
 	Binary string // the executable's file name, also its wire protocol name
 	Dir    string // DirBin or DirLibexec
-	// Helper is true for executables the supervisor spawns over a
-	// socketpair; they are installed mode 0750, group-owned by the
-	// service group, so only that group can execute them.
-	Helper bool
-	// Bounds is a helper's bounds file under the configuration directory
-	// (helperkit.ConfigDir), root's, which it reads at start-up.
-	Bounds string
-	// Protocol is the package that declares a helper's protocol (its
-	// wire.Protocol, named Binary), relative to the module.
-	Protocol string
-	// Caps is the exact file capability set, raised effective at exec.
-	Caps []Cap
+	// Helper: spawned by the supervisor over a socketpair, installed mode
+	// 0750 and group-owned by the service group, so only it can execute it.
+	Helper   bool
+	Bounds   string // a helper's bounds file under the configuration directory (helperkit.ConfigDir), root's, read at start-up
+	Protocol string // the package declaring a helper's protocol (its wire.Protocol, named Binary), relative to the module
+	Caps     []Cap  // the exact file capability set, raised effective at exec
 	// OnDemand are the capabilities of Caps the helper keeps permitted
 	// but not effective once it has restricted itself: raised on one
 	// thread only around the system calls that use them, lowered again
@@ -55,8 +49,7 @@ type Entry struct {
 	// deputy; CAP_DAC_OVERRIDE effective for the whole life of
 	// glove-loopext4 made every open skip permission checks).
 	OnDemand []Cap
-	// Why says, for auditors, what each capability is used for.
-	Why string
+	Why      string // for auditors: what each capability is used for
 }
 
 // Table is the capability table. Order is the order of SECURITY.md.

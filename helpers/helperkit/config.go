@@ -29,11 +29,10 @@ const MaxConfigBytes = 64 << 10
 // decoded bounds and names the first fault.
 type Config interface{ Validate() error }
 
-// loadConfigFrom reads dir/name beneath rootPath and decodes it strictly
-// into cfg. The file and every directory from rootPath down must be owned
-// by owner and writable by nobody else, and no component may be a
-// symbolic link (trustpath.ReadFile); production passes "/" and uid 0,
-// tests a private tree and their own uid.
+// loadConfigFrom reads dir/name beneath rootPath ("/" but in tests),
+// every directory down and the file owned by owner (uid 0 but in tests),
+// writable by nobody else and no symbolic link (trustpath.ReadFile), and
+// decodes it strictly into cfg.
 //
 // Threat: a helper's bounds decide what a compromised supervisor can make
 // it do. If the service user (or anyone but root) could write the file, or

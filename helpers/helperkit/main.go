@@ -1,20 +1,13 @@
 // Package helperkit is the part every Glove helper shares: how it starts,
-// where its bounds come from, how it confines itself, and its serve loop.
-//
-// A helper is started by the supervisor with one end of a SOCK_SEQPACKET
-// socketpair at descriptor 3, an empty environment and argv holding only
-// its name. Before it reads a single request it:
-//
-//   - refuses extra arguments, any environment variable, and uid 0;
-//   - closes every descriptor above 3 it may have inherited by mistake;
-//   - checks descriptor 3 is a unix SOCK_SEQPACKET socket whose peer runs
-//     as its own uid or root;
-//   - reads its bounds from ConfigDir (root-owned all the way up);
-//   - drops to exactly its capability table row on every thread, sets
-//     no_new_privs and installs its seccomp allowlist (Restrict).
-//
-// Then it answers one request at a time of its protocol (declared in
-// helpers/wire/NAMEwire), exits 0 on EOF, and exits non-zero on any protocol error.
+// where its bounds come from, how it confines itself, and its serve loop
+// (the contract, check by check: docs/helpers.md). Before it reads a
+// request a helper refuses arguments, any environment variable and uid 0,
+// closes every descriptor above 3, checks the peer of its control socket
+// (descriptor 3), reads its bounds from ConfigDir (root-owned all the way
+// up) and drops to exactly its capability table row on every thread under
+// no_new_privs and its seccomp allowlist (start, Restrict). Then it
+// answers one request at a time of its protocol (declared in
+// helpers/wire/NAMEwire), exits 0 on EOF, and non-zero on any protocol error.
 package helperkit
 
 import (
