@@ -180,15 +180,14 @@ func ruleBlock(r Rule) (block []unix.SockFilter, key string, err error) {
 	}
 	block = append(block, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW})
 	// On a true result fall through to the next check; on false skip to
-	// the first instruction after this block's ret ALLOW.
+	// the first instruction after this block's ret ALLOW. The nr check's
+	// jump is the farthest.
+	if skip := len(block) - 2; skip > math.MaxUint8 {
+		return nil, "", fmt.Errorf("jump of %d instructions exceeds the 8-bit limit of %d (too many conditions)", skip, math.MaxUint8)
+	}
 	for i := range block {
-		if block[i].Code != jeq {
-			continue
-		}
-		if skip := len(block) - i - 1; skip <= math.MaxUint8 {
-			block[i].Jf = uint8(skip)
-		} else {
-			return nil, "", fmt.Errorf("jump of %d instructions exceeds the 8-bit limit of %d (too many conditions)", skip, math.MaxUint8)
+		if block[i].Code == jeq {
+			block[i].Jf = uint8(len(block) - i - 1)
 		}
 	}
 	slices.Sort(keys)
