@@ -13,13 +13,13 @@ package helperkit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
-	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,28 +55,22 @@ type Spec struct {
 // Main runs the helper and exits with its status.
 func Main(spec Spec) { os.Exit(Run(spec)) }
 
-// Run runs the helper and returns its exit status.
+// Run runs the helper and returns its exit status. It logs JSON lines
+// on stderr (log/slog: no logging library beyond the standard one is
+// linked into a privileged helper).
 func Run(spec Spec) int {
-	log := logrus.New() // to stderr
-	log.SetFormatter(&logrus.JSONFormatter{})
-	entry := log.WithFields(logrus.Fields{"helper": spec.Name, "pid": os.Getpid()})
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("helper", spec.Name, "pid", os.Getpid())
 	srv, err := start(spec)
 	if err != nil {
-		entry.WithError(err).Error("refusing to start")
+		log.Error("refusing to start", "error", err)
 		return ExitStartup
 	}
-	srv.Log = func(msg string, kv ...any) {
-		fields := logrus.Fields{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			fields[fmt.Sprint(kv[i])] = kv[i+1]
-		}
-		entry.WithFields(fields).Info(msg)
-	}
-	entry.Info("serving")
+	srv.Log = log.Info
+	log.Info("serving")
 	err = srv.Serve()
 	if spec.Done != nil {
 		if derr := spec.Done(); derr != nil {
-			entry.WithError(derr).Error("ending")
+			log.Error("ending", "error", derr)
 		}
 	}
 	var perr *wire.ProtocolError
@@ -84,10 +78,10 @@ func Run(spec Spec) int {
 	case err == nil:
 		return ExitEOF
 	case errors.As(err, &perr):
-		entry.WithError(err).Error("protocol error")
+		log.Error("protocol error", "error", err)
 		return ExitProtocol
 	}
-	entry.WithError(err).Error("connection failed")
+	log.Error("connection failed", "error", err)
 	return ExitIO
 }
 
