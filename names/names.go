@@ -8,6 +8,8 @@
 // component is ".", "..", hidden, upper-case-folded or empty.
 package names
 
+import "strings"
+
 // MaxLen is the longest name of either grammar, in bytes.
 const MaxLen = 64
 
@@ -30,42 +32,10 @@ func Identifier(s string) bool { return valid(s, "._-") }
 // valid checks 1 to MaxLen bytes: the first a lowercase letter or digit,
 // each other one of those or a byte of inner.
 func valid(s, inner string) bool {
-	if len(s) == 0 || len(s) > MaxLen {
-		return false
-	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case i > 0 && (c == '-' || c == '.' || c == '_') && containsByte(inner, c):
-		default:
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || i > 0 && strings.IndexByte(inner, c) >= 0) {
 			return false
 		}
 	}
-	return true
-}
-
-func containsByte(s string, c byte) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return true
-		}
-	}
-	return false
-}
-
-// EnvVar reports whether s is a portable environment variable name,
-// [A-Za-z_][A-Za-z0-9_]*: odd bytes in a name are read differently by
-// different shells and loaders, which could let a variable slip past a
-// reviewer's reading of a spec.
-func EnvVar(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return s != ""
+	return len(s) > 0 && len(s) <= MaxLen
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -358,7 +359,7 @@ func checkCapabilities(t *testing.T) {
 		p := InstalledPath("/usr", e)
 		out := strings.TrimSpace(string(run(t, "getcap", p)))
 		want := ""
-		if text := e.SetcapText(); text != "" {
+		if text := captext.SetcapText(e); text != "" {
 			want = p + " " + text
 		}
 		if out != want {
@@ -522,7 +523,7 @@ func runSession(t *testing.T, v2 string, uid, gid int) {
 		}
 		// Between requests: the row without its OnDemand capabilities,
 		// which the helper raises per call; permitted is the whole row.
-		want := "CapEff " + captable.MaskString(e.Effective()) + "  CapPrm " + captable.MaskString(e.Mask())
+		want := "CapEff " + captext.MaskString(e.Effective()) + "  CapPrm " + captext.MaskString(e.Mask())
 		if !strings.Contains(lineOf(out, e.Binary), want) || !strings.HasSuffix(strings.TrimSpace(lineOf(out, e.Binary)), "ok") {
 			t.Errorf("glove helpers: %s: %q, want %s ... ok", e.Binary, lineOf(out, e.Binary), want)
 		}

@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 )
 
 // Group is the service group and user the package creates.
@@ -59,7 +60,7 @@ func HelperLines(prefix string) []string {
 		if !e.Helper {
 			continue
 		}
-		caps := e.SetcapText()
+		caps := captext.SetcapText(e)
 		if caps == "" {
 			caps = NoCaps
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/helpers/cgroup"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/loopext4"
@@ -71,7 +72,7 @@ func TestPostinstMatchesTable(t *testing.T) {
 		if !e.Helper {
 			continue
 		}
-		caps := e.SetcapText()
+		caps := captext.SetcapText(e)
 		if caps == "" {
 			caps = NoCaps
 		}

@@ -1,6 +1,7 @@
 // Package seccomp turns the OCI runtime-spec seccomp section
-// (specs.LinuxSeccomp) into a libseccomp filter for glove-shim, and holds
-// Glove's default sandbox profile as data (profile.go).
+// (specs.LinuxSeccomp) into a libseccomp filter for glove-shim, holds
+// Glove's default sandbox profile as data (profile.go), and builds the
+// ioctl deny filter glove-shim stacks under it (DenyIoctls).
 //
 // It needs cgo (libseccomp). The helpers never import it: they are built
 // with CGO_ENABLED=0 and use seccomp/bpf for their own allowlists.

@@ -3,6 +3,7 @@ package shim
 import (
 	"fmt"
 
+	"github.com/glove-sandbox/glove/seccomp"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -10,7 +11,7 @@ import (
 // deniedIoctls are refused by glove-shim whatever the bundle's profile
 // says, in a small filter stacked under it and compared on the low 32 bits
 // the kernel uses (libseccomp 2.5 cannot express that; see
-// bpf.DenyIoctls):
+// seccomp.DenyIoctls):
 //   - TIOCSTI pushes bytes into a terminal's input queue: a program given
 //     a terminal could type commands into the shell that reads it
 //     (CVE-2016-7545, CVE-2017-5226 in other sandboxes);
@@ -29,7 +30,7 @@ var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCSETD, unix.TI
 // loadDeniedIoctls installs the deniedIoctls filter on every thread.
 // no_new_privs must be set.
 func loadDeniedIoctls() error {
-	prog, err := bpf.DenyIoctls(deniedIoctls, unix.EPERM)
+	prog, err := seccomp.DenyIoctls(deniedIoctls, unix.EPERM)
 	if err != nil {
 		return fmt.Errorf("seccomp: %w", err)
 	}

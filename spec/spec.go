@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/glove-sandbox/glove/names"
 	jsonv2 "github.com/go-json-experiment/json"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -219,6 +218,22 @@ func checkHostname(h string) error {
 
 func noNUL(s string) bool { return strings.IndexByte(s, 0) < 0 }
 
+// EnvVar reports whether s is a portable environment variable name,
+// [A-Za-z_][A-Za-z0-9_]*: odd bytes in a name are read differently by
+// different shells and loaders, which could let a variable slip past a
+// reviewer's reading of a spec.
+func EnvVar(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
 // Build validates l and returns the runtime spec for it. The spec grants no
 // capability, enters every namespace glove-shim supports, maps exactly one
 // user and group, and has no linux.resources: limits are enforced by the
@@ -338,7 +353,7 @@ func validateProcess(l Launch) error {
 		if !ok {
 			return invalid(f, "%q is not NAME=value", e)
 		}
-		if !names.EnvVar(name) {
+		if !EnvVar(name) {
 			return invalid(f, "%q is not a portable variable name", name)
 		}
 		if !noNUL(value) {

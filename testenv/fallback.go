@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 )
 
 var (
@@ -46,8 +47,8 @@ func (e *Env) installFallbackMounter(out string) error {
 	if err := os.Chmod(out, 0o750); err != nil {
 		return fmt.Errorf("fallback mounter: %w", err)
 	}
-	if b, err := exec.Command("/usr/sbin/setcap", row.SetcapText(), out).CombinedOutput(); err != nil {
-		return fmt.Errorf("fallback mounter: setcap %s: %w\n%s", strconv.Quote(row.SetcapText()), err, b)
+	if b, err := exec.Command("/usr/sbin/setcap", captext.SetcapText(row), out).CombinedOutput(); err != nil {
+		return fmt.Errorf("fallback mounter: setcap %s: %w\n%s", strconv.Quote(captext.SetcapText(row)), err, b)
 	}
 	return nil
 }

@@ -2,8 +2,8 @@
 // descriptor standing for "/", one component at a time, each opened
 // O_PATH|O_NOFOLLOW relative to its checked parent, and every object it
 // passes owned by one uid and, but for symbolic links, writable by nobody
-// else. A helper reads its bounds file this way (helperkit) and
-// glove-loopext4 finds the mkfs.ext4 it executes this way.
+// else. A helper reads its bounds file this way (ReadFile) and
+// glove-loopext4 finds the mkfs.ext4 it executes this way (Walk).
 //
 // Threat: a file the helper trusts, or any directory above it, that the
 // service user (or anyone but its owner) could write would let them
@@ -16,6 +16,7 @@ package trustpath
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -27,8 +28,7 @@ import (
 // symbolic link where none is followed, an object of the wrong kind.
 var ErrUntrusted = errors.New("not trusted")
 
-// MaxLinks bounds the symbolic links one walk follows (the kernel's own
-// limit).
+// MaxLinks bounds the symbolic links one walk follows (the kernel's limit).
 const MaxLinks = 40
 
 // Walk resolves the absolute path p beneath root and returns an O_PATH
@@ -38,111 +38,105 @@ const MaxLinks = 40
 // by owner and, but for links, not writable by group or others. ".."
 // climbs to the walked parent and never above root.
 func Walk(root *os.File, p string, owner uint32, follow bool) (*os.File, string, unix.Stat_t, error) {
-	fail := func(err error) (*os.File, string, unix.Stat_t, error) {
+	f, st, err := walk(root, p, owner, follow)
+	if err != nil {
 		return nil, "", unix.Stat_t{}, fmt.Errorf("resolve %s: %w", p, err)
 	}
-	if !strings.HasPrefix(p, "/") {
-		return fail(errors.New("not an absolute path"))
-	}
+	return f, f.Name(), st, nil
+}
+
+func walk(root *os.File, p string, owner uint32, follow bool) (*os.File, unix.Stat_t, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(root.Fd()), &st); err != nil {
-		return fail(fmt.Errorf("stat /: %w", err))
+	if !strings.HasPrefix(p, "/") {
+		return nil, st, errors.New("not an absolute path")
 	}
-	if err := Check(&st, "/", owner); err != nil {
-		return fail(err)
+	if err := unix.Fstat(int(root.Fd()), &st); err != nil {
+		return nil, st, fmt.Errorf("stat /: %w", err)
+	}
+	if err := check(&st, "/", owner); err != nil {
+		return nil, st, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fail(fmt.Errorf("/ is not a directory: %w", ErrUntrusted))
+		return nil, st, fmt.Errorf("/ is not a directory: %w", ErrUntrusted)
 	}
-	// stack holds the directories from root down; its first entry is
-	// root itself, which the caller owns.
+	// stack holds every descriptor opened, from root down with its path;
+	// its first entry is root itself, which the caller owns. What is on it
+	// above root when walk returns is closed.
 	type dir struct {
 		fd   int
 		name string
 	}
 	stack := []dir{{int(root.Fd()), ""}}
-	defer func() {
-		for _, d := range stack[1:] {
+	pop := func(keep int) {
+		for _, d := range stack[keep:] {
 			unix.Close(d.fd)
 		}
-	}()
-	where := func(name string) string {
-		var b strings.Builder
-		for _, d := range stack[1:] {
-			b.WriteString("/" + d.name)
-		}
-		return b.String() + "/" + name
+		stack = stack[:keep]
 	}
-	rest := strings.Split(p, "/")
-	links := 0
+	defer pop(1)
+	rest, links := strings.Split(p, "/"), 0
 	for len(rest) > 0 {
 		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
+		if rest = rest[1:]; c == "" || c == "." {
 			continue
-		case "..":
-			if len(stack) > 1 {
-				unix.Close(stack[len(stack)-1].fd)
-				stack = stack[:len(stack)-1]
-			}
+		} else if c == ".." {
+			pop(max(1, len(stack)-1))
 			continue
 		}
-		name := where(c)
-		fd, err := unix.Openat(stack[len(stack)-1].fd, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		parent := stack[len(stack)-1]
+		name := parent.name + "/" + c
+		fd, err := unix.Openat(parent.fd, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fail(fmt.Errorf("open %s: %w", name, err))
+			return nil, st, fmt.Errorf("open %s: %w", name, err)
 		}
+		stack = append(stack, dir{fd, name})
 		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			return fail(fmt.Errorf("stat %s: %w", name, err))
+			return nil, st, fmt.Errorf("stat %s: %w", name, err)
 		}
-		if err := Check(&st, name, owner); err != nil {
-			unix.Close(fd)
-			return fail(err)
+		if err := check(&st, name, owner); err != nil {
+			return nil, st, err
 		}
 		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			continue
 		case unix.S_IFLNK:
 			if !follow {
-				unix.Close(fd)
-				return fail(fmt.Errorf("%s is a symbolic link, which is not followed here: %w", name, ErrUntrusted))
+				return nil, st, fmt.Errorf("%s is a symbolic link, which is not followed here: %w", name, ErrUntrusted)
 			}
 			if links++; links > MaxLinks {
-				unix.Close(fd)
-				return fail(fmt.Errorf("more than %d symbolic links: %w", MaxLinks, unix.ELOOP))
+				return nil, st, fmt.Errorf("more than %d symbolic links: %w", MaxLinks, unix.ELOOP)
 			}
-			target, err := readlink(fd)
-			unix.Close(fd)
+			buf := make([]byte, unix.PathMax)
+			n, err := unix.Readlinkat(fd, "", buf)
+			if err == nil && n >= len(buf) {
+				err = unix.ENAMETOOLONG
+			}
 			if err != nil {
-				return fail(fmt.Errorf("read link %s: %w", name, err))
+				return nil, st, fmt.Errorf("read link %s: %w", name, err)
 			}
-			if strings.HasPrefix(target, "/") {
-				for _, d := range stack[1:] {
-					unix.Close(d.fd)
-				}
-				stack = stack[:1]
+			target := string(buf[:n])
+			if pop(len(stack) - 1); strings.HasPrefix(target, "/") {
+				pop(1)
 			}
 			rest = append(strings.Split(target, "/"), rest...)
-		case unix.S_IFDIR:
-			stack = append(stack, dir{fd, c})
-		default:
-			for _, r := range rest {
-				if r != "" && r != "." {
-					unix.Close(fd)
-					return fail(fmt.Errorf("%s is not a directory: %w", name, unix.ENOTDIR))
-				}
-			}
-			return os.NewFile(uintptr(fd), name), name, st, nil
+			continue
 		}
+		for _, r := range rest {
+			if r != "" && r != "." {
+				return nil, st, fmt.Errorf("%s is not a directory: %w", name, unix.ENOTDIR)
+			}
+		}
+		stack = stack[:len(stack)-1] // the caller's to close
+		return os.NewFile(uintptr(fd), name), st, nil
 	}
-	return fail(fmt.Errorf("names a directory: %w", unix.EISDIR))
+	return nil, st, fmt.Errorf("names a directory: %w", unix.EISDIR)
 }
 
-// Check checks one object: owned by owner and, unless it is a symbolic
+// check checks one object: owned by owner and, unless it is a symbolic
 // link (whose mode bits mean nothing; its owner is still checked, so a
 // link planted by another user in a sticky directory is refused), not
 // writable by group or others.
-func Check(st *unix.Stat_t, name string, owner uint32) error {
+func check(st *unix.Stat_t, name string, owner uint32) error {
 	if st.Uid != owner {
 		return fmt.Errorf("%s is owned by uid %d, not %d: %w", name, st.Uid, owner, ErrUntrusted)
 	}
@@ -152,26 +146,40 @@ func Check(st *unix.Stat_t, name string, owner uint32) error {
 	return nil
 }
 
-// Reopen opens the object of an O_PATH descriptor for reading, through
-// /proc/self/fd: the very inode Walk checked, never a name again.
-func Reopen(f *os.File) (*os.File, error) {
-	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+// ReadFile reads the regular file p (walked as Walk does, following no
+// link) of at most max bytes, through the descriptor whose identity was
+// checked (reopened through /proc/self/fd: the very inode Walk checked,
+// never a name again), and compares its metadata again after reading.
+func ReadFile(root *os.File, p string, owner uint32, max int64) ([]byte, error) {
+	obj, _, before, err := Walk(root, p, owner, false)
+	if errors.Is(err, unix.EISDIR) || err == nil && before.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = fmt.Errorf("%s: not a regular file: %w", p, ErrUntrusted)
+	} else if err == nil && before.Size > max {
+		err = fmt.Errorf("%s: %d bytes, more than %d", p, before.Size, max)
+	}
+	if obj != nil {
+		defer obj.Close()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reopen %s: %w", f.Name(), err)
+		return nil, err
 	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
-}
-
-// readlink reads the target of the symbolic link an O_PATH|O_NOFOLLOW
-// descriptor refers to.
-func readlink(fd int) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(fd, "", buf)
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", obj.Fd()), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("reopen %s: %w", p, err)
 	}
-	if n >= len(buf) {
-		return "", unix.ENAMETOOLONG
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	return string(buf[:n]), nil
+	var after unix.Stat_t
+	if err := unix.Fstat(fd, &after); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if int64(len(data)) != before.Size || after.Size != before.Size || after.Mtim != before.Mtim ||
+		after.Ctim != before.Ctim || after.Ino != before.Ino || after.Dev != before.Dev {
+		return nil, fmt.Errorf("%s changed while it was read", p)
+	}
+	return data, nil
 }

@@ -5,25 +5,17 @@
 // installer sets file capabilities from it with setcap, each helper drops
 // to exactly its row before serving, the integration tests compare every
 // helper thread's CapEff/CapPrm with it, and SECURITY.md's table is
-// generated from it (a test fails when the document and the table differ).
-// Changing a row is a security decision: update SECURITY.md in the same
-// commit (`go run ./helpers/captable/cmd/captable-doc`).
+// generated from it (captext; a test fails when the document and the
+// table differ). Changing a row is a security decision: update SECURITY.md
+// in the same commit (go test ./helpers/helperkit -run TestSecurityDoc -update).
 package captable
 
-import (
-	"fmt"
-	"sort"
-	"strings"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// Cap is one Linux capability.
+// Cap is one Linux capability: its setcap(8) spelling and its number.
 type Cap struct {
-	// Name is the setcap(8) spelling, e.g. "cap_sys_admin".
 	Name string
-	// Bit is the capability number (CAP_SYS_ADMIN is 21).
-	Bit uint
+	Bit  uint
 }
 
 // The capabilities any row may name. Keeping the vocabulary this small
@@ -41,26 +33,18 @@ const (
 
 // Entry is one installed executable and the capabilities it holds.
 type Entry struct {
-	// Binary is the executable's file name, also its wire protocol name.
-	Binary string
-	// Dir is DirBin or DirLibexec.
-	Dir string
-	// Helper is true for executables the supervisor spawns over a
-	// socketpair; they are installed mode 0750, group-owned by the
-	// service group, so only that group can execute them.
+	Binary string // the executable's file name, also its wire protocol name
+	Dir    string // DirBin or DirLibexec
+	// Helper: spawned by the supervisor over a socketpair, installed mode
+	// 0750 and group-owned by the service group, so only it can execute it.
 	Helper bool
 	// StartedBy names the helper that starts this one itself (from a
 	// descriptor of the file next to its own); the supervisor never
 	// spawns it, nor asks it Hello.
 	StartedBy string
-	// Bounds is a helper's bounds file under the configuration directory
-	// (helperkit.ConfigDir), root's, which it reads at start-up.
-	Bounds string
-	// Protocol is the package that declares a helper's protocol (its
-	// wire.Protocol, named Binary), relative to the module.
-	Protocol string
-	// Caps is the exact file capability set, raised effective at exec.
-	Caps []Cap
+	Bounds    string // a helper's bounds file under the configuration directory (helperkit.ConfigDir), root's, read at start-up
+	Protocol  string // the package declaring a helper's protocol (its wire.Protocol, named Binary), relative to the module
+	Caps      []Cap  // the exact file capability set, raised effective at exec
 	// OnDemand are the capabilities of Caps the helper keeps permitted
 	// but not effective once it has restricted itself: raised on one
 	// thread only around the system calls that use them, lowered again
@@ -69,8 +53,7 @@ type Entry struct {
 	// deputy; CAP_DAC_OVERRIDE effective for the whole life of
 	// glove-loopext4 made every open skip permission checks).
 	OnDemand []Cap
-	// Why says, for auditors, what each capability is used for.
-	Why string
+	Why      string // for auditors: what each capability is used for
 }
 
 // Table is the capability table. Order is the order of SECURITY.md.
@@ -97,29 +80,19 @@ var Table = []Entry{
 		Binary: "glove-streamproxy", Dir: DirLibexec, Helper: true, Bounds: "streamproxy.json", Protocol: "helpers/wire/streamwire",
 		Why: "none: relays bounded frames between descriptors it is given",
 	},
-	{
-		Binary: "glove-shim", Dir: DirLibexec, Helper: true,
-		Why: "none: builds the sandbox inside user namespaces it creates",
-	},
-	{
-		Binary: "gloved", Dir: DirBin,
-		Why: "none: the supervisor parses remote input and so holds no capability",
-	},
-	{
-		Binary: "glove", Dir: DirBin,
-		Why: "none: the operator's command line",
-	},
+	{Binary: "glove-shim", Dir: DirLibexec, Helper: true, Why: "none: builds the sandbox inside user namespaces it creates"},
+	{Binary: "gloved", Dir: DirBin, Why: "none: the supervisor parses remote input and so holds no capability"},
+	{Binary: "glove", Dir: DirBin, Why: "none: the operator's command line"},
 }
 
 // MustLookup returns the row for an executable name and panics without
 // one: for the helpers' own packages, whose names are rows by
 // construction (TestSpecsMatchTables).
 func MustLookup(binary string) Entry {
-	e, ok := Lookup(binary)
-	if !ok {
-		panic("captable: no row for " + binary)
+	if e, ok := Lookup(binary); ok {
+		return e
 	}
-	return e
+	panic("captable: no row for " + binary)
 }
 
 // Lookup returns the row for an executable name.
@@ -133,95 +106,15 @@ func Lookup(binary string) (Entry, bool) {
 }
 
 // Mask is the row as a capability bitmask, as in /proc/PID/status.
-func (e Entry) Mask() uint64 {
-	var m uint64
-	for _, c := range e.Caps {
-		m |= 1 << c.Bit
-	}
-	return m
-}
+func (e Entry) Mask() uint64 { return mask(e.Caps) }
 
 // Effective is the row's effective set while the helper serves and
 // between requests: Mask without OnDemand.
-func (e Entry) Effective() uint64 {
-	m := e.Mask()
-	for _, c := range e.OnDemand {
-		m &^= 1 << c.Bit
+func (e Entry) Effective() uint64 { return e.Mask() &^ mask(e.OnDemand) }
+
+func mask(caps []Cap) (m uint64) {
+	for _, c := range caps {
+		m |= 1 << c.Bit
 	}
 	return m
-}
-
-// SetcapText is the argument setcap(8) takes for this row, or "" when the
-// row has no capability (such files carry no security.capability xattr).
-// Capabilities are permitted and effective ("=ep") and never inheritable:
-// an inheritable bit would let the capability pass to programs the helper
-// executes (mkfs.ext4), which must run without it.
-func (e Entry) SetcapText() string {
-	if len(e.Caps) == 0 {
-		return ""
-	}
-	names := make([]string, len(e.Caps))
-	for i, c := range e.Caps {
-		names[i] = c.Name
-	}
-	sort.Strings(names)
-	return strings.Join(names, ",") + "=ep"
-}
-
-// MaskString formats a mask the way /proc/PID/status prints it.
-func MaskString(m uint64) string { return fmt.Sprintf("%016x", m) }
-
-// Fields renders the table for scripts (setup-host.sh): one line a row,
-// space-separated, no field containing a space: the executable, its
-// directory below the prefix, its mode, owner:group, its bounds file
-// ("-" for none) and its setcap(8) text ("none" for none).
-func Fields() string {
-	var b strings.Builder
-	for _, e := range Table {
-		mode, owner := "0755", "root:root"
-		if e.Helper {
-			mode, owner = "0750", "root:glove"
-		}
-		bounds, caps := e.Bounds, e.SetcapText()
-		if bounds == "" {
-			bounds = "-"
-		}
-		if caps == "" {
-			caps = "none"
-		}
-		fmt.Fprintf(&b, "%s %s %s %s %s %s\n", e.Binary, e.Dir, mode, owner, bounds, caps)
-	}
-	return b.String()
-}
-
-// Markdown renders the table for SECURITY.md.
-func Markdown() string {
-	var b strings.Builder
-	b.WriteString("| executable | installed in | mode | bounds | protocol | file capabilities | CapPrm mask; CapEff while serving | why |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for _, e := range Table {
-		mode := "0755 root:root"
-		if e.Helper {
-			mode = "0750 root:glove"
-		}
-		caps := e.SetcapText()
-		if caps == "" {
-			caps = "none"
-		}
-		masks := "`" + MaskString(e.Mask()) + "`"
-		if e.Effective() != e.Mask() {
-			masks += "; `" + MaskString(e.Effective()) + "` (raised per call)"
-		}
-		bounds := "—"
-		if e.Bounds != "" {
-			bounds = "`$CONFDIR/" + e.Bounds + "`"
-		}
-		proto := "—"
-		if e.Protocol != "" {
-			proto = "`" + e.Protocol + "`"
-		}
-		fmt.Fprintf(&b, "| `%s` | `$PREFIX/%s` | %s | %s | %s | `%s` | %s | %s |\n",
-			e.Binary, e.Dir, mode, bounds, proto, caps, masks, e.Why)
-	}
-	return b.String()
 }

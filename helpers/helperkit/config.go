@@ -9,31 +9,37 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/glove-sandbox/glove/trustpath"
 )
 
 // ConfigDir is where helpers read their bounds. It is fixed when the
-// helper is built (go build -ldflags "-X <this package>.ConfigDir=DIR");
-// the Makefile sets it from CONFDIR. It is never taken from argv, the
+// helper is built (go build -ldflags "-X <this package>.ConfigDir=DIR";
+// the Makefile sets it from CONFDIR). It is never taken from argv, the
 // environment or a request: the supervisor chooses all of those, and a
 // compromised supervisor must not be able to point a helper at bounds of
 // its own making.
 var ConfigDir = "/etc/glove"
 
-// Config is a helper's bounds, decoded from JSON.
-type Config interface {
-	// Validate checks the decoded bounds and names the first fault.
-	Validate() error
-}
+// MaxConfigBytes bounds a helper configuration file. Bounds are a few
+// lists and numbers; anything larger is not a configuration we wrote.
+const MaxConfigBytes = 64 << 10
 
-// LoadConfig reads ConfigDir/name from a root-owned chain of directories
-// (see ReadTrusted) and decodes it strictly into cfg.
-func LoadConfig(name string, cfg Config) error {
-	return loadConfigFrom("/", ConfigDir, name, 0, cfg)
-}
+// Config is a helper's bounds, decoded from JSON. Validate checks the
+// decoded bounds and names the first fault.
+type Config interface{ Validate() error }
 
+// loadConfigFrom reads dir/name beneath rootPath ("/" but in tests),
+// every directory down and the file owned by owner (uid 0 but in tests),
+// writable by nobody else and no symbolic link (trustpath.ReadFile), and
+// decodes it strictly into cfg.
+//
+// Threat: a helper's bounds decide what a compromised supervisor can make
+// it do. If the service user (or anyone but root) could write the file, or
+// rename a directory anywhere above it, it could widen those bounds.
 func loadConfigFrom(rootPath, dir, name string, owner uint32, cfg Config) error {
-	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-		return fmt.Errorf("configuration directory %q is not a clean absolute path", dir)
+	if err := CheckAbsPath("configuration directory", dir); err != nil {
+		return err
 	}
 	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
 		return fmt.Errorf("configuration file name %q: component is not a plain file name", name)
@@ -43,15 +49,14 @@ func loadConfigFrom(rootPath, dir, name string, owner uint32, cfg Config) error 
 		return fmt.Errorf("open %s: %w", rootPath, err)
 	}
 	defer root.Close()
-	rel := strings.TrimPrefix(filepath.Join(dir, name), "/")
-	data, err := ReadTrusted(root, rel, owner, MaxConfigBytes)
+	data, err := trustpath.ReadFile(root, filepath.Join(dir, name), owner, MaxConfigBytes)
+	if err == nil {
+		err = DecodeStrict(data, cfg)
+	}
+	if err == nil {
+		err = cfg.Validate()
+	}
 	if err != nil {
-		return err
-	}
-	if err := DecodeStrict(data, cfg); err != nil {
-		return fmt.Errorf("configuration %s: %w", filepath.Join(dir, name), err)
-	}
-	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("configuration %s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
@@ -76,7 +81,7 @@ func DecodeStrict(data []byte, v any) error {
 // are compared by identity later; a non-canonical spelling is refused
 // because it usually means the operator meant something else.
 func CheckAbsPath(field, p string) error {
-	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 		return fmt.Errorf("%s: %q is not a clean absolute path", field, p)
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/glove-sandbox/glove/trustpath"
 )
 
 // tree makes a private root (mode 0755, owned by the test's uid) with
@@ -161,7 +163,7 @@ func TestLoadConfigRefuses(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
 			}
-			if c.untrust && !errors.Is(err, ErrUntrusted) {
+			if c.untrust && !errors.Is(err, trustpath.ErrUntrusted) {
 				t.Errorf("error %v does not wrap ErrUntrusted", err)
 			}
 		})

@@ -1,32 +1,25 @@
 // Package helperkit is the part every Glove helper shares: how it starts,
-// where its bounds come from, how it confines itself, and its serve loop.
-//
-// A helper is started by the supervisor with one end of a SOCK_SEQPACKET
-// socketpair at descriptor 3, an empty environment and argv holding only
-// its name. Before it reads a single request it:
-//
-//   - refuses extra arguments, any environment variable, and uid 0;
-//   - closes every descriptor above 3 it may have inherited by mistake;
-//   - checks descriptor 3 is a unix SOCK_SEQPACKET socket whose peer runs
-//     as its own uid or root;
-//   - reads its bounds from ConfigDir (root-owned all the way up);
-//   - drops to exactly its capability table row on every thread, sets
-//     no_new_privs and installs its seccomp allowlist (Restrict).
-//
-// Then it answers one request at a time of its protocol (declared in
-// helpers/wire/NAMEwire), exits 0 on EOF, and exits non-zero on any protocol error.
+// where its bounds come from, how it confines itself, and its serve loop
+// (the contract, check by check: docs/helpers.md). Before it reads a
+// request a helper refuses arguments, any environment variable and uid 0,
+// closes every descriptor above 3, checks the peer of its control socket
+// (descriptor 3), reads its bounds from ConfigDir (root-owned all the way
+// up) and drops to exactly its capability table row on every thread under
+// no_new_privs and its seccomp allowlist (start, Restrict). Then it
+// answers one request at a time of its protocol (declared in
+// helpers/wire/NAMEwire), exits 0 on EOF, and non-zero on any protocol error.
 package helperkit
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
-	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,19 +36,16 @@ const (
 
 // Spec describes one helper.
 type Spec struct {
-	// Name is the executable name; it must have a captable row.
-	Name string
-	// Protocol is the helper's protocol; its name is Name.
-	Protocol *wire.Protocol
-	// Config receives the decoded bounds (a pointer).
-	Config Config
-	// Syscalls are the helper's additions to BaseSyscalls (its own file).
-	Syscalls []bpf.Rule
+	Name     string         // the executable name; it must have a captable row
+	Protocol *wire.Protocol // the helper's protocol; its name is Name
+	Config   Config         // receives the decoded bounds (a pointer)
+	Syscalls []bpf.Rule     // the helper's additions to BaseSyscalls (its seccomp.go)
 	// Handlers returns the handlers of the helper's routes other than
-	// Hello (each made by the route's Handle). It runs once the configuration is loaded and BEFORE the
-	// helper restricts itself, so it may open what the handlers will need
-	// (bound roots, /dev/loop-control) while those calls are still
-	// allowed. peer is the control socket's peer (SO_PEERCRED).
+	// Hello (each made by the route's Handle). It runs once the
+	// configuration is loaded and BEFORE the helper restricts itself, so
+	// it may open what the handlers will need (bound roots,
+	// /dev/loop-control) while those calls are still allowed. peer is the
+	// control socket's peer (SO_PEERCRED).
 	Handlers func(peer *unix.Ucred) ([]wire.Handler, error)
 	// Done, if set, runs once serving has ended, before the helper exits
 	// (glove-loopext4 reaps its formatter there).
@@ -63,34 +53,24 @@ type Spec struct {
 }
 
 // Main runs the helper and exits with its status.
-func Main(spec Spec) {
-	os.Exit(Run(spec))
-}
+func Main(spec Spec) { os.Exit(Run(spec)) }
 
-// Run runs the helper and returns its exit status.
+// Run runs the helper and returns its exit status. It logs JSON lines
+// on stderr (log/slog: no logging library beyond the standard one is
+// linked into a privileged helper).
 func Run(spec Spec) int {
-	log := logrus.New()
-	log.SetOutput(os.Stderr)
-	log.SetFormatter(&logrus.JSONFormatter{})
-	entry := log.WithFields(logrus.Fields{"helper": spec.Name, "pid": os.Getpid()})
-
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("helper", spec.Name, "pid", os.Getpid())
 	srv, err := start(spec)
 	if err != nil {
-		entry.WithError(err).Error("refusing to start")
+		log.Error("refusing to start", "error", err)
 		return ExitStartup
 	}
-	srv.Log = func(msg string, kv ...any) {
-		fields := logrus.Fields{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			fields[fmt.Sprint(kv[i])] = kv[i+1]
-		}
-		entry.WithFields(fields).Info(msg)
-	}
-	entry.Info("serving")
+	srv.Log = log.Info
+	log.Info("serving")
 	err = srv.Serve()
 	if spec.Done != nil {
 		if derr := spec.Done(); derr != nil {
-			entry.WithError(derr).Error("ending")
+			log.Error("ending", "error", derr)
 		}
 	}
 	var perr *wire.ProtocolError
@@ -98,12 +78,11 @@ func Run(spec Spec) int {
 	case err == nil:
 		return ExitEOF
 	case errors.As(err, &perr):
-		entry.WithError(err).Error("protocol error")
+		log.Error("protocol error", "error", err)
 		return ExitProtocol
-	default:
-		entry.WithError(err).Error("connection failed")
-		return ExitIO
 	}
+	log.Error("connection failed", "error", err)
+	return ExitIO
 }
 
 func start(spec Spec) (*wire.Server, error) {
@@ -134,11 +113,18 @@ func start(spec Spec) (*wire.Server, error) {
 	if os.Getuid() == 0 || os.Geteuid() == 0 {
 		return nil, errors.New("start: refusing to run as uid 0; run as the Glove service user")
 	}
-	peer, err := checkControl()
+	// Descriptor 3 must be a socket whose peer has our uid or is root: the
+	// parties a helper serves are the supervisor, running as the service
+	// user that may execute it, and root (operator tooling, tests), who
+	// could run the helper's system calls directly anyway.
+	peer, err := unix.GetsockoptUcred(ControlFD, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start: descriptor %d is not a connected unix socket: %w", ControlFD, err)
 	}
-	if err := LoadConfig(row.Bounds, spec.Config); err != nil {
+	if peer.Uid != uint32(os.Getuid()) && peer.Uid != 0 {
+		return nil, fmt.Errorf("start: control socket peer runs as uid %d, not %d", peer.Uid, os.Getuid())
+	}
+	if err := loadConfigFrom("/", ConfigDir, row.Bounds, 0, spec.Config); err != nil {
 		return nil, err
 	}
 	var handlers []wire.Handler
@@ -147,7 +133,13 @@ func start(spec Spec) (*wire.Server, error) {
 			return nil, fmt.Errorf("start: %w", err)
 		}
 	}
-	handlers = append(handlers, helloHandler(spec.Name))
+	handlers = append(handlers, wire.HelloRoute.Handle(func(uint32, *wire.Hello, []*os.File) (*wire.HelloReply, []int, error) {
+		eff, prm, err := CurrentCaps()
+		if err != nil {
+			return nil, nil, err
+		}
+		return &wire.HelloReply{Name: spec.Name, Protocol: wire.Version, CapEffective: eff, CapPermitted: prm}, nil, nil
+	}))
 	conn, err := wire.FromFile(os.NewFile(ControlFD, "control"))
 	if err != nil {
 		return nil, fmt.Errorf("start: control socket: %w", err)
@@ -158,29 +150,4 @@ func start(spec Spec) (*wire.Server, error) {
 		return nil, err
 	}
 	return &wire.Server{Protocol: spec.Protocol, Conn: conn, Handlers: handlers}, nil
-}
-
-// checkControl checks descriptor 3 is a socket whose peer has our uid or
-// is root: the parties a helper serves are the supervisor, running as the
-// service user that may execute it, and root (operator tooling, tests),
-// who could run the helper's system calls directly anyway.
-func checkControl() (*unix.Ucred, error) {
-	cred, err := unix.GetsockoptUcred(ControlFD, unix.SOL_SOCKET, unix.SO_PEERCRED)
-	if err != nil {
-		return nil, fmt.Errorf("start: descriptor %d is not a connected unix socket: %w", ControlFD, err)
-	}
-	if cred.Uid != uint32(os.Getuid()) && cred.Uid != 0 {
-		return nil, fmt.Errorf("start: control socket peer runs as uid %d, not %d", cred.Uid, os.Getuid())
-	}
-	return cred, nil
-}
-
-func helloHandler(name string) wire.Handler {
-	return wire.HelloRoute.Handle(func(uint32, *wire.Hello, []*os.File) (*wire.HelloReply, []int, error) {
-		eff, prm, err := CurrentCaps()
-		if err != nil {
-			return nil, nil, err
-		}
-		return &wire.HelloReply{Name: name, Protocol: wire.Version, CapEffective: eff, CapPermitted: prm}, nil, nil
-	})
 }

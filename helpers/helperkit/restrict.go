@@ -1,7 +1,6 @@
 package helperkit
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -33,15 +32,13 @@ import (
 // CAP_SETPCAP, and with no_new_privs set it can no longer widen anything.
 func Restrict(row captable.Entry, rules []bpf.Rule) error {
 	want := row.Mask()
-	_, prm, err := CurrentCaps()
-	if err != nil {
+	if _, prm, err := CurrentCaps(); err != nil {
 		return err
-	}
-	if missing := want &^ prm; missing != 0 {
+	} else if missing := want &^ prm; missing != 0 {
 		return fmt.Errorf("restrict: missing capabilities %s (the binary needs its file capabilities: make install)",
 			capNames(missing))
 	}
-	if err := allThreadsClearAmbient(); err != nil {
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
 		return fmt.Errorf("restrict: clear ambient capabilities: %w", err)
 	}
 	if err := allThreadsCapset(want, row.Effective()); err != nil {
@@ -51,7 +48,7 @@ func Restrict(row captable.Entry, rules []bpf.Rule) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("restrict: clear dumpable: %w", err)
 	}
-	if err := allThreadsNoNewPrivs(); err != nil {
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
 		return fmt.Errorf("restrict: set no_new_privs on all threads: %w", err)
 	}
 	prog, err := bpf.Compile(rules, bpf.Action(unix.SECCOMP_RET_KILL_PROCESS))
@@ -67,10 +64,6 @@ func Restrict(row captable.Entry, rules []bpf.Rule) error {
 // raisable and served are set by Restrict: the capabilities Raised may
 // raise, and the effective set every thread otherwise holds.
 var raisable, served uint64
-
-// errStillRaised is why Raised ends the process: a thread that cannot
-// lower a capability again must not run anything more.
-var errStillRaised = errors.New("could not lower a capability raised for one call")
 
 // Raised runs fn with the capabilities of mask (of the row's OnDemand)
 // effective on the calling thread alone, locked to it, and lowers them
@@ -90,7 +83,8 @@ func Raised(mask uint64, fn func() error) error {
 	}
 	ferr := fn()
 	if err := threadCapset(raisable|served, served); err != nil {
-		fmt.Fprintf(os.Stderr, "glove helper: %v: %v\n", errStillRaised, err)
+		// A thread that cannot lower a capability must not run anything more.
+		fmt.Fprintf(os.Stderr, "glove helper: could not lower a capability raised for one call: %v\n", err)
 		os.Exit(ExitStartup)
 	}
 	runtime.UnlockOSThread()
@@ -99,27 +93,28 @@ func Raised(mask uint64, fn func() error) error {
 
 // threadCapset sets the calling thread's permitted and effective sets.
 func threadCapset(prm, eff uint64) error {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	data := [2]unix.CapUserData{
-		{Effective: uint32(eff), Permitted: uint32(prm)},
-		{Effective: uint32(eff >> 32), Permitted: uint32(prm >> 32)},
-	}
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
+	if err := unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &capData(prm, eff)[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
 }
 
+// capData is capset(2)'s data for permitted prm, effective eff and
+// inheritable nothing.
+func capData(prm, eff uint64) *[2]unix.CapUserData {
+	return &[2]unix.CapUserData{
+		{Effective: uint32(eff), Permitted: uint32(prm)},
+		{Effective: uint32(eff >> 32), Permitted: uint32(prm >> 32)},
+	}
+}
+
 // CurrentCaps returns the calling thread's effective and permitted sets.
 func CurrentCaps() (eff, prm uint64, err error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
+	if err := unix.Capget(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0]); err != nil {
 		return 0, 0, fmt.Errorf("capget: %w", err)
 	}
-	eff = uint64(data[0].Effective) | uint64(data[1].Effective)<<32
-	prm = uint64(data[0].Permitted) | uint64(data[1].Permitted)<<32
-	return eff, prm, nil
+	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32, uint64(data[0].Permitted) | uint64(data[1].Permitted)<<32, nil
 }
 
 func capNames(mask uint64) string {

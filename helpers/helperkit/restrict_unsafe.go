@@ -20,34 +20,21 @@ import (
 
 var errCgo = errors.New("all-thread system calls are unavailable in a cgo binary: build helpers with CGO_ENABLED=0")
 
+// allThreads makes one system call on every thread.
 func allThreads(trap, a1, a2 uintptr) error {
-	_, _, e := syscall.AllThreadsSyscall6(trap, a1, a2, 0, 0, 0, 0)
-	switch {
-	case e == syscall.ENOTSUP:
+	if _, _, e := syscall.AllThreadsSyscall6(trap, a1, a2, 0, 0, 0, 0); e == syscall.ENOTSUP {
 		return errCgo
-	case e != 0:
+	} else if e != 0 {
 		return e
 	}
 	return nil
-}
-
-func allThreadsClearAmbient() error {
-	return allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL)
-}
-
-func allThreadsNoNewPrivs() error {
-	return allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1)
 }
 
 // allThreadsCapset sets permitted to mask, effective to eff and
 // inheritable to nothing on every thread. The arguments live on the heap,
 // which the collector never moves, and are kept alive across the call.
 func allThreadsCapset(mask, eff uint64) error {
-	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	data := &[2]unix.CapUserData{
-		{Effective: uint32(eff), Permitted: uint32(mask)},
-		{Effective: uint32(eff >> 32), Permitted: uint32(mask >> 32)},
-	}
+	hdr, data := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, capData(mask, eff)
 	err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])))
 	runtime.KeepAlive(hdr)
 	runtime.KeepAlive(data)

@@ -23,51 +23,35 @@ const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUSER | unix.CLONE_N
 // BaseSyscalls is the allowlist shared by all helpers.
 var BaseSyscalls = []bpf.Rule{
 	// Go runtime: memory.
-	{Name: "mmap", Nr: unix.SYS_MMAP},
-	{Name: "munmap", Nr: unix.SYS_MUNMAP},
-	{Name: "madvise", Nr: unix.SYS_MADVISE},
+	{Name: "mmap", Nr: unix.SYS_MMAP}, {Name: "munmap", Nr: unix.SYS_MUNMAP}, {Name: "madvise", Nr: unix.SYS_MADVISE},
 	// Go runtime: threads. A new thread is clone(CLONE_THREAD|...); a
 	// clone without CLONE_THREAD (a new process) or with any namespace
 	// flag is refused: a subverted helper must not fork a child that
 	// outlives its filter's intent or unshares into a user namespace.
 	{Name: "clone", Nr: unix.SYS_CLONE, Conds: []bpf.Cond{{Arg: 0, Mask: unix.CLONE_THREAD | cloneNamespaceFlags, Value: unix.CLONE_THREAD}}},
-	{Name: "exit", Nr: unix.SYS_EXIT},
-	{Name: "exit_group", Nr: unix.SYS_EXIT_GROUP},
-	{Name: "gettid", Nr: unix.SYS_GETTID},
-	{Name: "getpid", Nr: unix.SYS_GETPID},
-	{Name: "futex", Nr: unix.SYS_FUTEX},
-	{Name: "nanosleep", Nr: unix.SYS_NANOSLEEP},
-	{Name: "sched_yield", Nr: unix.SYS_SCHED_YIELD},
-	{Name: "sched_getaffinity", Nr: unix.SYS_SCHED_GETAFFINITY},
-	{Name: "getrandom", Nr: unix.SYS_GETRANDOM},
-	{Name: "clock_gettime", Nr: unix.SYS_CLOCK_GETTIME},
+	{Name: "exit", Nr: unix.SYS_EXIT}, {Name: "exit_group", Nr: unix.SYS_EXIT_GROUP},
+	{Name: "gettid", Nr: unix.SYS_GETTID}, {Name: "getpid", Nr: unix.SYS_GETPID},
+	{Name: "futex", Nr: unix.SYS_FUTEX}, {Name: "nanosleep", Nr: unix.SYS_NANOSLEEP},
+	{Name: "sched_yield", Nr: unix.SYS_SCHED_YIELD}, {Name: "sched_getaffinity", Nr: unix.SYS_SCHED_GETAFFINITY},
+	{Name: "getrandom", Nr: unix.SYS_GETRANDOM}, {Name: "clock_gettime", Nr: unix.SYS_CLOCK_GETTIME},
 	// Go runtime: signals (goroutine preemption sends SIGURG to its own
 	// threads with tgkill; the filter cannot tell the target's process,
 	// but the helper holds no signal privilege over other users anyway).
-	{Name: "rt_sigaction", Nr: unix.SYS_RT_SIGACTION},
-	{Name: "rt_sigprocmask", Nr: unix.SYS_RT_SIGPROCMASK},
-	{Name: "rt_sigreturn", Nr: unix.SYS_RT_SIGRETURN},
-	{Name: "sigaltstack", Nr: unix.SYS_SIGALTSTACK},
-	{Name: "tgkill", Nr: unix.SYS_TGKILL},
-	{Name: "restart_syscall", Nr: unix.SYS_RESTART_SYSCALL},
+	{Name: "rt_sigaction", Nr: unix.SYS_RT_SIGACTION}, {Name: "rt_sigprocmask", Nr: unix.SYS_RT_SIGPROCMASK},
+	{Name: "rt_sigreturn", Nr: unix.SYS_RT_SIGRETURN}, {Name: "sigaltstack", Nr: unix.SYS_SIGALTSTACK},
+	{Name: "tgkill", Nr: unix.SYS_TGKILL}, {Name: "restart_syscall", Nr: unix.SYS_RESTART_SYSCALL},
 	// Go runtime: the network poller behind the wire connection.
-	{Name: "epoll_ctl", Nr: unix.SYS_EPOLL_CTL},
-	{Name: "epoll_pwait", Nr: unix.SYS_EPOLL_PWAIT},
-	{Name: "epoll_wait", Nr: unix.SYS_EPOLL_WAIT},
+	{Name: "epoll_ctl", Nr: unix.SYS_EPOLL_CTL}, {Name: "epoll_pwait", Nr: unix.SYS_EPOLL_PWAIT}, {Name: "epoll_wait", Nr: unix.SYS_EPOLL_WAIT},
 	// Descriptors: read, write (logs to stderr, the poller's wake-ups),
 	// close; fcntl only to read and set descriptor and status flags
 	// (the wire package forces FD_CLOEXEC on received descriptors), never
 	// F_DUPFD or locks.
-	{Name: "read", Nr: unix.SYS_READ},
-	{Name: "write", Nr: unix.SYS_WRITE},
-	{Name: "close", Nr: unix.SYS_CLOSE},
+	{Name: "read", Nr: unix.SYS_READ}, {Name: "write", Nr: unix.SYS_WRITE}, {Name: "close", Nr: unix.SYS_CLOSE},
 	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 1, Mask: ^uint64(0), Value: unix.F_GETFD}}},
 	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 1, Mask: ^uint64(0), Value: unix.F_SETFD}}},
 	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 1, Mask: ^uint64(0), Value: unix.F_GETFL}}},
 	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 1, Mask: ^uint64(0), Value: unix.F_SETFL}}},
-	// The wire protocol: one message per call on the inherited socket.
-	{Name: "recvmsg", Nr: unix.SYS_RECVMSG},
-	{Name: "sendmsg", Nr: unix.SYS_SENDMSG},
+	// The wire protocol: one message per call on the inherited socket;
 	// Hello reports the live capability sets.
-	{Name: "capget", Nr: unix.SYS_CAPGET},
+	{Name: "recvmsg", Nr: unix.SYS_RECVMSG}, {Name: "sendmsg", Nr: unix.SYS_SENDMSG}, {Name: "capget", Nr: unix.SYS_CAPGET},
 }

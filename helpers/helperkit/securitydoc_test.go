@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/loopext4"
 	"github.com/glove-sandbox/glove/helpers/loopext4format"
@@ -30,7 +30,7 @@ const (
 // the document auditors read must be the code's own statement.
 func TestSecurityDoc(t *testing.T) {
 	checkGenerated(t, securityDoc, map[string]string{
-		"captable":   captable.Markdown(),
+		"captable":   captext.Markdown(),
 		"helpers":    helpersMarkdown(),
 		"auditunits": auditUnitsMarkdown(t),
 	})

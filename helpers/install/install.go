@@ -20,6 +20,7 @@ import (
 	"strconv"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 )
 
 // Options says what to install where.
@@ -111,7 +112,7 @@ func installOne(o Options, e captable.Entry, gid int, setcap string) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("install %s: close: %w", e.Binary, err)
 	}
-	if text := e.SetcapText(); text != "" {
+	if text := captext.SetcapText(e); text != "" {
 		out, err := exec.Command(setcap, text, tmpName).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("install %s: setcap %s: %w: %s", e.Binary, text, err, out)

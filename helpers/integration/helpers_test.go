@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
@@ -47,10 +48,10 @@ func TestHelperSelfRestriction(t *testing.T) {
 				t.Errorf("hello reports CapEff %x CapPrm %x, table row %x (effective between requests %x)", r.CapEffective, r.CapPermitted, row.Mask(), row.Effective())
 			}
 			want := map[string]string{
-				"CapEff":     captable.MaskString(row.Effective()),
-				"CapPrm":     captable.MaskString(row.Mask()),
-				"CapInh":     captable.MaskString(0),
-				"CapAmb":     captable.MaskString(0),
+				"CapEff":     captext.MaskString(row.Effective()),
+				"CapPrm":     captext.MaskString(row.Mask()),
+				"CapInh":     captext.MaskString(0),
+				"CapAmb":     captext.MaskString(0),
 				"NoNewPrivs": "1",
 				"Seccomp":    "2",
 			}
@@ -344,7 +345,7 @@ func TestGloveHelpersCommand(t *testing.T) {
 	}
 	for _, name := range servedHelpers {
 		row, _ := captable.Lookup(name)
-		want := fmt.Sprintf("CapEff %s  CapPrm %s  ok", captable.MaskString(row.Effective()), captable.MaskString(row.Mask()))
+		want := fmt.Sprintf("CapEff %s  CapPrm %s  ok", captext.MaskString(row.Effective()), captext.MaskString(row.Mask()))
 		found := false
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(l, name+" ") && strings.HasSuffix(l, want) {

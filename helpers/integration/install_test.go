@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/testenv"
 )
 
@@ -58,8 +59,8 @@ func TestMakeInstall(t *testing.T) {
 	}
 	want := map[string]string{}
 	for _, e := range captable.Table {
-		if e.SetcapText() != "" {
-			want[filepath.Join(dest, prefix, e.Dir, e.Binary)] = e.SetcapText()
+		if captext.SetcapText(e) != "" {
+			want[filepath.Join(dest, prefix, e.Dir, e.Binary)] = captext.SetcapText(e)
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

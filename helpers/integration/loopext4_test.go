@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
@@ -382,7 +383,7 @@ func TestLoopext4ReadOnlyAndFreeze(t *testing.T) {
 	// holds a capability effective: each was raised for its call only
 	// (captable OnDemand, helperkit.Raised), none is lost.
 	row, _ := captable.Lookup(loopext4Helper)
-	if n := checkThreads(t, p.Pid(), map[string]string{"CapEff": captable.MaskString(0), "CapPrm": captable.MaskString(row.Mask())}); n < 2 {
+	if n := checkThreads(t, p.Pid(), map[string]string{"CapEff": captext.MaskString(0), "CapPrm": captext.MaskString(row.Mask())}); n < 2 {
 		t.Errorf("saw %d threads of glove-loopext4", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	mounterpkg "github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/wire"
@@ -379,7 +380,7 @@ func TestMounterBind(t *testing.T) {
 	// (captable OnDemand, helperkit.Raised), and still permitted.
 	m.mustMount(m.tmpfs(mountwire.TmpfsRequest{SizeBytes: 1 << 20, Inodes: 64, Mode: 0o755}))
 	row, _ := captable.Lookup("glove-mounter")
-	if n := checkThreads(t, m.p.Pid(), map[string]string{"CapEff": captable.MaskString(0), "CapPrm": captable.MaskString(row.Mask())}); n < 2 {
+	if n := checkThreads(t, m.p.Pid(), map[string]string{"CapEff": captext.MaskString(0), "CapPrm": captext.MaskString(row.Mask())}); n < 2 {
 		t.Errorf("saw %d threads of glove-mounter", n)
 	}
 }

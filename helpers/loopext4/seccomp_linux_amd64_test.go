@@ -6,6 +6,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/loopext4format"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"github.com/glove-sandbox/glove/seccomp/bpf/bpftest"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,7 +15,7 @@ func verdict(t *testing.T, prog []unix.SockFilter, nr uintptr, args ...uint64) u
 	t.Helper()
 	var a6 [6]uint64
 	copy(a6[:], args)
-	a, err := bpf.Evaluate(prog, nr, a6)
+	a, err := bpftest.Evaluate(prog, nr, a6)
 	if err != nil {
 		t.Fatalf("run filter: %v", err)
 	}

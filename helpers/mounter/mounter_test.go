@@ -8,6 +8,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"github.com/glove-sandbox/glove/seccomp/bpf/bpftest"
 	"golang.org/x/sys/unix"
 )
 
@@ -232,7 +233,7 @@ func TestAllowlist(t *testing.T) {
 // runSeccomp evaluates prog on one call for the native architecture.
 func runSeccomp(t *testing.T, prog []unix.SockFilter, nr uintptr, args [6]uint64) uint32 {
 	t.Helper()
-	a, err := bpf.Evaluate(prog, nr, args)
+	a, err := bpftest.Evaluate(prog, nr, args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,7 @@
 // Package bpf compiles a syscall allowlist, kept as data by each Glove
 // helper, into a classic BPF seccomp program and installs it on every
-// thread of the calling process. It also builds the small ioctl deny
-// filter glove-shim stacks under a sandbox's profile (DenyIoctls).
-//
-// It exists because the helpers are built with CGO_ENABLED=0 and cannot use
-// libseccomp. The generated program:
+// thread of the calling process. The helpers are built with CGO_ENABLED=0
+// and cannot use libseccomp. The generated program:
 //
 //  1. kills the process unless seccomp_data.arch is the native audit arch,
 //  2. on amd64 kills the process for any x32 syscall number,
@@ -13,18 +10,18 @@
 //  4. otherwise returns the default action.
 //
 // Only amd64 and arm64 are supported: on other architectures the package
-// deliberately fails to build (no nativeAuditArch), because an allowlist
+// deliberately fails to build (no AuditArch), because an allowlist
 // compiled against the wrong syscall table is worse than none.
+// seccomp/bpf/bpftest runs and prints a compiled program without loading it.
 package bpf
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,23 +30,18 @@ import (
 // the low 32-bit word of argument i is at offArgs+8*i and the high one 4
 // bytes later.
 const (
-	offNr   = 0
-	offArch = 4
-	offArgs = 16
+	offNr, offArch, offArgs = 0, 4, 16
+	maxArg                  = 5    // the highest syscall argument index seccomp_data carries
+	maxInsns                = 4096 // the kernel's BPF_MAXINSNS, refused at compile time rather than install
+)
 
-	// maxArg is the highest syscall argument index seccomp_data carries.
-	maxArg = 5
-
-	// maxInsns is the kernel's BPF_MAXINSNS; longer programs are refused
-	// at install time, so refuse them at compile time instead.
-	maxInsns = 4096
-
-	// maxSkip is the farthest a classic BPF conditional jump can reach:
-	// jt and jf are 8-bit.
-	maxSkip = math.MaxUint8
-
-	// maxErrno is the kernel's MAX_ERRNO; seccomp clamps larger values.
-	maxErrno = 4095
+// The classic BPF instructions the programs use.
+const (
+	ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	ret  = unix.BPF_RET | unix.BPF_K
 )
 
 // Cond restricts a Rule to calls where (arg[Arg] & Mask) == Value. The
@@ -71,26 +63,65 @@ type Rule struct {
 	Conds []Cond
 }
 
-// Action is a SECCOMP_RET_* value, for example unix.SECCOMP_RET_KILL_PROCESS
-// or Errno(unix.EPERM).
+// Action is a SECCOMP_RET_* value, for example unix.SECCOMP_RET_KILL_PROCESS.
 type Action uint32
 
-// Errno returns the action that fails a syscall with e. An e of 0 or above
-// the kernel's MAX_ERRNO yields an ERRNO action with no errno, which Compile
-// rejects (threat: errno 0 would make a denied syscall look successful).
-func Errno(e unix.Errno) Action {
-	if e == 0 || e > maxErrno {
-		return Action(unix.SECCOMP_RET_ERRNO)
+// Compile turns rules into a seccomp program whose unmatched syscalls get
+// deflt. It refuses lists that are empty, contain invalid or duplicate
+// rules, or would not fit the kernel's limits.
+func Compile(rules []Rule, deflt Action) ([]unix.SockFilter, error) {
+	prog, err := compile(rules, deflt)
+	if err != nil {
+		return nil, fmt.Errorf("compile seccomp filter: %w", err)
 	}
-	return Action(unix.SECCOMP_RET_ERRNO | uint32(e))
+	return prog, nil
 }
 
-// validateDefault refuses default actions that would silently weaken the
+func compile(rules []Rule, deflt Action) ([]unix.SockFilter, error) {
+	if len(rules) == 0 {
+		return nil, errors.New("empty rule list would deny everything including the Go runtime")
+	}
+	if err := checkDefault(deflt); err != nil {
+		return nil, fmt.Errorf("default action: %w", err)
+	}
+	prog := []unix.SockFilter{{Code: ld, K: offArch}, {Code: jeq, K: AuditArch, Jt: 1}, {Code: ret, K: unix.SECCOMP_RET_KILL_PROCESS}}
+	if x32SyscallBit != 0 {
+		prog = append(prog, unix.SockFilter{Code: ld, K: offNr}, unix.SockFilter{Code: jset, K: x32SyscallBit, Jf: 1},
+			unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_KILL_PROCESS})
+	}
+	name := func(i int) string {
+		return fmt.Sprintf("rule %d (%s)", i, cmp.Or(rules[i].Name, fmt.Sprint("nr ", rules[i].Nr)))
+	}
+	seen := make(map[string]int, len(rules))
+	for i, r := range rules {
+		block, key, err := ruleBlock(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name(i), err)
+		}
+		if prev, dup := seen[key]; dup {
+			return nil, fmt.Errorf("%s duplicates %s", name(i), name(prev))
+		}
+		seen[key] = i
+		if prog = append(prog, block...); len(prog) >= maxInsns { // the default ret still has to fit
+			return nil, fmt.Errorf("program exceeds %d instructions at %s", maxInsns, name(i))
+		}
+	}
+	prog = append(prog, unix.SockFilter{Code: ret, K: uint32(deflt)})
+	// Every jump lands inside the program, checked apart from how it was
+	// built (the kernel checks too, but its failure is harder to debug).
+	for i, f := range prog {
+		if f.Code&0x07 == unix.BPF_JMP && i+1+int(max(f.Jt, f.Jf)) >= len(prog) {
+			return nil, fmt.Errorf("internal layout error: instruction %d jumps past the end (%d)", i, len(prog))
+		}
+	}
+	return prog, nil
+}
+
+// checkDefault refuses default actions that would silently weaken the
 // allowlist or hang the helper.
-func validateDefault(a Action) error {
+func checkDefault(a Action) error {
 	switch uint32(a) & unix.SECCOMP_RET_ACTION_FULL {
-	case unix.SECCOMP_RET_KILL_PROCESS, unix.SECCOMP_RET_TRAP,
-		unix.SECCOMP_RET_TRACE, unix.SECCOMP_RET_LOG:
+	case unix.SECCOMP_RET_KILL_PROCESS, unix.SECCOMP_RET_TRAP, unix.SECCOMP_RET_TRACE, unix.SECCOMP_RET_LOG:
 		return nil
 	case unix.SECCOMP_RET_ERRNO:
 		if uint32(a)&unix.SECCOMP_RET_DATA == 0 {
@@ -99,218 +130,66 @@ func validateDefault(a Action) error {
 		return nil
 	case unix.SECCOMP_RET_ALLOW:
 		return errors.New("default ALLOW turns the allowlist into a no-op")
-	case unix.SECCOMP_RET_KILL_THREAD:
-		// Also the zero Action, so this catches a forgotten default.
+	case unix.SECCOMP_RET_KILL_THREAD: // also the zero Action: a forgotten default
 		return errors.New("KILL_THREAD can leave a Go process hung with a dead runtime thread; use KILL_PROCESS")
 	case unix.SECCOMP_RET_USER_NOTIF:
 		return errors.New("USER_NOTIF needs a listener, which Install does not create")
-	default:
-		return fmt.Errorf("unknown seccomp action %#x", uint32(a))
 	}
+	return fmt.Errorf("unknown seccomp action %#x", uint32(a))
 }
 
-// validateRule rejects rules that can never match or that match more than
-// their author evidently meant; in an allowlist both are bugs.
-func validateRule(r Rule) error {
+// ruleBlock checks r, which must be able to match and match no more than
+// its author evidently meant (in an allowlist both are bugs), and emits
+// one self-contained block: load nr, compare, check each constrained
+// 32-bit word of each condition, then its own "ret ALLOW". Every failed
+// comparison jumps just past that ret, i.e. to the next block, so jump
+// distances are bounded by the block's own size rather than the
+// program's. key identifies the rule by what it matches, whatever its
+// Name or the order of its conditions, so duplicates are found however
+// they are spelled.
+func ruleBlock(r Rule) (block []unix.SockFilter, key string, err error) {
 	if uint64(r.Nr) > math.MaxUint32 {
-		return fmt.Errorf("syscall number %#x does not fit seccomp_data.nr (u32)", r.Nr)
+		return nil, "", fmt.Errorf("syscall number %#x does not fit seccomp_data.nr (u32)", r.Nr)
 	}
 	if uint32(r.Nr)&x32SyscallBit != 0 {
-		return fmt.Errorf("syscall number %#x has the x32 bit set and is always killed", r.Nr)
+		return nil, "", fmt.Errorf("syscall number %#x has the x32 bit set and is always killed", r.Nr)
 	}
+	block = []unix.SockFilter{{Code: ld, K: offNr}, {Code: jeq, K: uint32(r.Nr)}}
+	keys := make([]string, len(r.Conds))
 	for i, c := range r.Conds {
 		switch {
 		case c.Arg > maxArg:
-			return fmt.Errorf("cond %d: argument index %d out of range 0..%d", i, c.Arg, maxArg)
+			return nil, "", fmt.Errorf("cond %d: argument index %d out of range 0..%d", i, c.Arg, maxArg)
 		case c.Mask == 0:
-			return fmt.Errorf("cond %d: zero mask matches every value (forgotten Mask?)", i)
+			return nil, "", fmt.Errorf("cond %d: zero mask matches every value (forgotten Mask?)", i)
 		case c.Value&^c.Mask != 0:
-			return fmt.Errorf("cond %d: value %#x has bits outside mask %#x and can never match", i, c.Value, c.Mask)
+			return nil, "", fmt.Errorf("cond %d: value %#x has bits outside mask %#x and can never match", i, c.Value, c.Mask)
 		}
-	}
-	return nil
-}
-
-// ruleKey identifies a rule by what it matches, ignoring Name and the
-// order of its conditions, so duplicates are found however they are spelled.
-func ruleKey(r Rule) string {
-	conds := slices.Clone(r.Conds)
-	slices.SortFunc(conds, func(a, b Cond) int {
-		if a.Arg != b.Arg {
-			return int(a.Arg) - int(b.Arg)
-		}
-		if c := cmpU64(a.Mask, b.Mask); c != 0 {
-			return c
-		}
-		return cmpU64(a.Value, b.Value)
-	})
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d", r.Nr)
-	for _, c := range conds {
-		fmt.Fprintf(&b, "|%d&%x=%x", c.Arg, c.Mask, c.Value)
-	}
-	return b.String()
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func ruleName(i int, r Rule) string {
-	if r.Name != "" {
-		return fmt.Sprintf("rule %d (%s)", i, r.Name)
-	}
-	return fmt.Sprintf("rule %d (nr %d)", i, r.Nr)
-}
-
-// ruleBlock emits one self-contained block: load nr, compare, check each
-// 32-bit half of each condition, then its own "ret ALLOW". Every failed
-// comparison jumps just past that ret, i.e. to the next block, so jump
-// distances are bounded by the block's own size rather than the program's.
-func ruleBlock(r Rule) ([]bpf.Instruction, error) {
-	block := []bpf.Instruction{
-		bpf.LoadAbsolute{Off: offNr, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(r.Nr)},
-	}
-	for _, c := range r.Conds {
-		base := uint32(offArgs + 8*int(c.Arg))
-		halves := []struct {
-			off         uint32
-			mask, value uint32
-		}{
-			{base, uint32(c.Mask), uint32(c.Value)},
-			{base + 4, uint32(c.Mask >> 32), uint32(c.Value >> 32)},
-		}
-		for _, h := range halves {
-			if h.mask == 0 {
+		keys[i] = fmt.Sprintf("%d&%x=%x", c.Arg, c.Mask, c.Value)
+		for word := uint32(0); word < 2; word++ { // the low word, then the high one
+			mask, value := uint32(c.Mask>>(32*word)), uint32(c.Value>>(32*word))
+			if mask == 0 {
 				continue // this word is unconstrained
 			}
-			block = append(block, bpf.LoadAbsolute{Off: h.off, Size: 4})
-			if h.mask != math.MaxUint32 {
-				block = append(block, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: h.mask})
+			block = append(block, unix.SockFilter{Code: ld, K: offArgs + 8*uint32(c.Arg) + 4*word})
+			if mask != math.MaxUint32 {
+				block = append(block, unix.SockFilter{Code: and, K: mask})
 			}
-			block = append(block, bpf.JumpIf{Cond: bpf.JumpEqual, Val: h.value})
+			block = append(block, unix.SockFilter{Code: jeq, K: value})
 		}
 	}
-	block = append(block, bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW})
-
+	block = append(block, unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW})
 	// On a true result fall through to the next check; on false skip to
-	// the first instruction after this block's ret ALLOW.
-	for i, ins := range block {
-		j, ok := ins.(bpf.JumpIf)
-		if !ok {
-			continue
-		}
-		skip := len(block) - i - 1
-		if skip > maxSkip {
-			return nil, fmt.Errorf("jump of %d instructions exceeds the 8-bit limit of %d (too many conditions)", skip, maxSkip)
-		}
-		j.SkipFalse = uint8(skip)
-		block[i] = j
+	// the first instruction after this block's ret ALLOW. The nr check's
+	// jump is the farthest.
+	if skip := len(block) - 2; skip > math.MaxUint8 {
+		return nil, "", fmt.Errorf("jump of %d instructions exceeds the 8-bit limit of %d (too many conditions)", skip, math.MaxUint8)
 	}
-	return block, nil
-}
-
-// Compile turns rules into a seccomp program whose unmatched syscalls get
-// deflt. It refuses lists that are empty, contain invalid or duplicate
-// rules, or would not fit the kernel's limits.
-func Compile(rules []Rule, deflt Action) ([]unix.SockFilter, error) {
-	if len(rules) == 0 {
-		return nil, errors.New("compile seccomp filter: empty rule list would deny everything including the Go runtime")
-	}
-	if err := validateDefault(deflt); err != nil {
-		return nil, fmt.Errorf("compile seccomp filter: default action: %w", err)
-	}
-
-	prog := []bpf.Instruction{
-		bpf.LoadAbsolute{Off: offArch, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: nativeAuditArch, SkipTrue: 1},
-		bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS},
-	}
-	if x32SyscallBit != 0 {
-		prog = append(prog,
-			bpf.LoadAbsolute{Off: offNr, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: x32SyscallBit, SkipFalse: 1},
-			bpf.RetConstant{Val: unix.SECCOMP_RET_KILL_PROCESS},
-		)
-	}
-
-	seen := make(map[string]int, len(rules))
-	for i, r := range rules {
-		if err := validateRule(r); err != nil {
-			return nil, fmt.Errorf("compile seccomp filter: %s: %w", ruleName(i, r), err)
-		}
-		key := ruleKey(r)
-		if prev, dup := seen[key]; dup {
-			return nil, fmt.Errorf("compile seccomp filter: %s duplicates %s", ruleName(i, r), ruleName(prev, rules[prev]))
-		}
-		seen[key] = i
-		block, err := ruleBlock(r)
-		if err != nil {
-			return nil, fmt.Errorf("compile seccomp filter: %s: %w", ruleName(i, r), err)
-		}
-		prog = append(prog, block...)
-		if len(prog) >= maxInsns { // the default ret still has to fit
-			return nil, fmt.Errorf("compile seccomp filter: program exceeds %d instructions at %s", maxInsns, ruleName(i, r))
+	for i := range block {
+		if block[i].Code == jeq {
+			block[i].Jf = uint8(len(block) - i - 1)
 		}
 	}
-	prog = append(prog, bpf.RetConstant{Val: uint32(deflt)})
-
-	if err := checkJumps(prog); err != nil {
-		return nil, fmt.Errorf("compile seccomp filter: internal layout error: %w", err)
-	}
-	raw, err := bpf.Assemble(prog)
-	if err != nil {
-		return nil, fmt.Errorf("compile seccomp filter: assemble: %w", err)
-	}
-	out := make([]unix.SockFilter, len(raw))
-	for i, ins := range raw {
-		out[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
-	}
-	return out, nil
-}
-
-// checkJumps re-verifies the layout independently of how it was built: every
-// jump must land inside the program and the program must end in a return
-// (the kernel also checks, but a failure there is much harder to debug).
-func checkJumps(prog []bpf.Instruction) error {
-	for i, ins := range prog {
-		var targets []int
-		switch j := ins.(type) {
-		case bpf.JumpIf:
-			targets = []int{i + 1 + int(j.SkipTrue), i + 1 + int(j.SkipFalse)}
-		case bpf.Jump:
-			targets = []int{i + 1 + int(j.Skip)}
-		}
-		for _, t := range targets {
-			if t >= len(prog) {
-				return fmt.Errorf("instruction %d jumps to %d, past the end (%d)", i, t, len(prog))
-			}
-		}
-	}
-	if _, ok := prog[len(prog)-1].(bpf.RetConstant); !ok {
-		return errors.New("program does not end with a return")
-	}
-	return nil
-}
-
-// Disassemble renders prog one instruction per line, prefixed by its index,
-// so auditors can review exactly what a helper installs.
-func Disassemble(prog []unix.SockFilter) string {
-	raw := make([]bpf.RawInstruction, len(prog))
-	for i, f := range prog {
-		raw[i] = bpf.RawInstruction{Op: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
-	}
-	insns, _ := bpf.Disassemble(raw)
-	var b strings.Builder
-	for i, ins := range insns {
-		fmt.Fprintf(&b, "%04d: %v\n", i, ins)
-	}
-	return b.String()
+	slices.Sort(keys)
+	return block, fmt.Sprint(r.Nr, keys), nil
 }

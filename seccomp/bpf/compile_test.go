@@ -1,4 +1,4 @@
-package bpf
+package bpf_test
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"github.com/glove-sandbox/glove/seccomp/bpf/bpftest"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,7 +78,7 @@ func runFilter(t *testing.T, prog []unix.SockFilter, data []byte) uint32 {
 // interpreter the kernel-semantics one is checked against.
 func runXVM(t *testing.T, prog []unix.SockFilter, data []byte) uint32 {
 	t.Helper()
-	a, err := EvaluateData(prog, data)
+	a, err := bpftest.EvaluateData(prog, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,43 +86,43 @@ func runXVM(t *testing.T, prog []unix.SockFilter, data []byte) uint32 {
 }
 
 // eval runs both interpreters and insists they agree.
-func eval(t *testing.T, prog []unix.SockFilter, d seccompData) Action {
+func eval(t *testing.T, prog []unix.SockFilter, d seccompData) bpf.Action {
 	t.Helper()
 	data := d.bytes()
 	got := runFilter(t, prog, data)
 	if x := runXVM(t, prog, data); x != got {
 		t.Fatalf("interpreters disagree: ours %#x, x/net/bpf %#x", got, x)
 	}
-	return Action(got)
+	return bpf.Action(got)
 }
 
 const (
-	allow = Action(unix.SECCOMP_RET_ALLOW)
-	kill  = Action(unix.SECCOMP_RET_KILL_PROCESS)
+	allow = bpf.Action(unix.SECCOMP_RET_ALLOW)
+	kill  = bpf.Action(unix.SECCOMP_RET_KILL_PROCESS)
 )
 
-var eperm = Errno(unix.EPERM)
+var eperm = bpftest.Errno(unix.EPERM)
 
-var testRules = []Rule{
+var testRules = []bpf.Rule{
 	{Name: "read", Nr: unix.SYS_READ},
 	// Low-word-only mask: the high word of arg2 is unconstrained.
-	{Name: "mmap-prot", Nr: unix.SYS_MMAP, Conds: []Cond{{Arg: 2, Mask: 0xffffffff, Value: unix.PROT_READ}}},
+	{Name: "mmap-prot", Nr: unix.SYS_MMAP, Conds: []bpf.Cond{{Arg: 2, Mask: 0xffffffff, Value: unix.PROT_READ}}},
 	// High-word-only mask.
-	{Name: "lseek-high", Nr: unix.SYS_LSEEK, Conds: []Cond{{Arg: 1, Mask: 0xffffffff00000000, Value: 1 << 32}}},
+	{Name: "lseek-high", Nr: unix.SYS_LSEEK, Conds: []bpf.Cond{{Arg: 1, Mask: 0xffffffff00000000, Value: 1 << 32}}},
 	// Two conditions, ANDed; the first is a full 64-bit equality.
-	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []Cond{
+	{Name: "fcntl", Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{
 		{Arg: 0, Mask: math.MaxUint64, Value: 3},
 		{Arg: 1, Mask: math.MaxUint64, Value: unix.F_GETFD},
 	}},
 	// Two rules with one nr, ORed.
-	{Name: "ioctl-tcgets", Nr: unix.SYS_IOCTL, Conds: []Cond{{Arg: 1, Mask: math.MaxUint64, Value: unix.TCGETS}}},
-	{Name: "ioctl-tiocgwinsz", Nr: unix.SYS_IOCTL, Conds: []Cond{{Arg: 1, Mask: math.MaxUint64, Value: unix.TIOCGWINSZ}}},
+	{Name: "ioctl-tcgets", Nr: unix.SYS_IOCTL, Conds: []bpf.Cond{{Arg: 1, Mask: math.MaxUint64, Value: unix.TCGETS}}},
+	{Name: "ioctl-tiocgwinsz", Nr: unix.SYS_IOCTL, Conds: []bpf.Cond{{Arg: 1, Mask: math.MaxUint64, Value: unix.TIOCGWINSZ}}},
 	// Last argument, partial mask (exercises the AND).
-	{Name: "splice-flags", Nr: unix.SYS_SPLICE, Conds: []Cond{{Arg: 5, Mask: 0xff, Value: 0x04}}},
+	{Name: "splice-flags", Nr: unix.SYS_SPLICE, Conds: []bpf.Cond{{Arg: 5, Mask: 0xff, Value: 0x04}}},
 }
 
 func TestCompileActions(t *testing.T) {
-	native := uint32(nativeAuditArch)
+	native := uint32(bpf.AuditArch)
 	foreign := uint32(unix.AUDIT_ARCH_I386)
 	if native != unix.AUDIT_ARCH_X86_64 {
 		foreign = unix.AUDIT_ARCH_ARM
@@ -131,17 +133,17 @@ func TestCompileActions(t *testing.T) {
 		}
 		return a
 	}
-	x32Want := func(deflt Action) Action {
-		if x32SyscallBit != 0 {
+	x32Want := func(deflt bpf.Action) bpf.Action {
+		if bpf.X32SyscallBit != 0 {
 			return kill
 		}
 		return deflt
 	}
 	type tc struct {
 		name  string
-		deflt Action
+		deflt bpf.Action
 		d     seccompData
-		want  Action
+		want  bpf.Action
 	}
 	cases := []tc{
 		{"allowed nr", kill, seccompData{nr: unix.SYS_READ}, allow},
@@ -170,9 +172,9 @@ func TestCompileActions(t *testing.T) {
 		{"arg 5 masked mismatch", eperm, seccompData{nr: unix.SYS_SPLICE, args: args(5, 0x05)}, eperm},
 		{"arg 4 is not arg 5", eperm, seccompData{nr: unix.SYS_SPLICE, args: args(4, 0x04)}, eperm},
 	}
-	progs := map[Action][]unix.SockFilter{}
-	for _, deflt := range []Action{kill, eperm} {
-		p, err := Compile(testRules, deflt)
+	progs := map[bpf.Action][]unix.SockFilter{}
+	for _, deflt := range []bpf.Action{kill, eperm} {
+		p, err := bpf.Compile(testRules, deflt)
 		if err != nil {
 			t.Fatalf("Compile(default %#x): %v", uint32(deflt), err)
 		}
@@ -184,18 +186,18 @@ func TestCompileActions(t *testing.T) {
 				c.d.arch = native
 			}
 			if got := eval(t, progs[c.deflt], c.d); got != c.want {
-				t.Errorf("action = %#x, want %#x\n%s", uint32(got), uint32(c.want), Disassemble(progs[c.deflt]))
+				t.Errorf("action = %#x, want %#x\n%s", uint32(got), uint32(c.want), bpftest.Disassemble(progs[c.deflt]))
 			}
 		})
 	}
 }
 
 func TestErrnoAction(t *testing.T) {
-	if got, want := uint32(Errno(unix.EPERM)), uint32(unix.SECCOMP_RET_ERRNO|1); got != want {
+	if got, want := uint32(bpftest.Errno(unix.EPERM)), uint32(unix.SECCOMP_RET_ERRNO|1); got != want {
 		t.Errorf("Errno(EPERM) = %#x, want %#x", got, want)
 	}
 	for _, e := range []unix.Errno{0, 4096, 0x10001} {
-		if got := uint32(Errno(e)) & unix.SECCOMP_RET_DATA; got != 0 {
+		if got := uint32(bpftest.Errno(e)) & unix.SECCOMP_RET_DATA; got != 0 {
 			t.Errorf("Errno(%d) data = %d, want 0 so Compile rejects it", e, got)
 		}
 	}
@@ -204,29 +206,29 @@ func TestErrnoAction(t *testing.T) {
 // headerLen is the number of instructions before the first rule block.
 func headerLen(t *testing.T) int {
 	t.Helper()
-	p, err := Compile([]Rule{{Nr: unix.SYS_READ}}, kill)
+	p, err := bpf.Compile([]bpf.Rule{{Nr: unix.SYS_READ}}, kill)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return len(p) - 4 // one bare rule is ld, jeq, ret ALLOW; then ret default
 }
 
-func distinctRules(n int) []Rule {
-	rules := make([]Rule, n)
+func distinctRules(n int) []bpf.Rule {
+	rules := make([]bpf.Rule, n)
 	for i := range rules {
-		rules[i] = Rule{Nr: uintptr(i)}
+		rules[i] = bpf.Rule{Nr: uintptr(i)}
 	}
 	return rules
 }
 
 // manyConds builds n conditions that each need the full six-instruction
 // check (both halves, each masked), all satisfied when every arg is ~0.
-func manyConds(n int) []Cond {
-	conds := make([]Cond, n)
+func manyConds(n int) []bpf.Cond {
+	conds := make([]bpf.Cond, n)
 	for i := range conds {
 		bit := uint64(1) << (i / 6)
 		m := bit | bit<<32
-		conds[i] = Cond{Arg: uint8(i % 6), Mask: m, Value: m}
+		conds[i] = bpf.Cond{Arg: uint8(i % 6), Mask: m, Value: m}
 	}
 	return conds
 }
@@ -234,11 +236,11 @@ func manyConds(n int) []Cond {
 // rulesOfLength returns distinct rules whose blocks total exactly n
 // instructions: bare rules take 3, rules with one full-mask low-word
 // condition take 5 (ld, jeq, ld, jeq, ret).
-func rulesOfLength(n int) []Rule {
+func rulesOfLength(n int) []bpf.Rule {
 	five := []int{0, 2, 1}[n%3] // 5 ≡ 2 (mod 3)
 	rules := distinctRules((n - 5*five) / 3)
 	for range five {
-		rules = append(rules, Rule{Nr: uintptr(len(rules)), Conds: []Cond{{Arg: 0, Mask: 0xffffffff, Value: 0}}})
+		rules = append(rules, bpf.Rule{Nr: uintptr(len(rules)), Conds: []bpf.Cond{{Arg: 0, Mask: 0xffffffff, Value: 0}}})
 	}
 	return rules
 }
@@ -248,34 +250,34 @@ func rulesOfLength(n int) []Rule {
 // jump limits are enforced at their boundaries.
 func TestCompileLayoutLimits(t *testing.T) {
 	h := headerLen(t)
-	room := maxInsns - 1 - h // instructions left for rule blocks
+	room := bpf.MaxInsns - 1 - h // instructions left for rule blocks
 
 	rules := rulesOfLength(room)
-	prog, err := Compile(rules, eperm)
+	prog, err := bpf.Compile(rules, eperm)
 	if err != nil {
 		t.Fatalf("Compile(%d rules): %v", len(rules), err)
 	}
-	if len(prog) != maxInsns {
-		t.Fatalf("program length %d, want exactly %d", len(prog), maxInsns)
+	if len(prog) != bpf.MaxInsns {
+		t.Fatalf("program length %d, want exactly %d", len(prog), bpf.MaxInsns)
 	}
 	lastNr := uint32(rules[len(rules)-1].Nr)
-	if got := eval(t, prog, seccompData{nr: lastNr, arch: nativeAuditArch}); got != allow {
+	if got := eval(t, prog, seccompData{nr: lastNr, arch: bpf.AuditArch}); got != allow {
 		t.Errorf("last of %d rules: action %#x, want ALLOW", len(rules), uint32(got))
 	}
-	if got := eval(t, prog, seccompData{nr: lastNr + 1, arch: nativeAuditArch}); got != eperm {
+	if got := eval(t, prog, seccompData{nr: lastNr + 1, arch: bpf.AuditArch}); got != eperm {
 		t.Errorf("nr past last rule: action %#x, want EPERM", uint32(got))
 	}
-	if _, err := Compile(rulesOfLength(room+1), eperm); err == nil {
-		t.Errorf("Compile of a %d-instruction program succeeded, want size error", maxInsns+1)
+	if _, err := bpf.Compile(rulesOfLength(room+1), eperm); err == nil {
+		t.Errorf("Compile of a %d-instruction program succeeded, want size error", bpf.MaxInsns+1)
 	}
 
 	// 42 six-instruction conditions put the nr check's jump at exactly 255.
 	const maxConds = 42
-	prog, err = Compile([]Rule{{Name: "wide", Nr: unix.SYS_READ, Conds: manyConds(maxConds)}}, eperm)
+	prog, err = bpf.Compile([]bpf.Rule{{Name: "wide", Nr: unix.SYS_READ, Conds: manyConds(maxConds)}}, eperm)
 	if err != nil {
 		t.Fatalf("Compile(%d conds): %v", maxConds, err)
 	}
-	all := seccompData{nr: unix.SYS_READ, arch: nativeAuditArch}
+	all := seccompData{nr: unix.SYS_READ, arch: bpf.AuditArch}
 	for i := range all.args {
 		all.args[i] = math.MaxUint64
 	}
@@ -287,48 +289,48 @@ func TestCompileLayoutLimits(t *testing.T) {
 	if got := eval(t, prog, one); got != eperm {
 		t.Errorf("%d conds, last high word fails: action %#x, want EPERM", maxConds, uint32(got))
 	}
-	if _, err := Compile([]Rule{{Nr: unix.SYS_READ, Conds: manyConds(maxConds + 1)}}, eperm); err == nil ||
+	if _, err := bpf.Compile([]bpf.Rule{{Nr: unix.SYS_READ, Conds: manyConds(maxConds + 1)}}, eperm); err == nil ||
 		!strings.Contains(err.Error(), "8-bit") {
 		t.Errorf("Compile(%d conds) error = %v, want jump-distance error", maxConds+1, err)
 	}
 }
 
 func TestCompileErrors(t *testing.T) {
-	read := Rule{Name: "read", Nr: unix.SYS_READ}
+	read := bpf.Rule{Name: "read", Nr: unix.SYS_READ}
 	cases := []struct {
 		name  string
-		rules []Rule
-		deflt Action
+		rules []bpf.Rule
+		deflt bpf.Action
 		want  string
 	}{
 		{"empty", nil, kill, "empty rule list"},
-		{"arg 6", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 6, Mask: 1, Value: 1}}}}, kill, "argument index 6"},
-		{"duplicate", []Rule{read, {Name: "again", Nr: unix.SYS_READ}}, kill, "duplicates"},
-		{"duplicate, conds reordered", []Rule{
-			{Nr: unix.SYS_FCNTL, Conds: []Cond{{Arg: 0, Mask: 1, Value: 1}, {Arg: 1, Mask: 2, Value: 2}}},
-			{Nr: unix.SYS_FCNTL, Conds: []Cond{{Arg: 1, Mask: 2, Value: 2}, {Arg: 0, Mask: 1, Value: 1}}},
+		{"arg 6", []bpf.Rule{{Nr: unix.SYS_READ, Conds: []bpf.Cond{{Arg: 6, Mask: 1, Value: 1}}}}, kill, "argument index 6"},
+		{"duplicate", []bpf.Rule{read, {Name: "again", Nr: unix.SYS_READ}}, kill, "duplicates"},
+		{"duplicate, conds reordered", []bpf.Rule{
+			{Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 0, Mask: 1, Value: 1}, {Arg: 1, Mask: 2, Value: 2}}},
+			{Nr: unix.SYS_FCNTL, Conds: []bpf.Cond{{Arg: 1, Mask: 2, Value: 2}, {Arg: 0, Mask: 1, Value: 1}}},
 		}, kill, "duplicates"},
-		{"value outside mask", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 0, Mask: 0xff, Value: 0x100}}}}, kill, "outside mask"},
-		{"value outside mask, high word", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 0, Mask: 0xffffffff, Value: 1 << 32}}}}, kill, "outside mask"},
-		{"zero mask", []Rule{{Nr: unix.SYS_READ, Conds: []Cond{{Arg: 0}}}}, kill, "zero mask"},
-		{"too many instructions", distinctRules(maxInsns / 3), kill, "exceeds 4096"},
-		{"nr beyond u32", []Rule{{Nr: uintptr(1) << 32}}, kill, "does not fit"},
-		{"default allow", []Rule{read}, allow, "default ALLOW"},
-		{"default errno 0", []Rule{read}, Errno(0), "errno 0"},
-		{"default zero action", []Rule{read}, 0, "KILL_THREAD"},
-		{"default user notif", []Rule{read}, Action(unix.SECCOMP_RET_USER_NOTIF), "USER_NOTIF"},
+		{"value outside mask", []bpf.Rule{{Nr: unix.SYS_READ, Conds: []bpf.Cond{{Arg: 0, Mask: 0xff, Value: 0x100}}}}, kill, "outside mask"},
+		{"value outside mask, high word", []bpf.Rule{{Nr: unix.SYS_READ, Conds: []bpf.Cond{{Arg: 0, Mask: 0xffffffff, Value: 1 << 32}}}}, kill, "outside mask"},
+		{"zero mask", []bpf.Rule{{Nr: unix.SYS_READ, Conds: []bpf.Cond{{Arg: 0}}}}, kill, "zero mask"},
+		{"too many instructions", distinctRules(bpf.MaxInsns / 3), kill, "exceeds 4096"},
+		{"nr beyond u32", []bpf.Rule{{Nr: uintptr(1) << 32}}, kill, "does not fit"},
+		{"default allow", []bpf.Rule{read}, allow, "default ALLOW"},
+		{"default errno 0", []bpf.Rule{read}, bpftest.Errno(0), "errno 0"},
+		{"default zero action", []bpf.Rule{read}, 0, "KILL_THREAD"},
+		{"default user notif", []bpf.Rule{read}, bpf.Action(unix.SECCOMP_RET_USER_NOTIF), "USER_NOTIF"},
 	}
-	if x32SyscallBit != 0 {
+	if bpf.X32SyscallBit != 0 {
 		cases = append(cases, struct {
 			name  string
-			rules []Rule
-			deflt Action
+			rules []bpf.Rule
+			deflt bpf.Action
 			want  string
-		}{"x32 nr", []Rule{{Nr: unix.SYS_READ | uintptr(x32SyscallBit)}}, kill, "x32"})
+		}{"x32 nr", []bpf.Rule{{Nr: unix.SYS_READ | uintptr(bpf.X32SyscallBit)}}, kill, "x32"})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			prog, err := Compile(c.rules, c.deflt)
+			prog, err := bpf.Compile(c.rules, c.deflt)
 			if err == nil {
 				t.Fatalf("Compile succeeded with %d instructions, want error containing %q", len(prog), c.want)
 			}
@@ -340,11 +342,11 @@ func TestCompileErrors(t *testing.T) {
 }
 
 func TestDisassemble(t *testing.T) {
-	prog, err := Compile(testRules, kill)
+	prog, err := bpf.Compile(testRules, kill)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := Disassemble(prog)
+	out := bpftest.Disassemble(prog)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != len(prog) {
 		t.Fatalf("%d lines for %d instructions:\n%s", len(lines), len(prog), out)

@@ -185,7 +185,7 @@ func victimErrno() {
 		{Arg: 1, Mask: 0xffffffff00000000, Value: 1 << 32},
 		{Arg: 2, Mask: 0xffffffff, Value: unix.SEEK_SET},
 	}})
-	prog, err := Compile(rules, Errno(unix.EPERM))
+	prog, err := Compile(rules, Action(unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM)))
 	if err != nil {
 		victimFail("%v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 )
 
 // LibexecDir is where the package installs the helpers.
@@ -300,13 +301,13 @@ func checkHelperFile(ev *Evidence, binary string, gid int, cred *syscall.Credent
 	if err != nil {
 		return "", err
 	}
-	desc := fmt.Sprintf("%s uid %d gid %d mode %04o caps %s eff %v", p, st.Uid, st.Gid, st.Mode&0o7777, captable.MaskString(perm), eff)
+	desc := fmt.Sprintf("%s uid %d gid %d mode %04o caps %s eff %v", p, st.Uid, st.Gid, st.Mode&0o7777, captext.MaskString(perm), eff)
 	var errs []string
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Uid != 0 || int(st.Gid) != gid || st.Mode&0o7777 != 0o750 {
 		errs = append(errs, "not a regular file root:glove 0750")
 	}
 	if perm != e.Mask() || inh != 0 || eff != (e.Mask() != 0) {
-		errs = append(errs, fmt.Sprintf("file capabilities %s, the table's %s", captable.MaskString(perm), captable.MaskString(e.Mask())))
+		errs = append(errs, fmt.Sprintf("file capabilities %s, the table's %s", captext.MaskString(perm), captext.MaskString(e.Mask())))
 	}
 	if r := Run(ev, RunOpts{As: cred, Quiet: true}, "/usr/bin/test", "-x", p); !r.OK() {
 		errs = append(errs, "not executable by glove")

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
 	"golang.org/x/sys/unix"
@@ -126,8 +127,8 @@ func checkHello(name string, r *wire.HelloReply) error {
 		return fmt.Errorf("answers Hello as %q", r.Name)
 	case r.CapPermitted != row.Mask() || r.CapEffective != row.Effective():
 		return fmt.Errorf("holds capabilities effective %s, permitted %s; its row is %s, %s (reinstall it: make install)",
-			captable.MaskString(r.CapEffective), captable.MaskString(r.CapPermitted),
-			captable.MaskString(row.Effective()), captable.MaskString(row.Mask()))
+			captext.MaskString(r.CapEffective), captext.MaskString(r.CapPermitted),
+			captext.MaskString(row.Effective()), captext.MaskString(row.Mask()))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 )
 
@@ -98,9 +99,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	case "captable":
 		switch {
 		case len(args) == 1:
-			fmt.Fprint(stdout, captable.Markdown())
+			fmt.Fprint(stdout, captext.Markdown())
 		case len(args) == 2 && args[1] == "--fields":
-			fmt.Fprint(stdout, captable.Fields())
+			fmt.Fprint(stdout, captext.Fields())
 		default:
 			fmt.Fprint(stderr, usage)
 			return ExitUsage
@@ -182,9 +183,9 @@ func hello(path string, e captable.Entry) (string, error) {
 	// OnDemand capabilities, which it raises per call.
 	if r.CapEffective != e.Effective() || r.CapPermitted != e.Mask() {
 		return "", errors.New("capability sets differ from the table: " +
-			"effective " + captable.MaskString(r.CapEffective) + ", permitted " + captable.MaskString(r.CapPermitted) +
-			", table " + captable.MaskString(e.Effective()) + " effective, " + captable.MaskString(e.Mask()) + " permitted")
+			"effective " + captext.MaskString(r.CapEffective) + ", permitted " + captext.MaskString(r.CapPermitted) +
+			", table " + captext.MaskString(e.Effective()) + " effective, " + captext.MaskString(e.Mask()) + " permitted")
 	}
 	return fmt.Sprintf("%-18s protocol %d  CapEff %s  CapPrm %s  ok",
-		r.Name, r.Protocol, captable.MaskString(r.CapEffective), captable.MaskString(r.CapPermitted)), nil
+		r.Name, r.Protocol, captext.MaskString(r.CapEffective), captext.MaskString(r.CapPermitted)), nil
 }

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/glove-sandbox/glove/names"
+	"github.com/glove-sandbox/glove/spec"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/discovery"
 	"github.com/go-json-experiment/json"
@@ -244,7 +244,7 @@ func sortedEnvironment(env []string) ([]string, error) {
 	seen := map[string]bool{}
 	for _, e := range env {
 		name, _, ok := strings.Cut(e, "=")
-		if !ok || !names.EnvVar(name) {
+		if !ok || !spec.EnvVar(name) {
 			return nil, faultGen("--env %q is not NAME=VALUE with NAME matching [A-Za-z_][A-Za-z0-9_]*", e)
 		}
 		if seen[name] {

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
+	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/mountinfo"
 	"github.com/glove-sandbox/glove/supervisor/state/journal"
 )
@@ -499,12 +500,12 @@ func (p statusProbe) probeHelper(e captable.Entry) statusItem {
 		faults = append(faults, "file capabilities: "+err.Error())
 	} else {
 		if caps.permitted != 0 {
-			capText = captable.MaskString(caps.permitted)
+			capText = captext.MaskString(caps.permitted)
 		}
 		want := e.Mask()
 		if caps.permitted != want || caps.inheritable != 0 || (want != 0) != caps.effective {
 			faults = append(faults, fmt.Sprintf("file capabilities permitted %s inheritable %s effective %v, table %s",
-				captable.MaskString(caps.permitted), captable.MaskString(caps.inheritable), caps.effective, captable.MaskString(want)))
+				captext.MaskString(caps.permitted), captext.MaskString(caps.inheritable), caps.effective, captext.MaskString(want)))
 		}
 	}
 	if err := unix.Faccessat(unix.AT_FDCWD, path, unix.X_OK, unix.AT_EACCESS); err != nil {

@@ -1,19 +1,29 @@
-package bpf
+package seccomp
 
 import (
 	"errors"
 	"fmt"
 
+	gbpf "github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
+// Offsets in struct seccomp_data (include/uapi/linux/seccomp.h); arguments
+// are u64 in native, little-endian, byte order.
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
 // maxDenied bounds DenyIoctls' list: each request is one instruction and a
-// jump may skip at most maxSkip of them.
+// jump may skip at most 255 of them.
 const maxDenied = 64
 
-// DenyIoctls compiles a filter that fails ioctl(2) with errno when the
-// request's low 32 bits equal one of reqs, and allows every other call.
+// DenyIoctls compiles a classic BPF filter (without libseccomp) that fails
+// ioctl(2) with errno when the request's low 32 bits equal one of reqs,
+// and allows every other call; glove-shim installs it with bpf.Install.
 // It is meant to be stacked with a main filter (the kernel applies the
 // most restrictive verdict of all filters), for requests that libseccomp
 // 2.5 cannot deny exactly: the kernel reads the request as a 32-bit
@@ -33,7 +43,7 @@ func DenyIoctls(reqs []uint32, errno unix.Errno) ([]unix.SockFilter, error) {
 	n := uint8(len(reqs))
 	prog := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: offArch, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: nativeAuditArch, SkipFalse: n + 3}, // → allow
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: gbpf.AuditArch, SkipFalse: n + 3}, // → allow
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_IOCTL, SkipFalse: n + 1}, // → allow
 		// The request's low word (little-endian seccomp_data).

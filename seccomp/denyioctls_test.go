@@ -1,8 +1,10 @@
-package bpf
+package seccomp
 
 import (
 	"testing"
 
+	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"github.com/glove-sandbox/glove/seccomp/bpf/bpftest"
 	"golang.org/x/sys/unix"
 )
 
@@ -11,25 +13,25 @@ func TestDenyIoctls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deny, allow := Errno(unix.EPERM), Action(unix.SECCOMP_RET_ALLOW)
+	deny, allow := bpftest.Errno(unix.EPERM), bpf.Action(unix.SECCOMP_RET_ALLOW)
 	cases := []struct {
 		name string
 		nr   uintptr
 		arch uint32
 		args [6]uint64
-		want Action
+		want bpf.Action
 	}{
-		{"TIOCSTI", unix.SYS_IOCTL, nativeAuditArch, [6]uint64{0, unix.TIOCSTI}, deny},
-		{"TIOCSTI with high bits", unix.SYS_IOCTL, nativeAuditArch, [6]uint64{0, 0xdead_0000_0000 | unix.TIOCSTI}, deny},
-		{"TIOCLINUX", unix.SYS_IOCTL, nativeAuditArch, [6]uint64{5, unix.TIOCLINUX}, deny},
-		{"TCGETS", unix.SYS_IOCTL, nativeAuditArch, [6]uint64{0, unix.TCGETS}, allow},
-		{"TIOCSTI+1", unix.SYS_IOCTL, nativeAuditArch, [6]uint64{0, unix.TIOCSTI + 1}, allow},
-		{"TIOCSTI value in another argument", unix.SYS_IOCTL, nativeAuditArch, [6]uint64{unix.TIOCSTI, 0, unix.TIOCSTI}, allow},
-		{"write", unix.SYS_WRITE, nativeAuditArch, [6]uint64{0, unix.TIOCSTI}, allow},
+		{"TIOCSTI", unix.SYS_IOCTL, bpf.AuditArch, [6]uint64{0, unix.TIOCSTI}, deny},
+		{"TIOCSTI with high bits", unix.SYS_IOCTL, bpf.AuditArch, [6]uint64{0, 0xdead_0000_0000 | unix.TIOCSTI}, deny},
+		{"TIOCLINUX", unix.SYS_IOCTL, bpf.AuditArch, [6]uint64{5, unix.TIOCLINUX}, deny},
+		{"TCGETS", unix.SYS_IOCTL, bpf.AuditArch, [6]uint64{0, unix.TCGETS}, allow},
+		{"TIOCSTI+1", unix.SYS_IOCTL, bpf.AuditArch, [6]uint64{0, unix.TIOCSTI + 1}, allow},
+		{"TIOCSTI value in another argument", unix.SYS_IOCTL, bpf.AuditArch, [6]uint64{unix.TIOCSTI, 0, unix.TIOCSTI}, allow},
+		{"write", unix.SYS_WRITE, bpf.AuditArch, [6]uint64{0, unix.TIOCSTI}, allow},
 		{"foreign architecture left to the main filter", unix.SYS_IOCTL, 0x40000003, [6]uint64{0, unix.TIOCSTI}, allow},
 	}
 	for _, c := range cases {
-		got, err := EvaluateData(prog, SeccompData(c.nr, c.arch, c.args))
+		got, err := bpftest.EvaluateData(prog, bpftest.SeccompData(c.nr, c.arch, c.args))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -54,10 +56,10 @@ func TestDenyIoctls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := Evaluate(p, unix.SYS_IOCTL, [6]uint64{0, maxDenied}); got != deny {
+	if got, _ := bpftest.Evaluate(p, unix.SYS_IOCTL, [6]uint64{0, maxDenied}); got != deny {
 		t.Errorf("last of %d requests: %#x", maxDenied, got)
 	}
-	if got, _ := Evaluate(p, unix.SYS_IOCTL, [6]uint64{0, 1}); got != deny {
+	if got, _ := bpftest.Evaluate(p, unix.SYS_IOCTL, [6]uint64{0, 1}); got != deny {
 		t.Errorf("first of %d requests: %#x", maxDenied, got)
 	}
 }

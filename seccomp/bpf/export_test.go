@@ -1,0 +1,7 @@
+package bpf
+
+// For the external tests (package bpf_test), which use bpftest.
+const (
+	MaxInsns      = maxInsns
+	X32SyscallBit = x32SyscallBit
+)
