@@ -13,13 +13,13 @@ package helperkit
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,22 +55,28 @@ type Spec struct {
 // Main runs the helper and exits with its status.
 func Main(spec Spec) { os.Exit(Run(spec)) }
 
-// Run runs the helper and returns its exit status. It logs JSON lines
-// on stderr (log/slog: no logging library beyond the standard one is
-// linked into a privileged helper).
+// Run runs the helper and returns its exit status.
 func Run(spec Spec) int {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("helper", spec.Name, "pid", os.Getpid())
+	log := logrus.New() // to stderr
+	log.SetFormatter(&logrus.JSONFormatter{})
+	entry := log.WithFields(logrus.Fields{"helper": spec.Name, "pid": os.Getpid()})
 	srv, err := start(spec)
 	if err != nil {
-		log.Error("refusing to start", "error", err)
+		entry.WithError(err).Error("refusing to start")
 		return ExitStartup
 	}
-	srv.Log = log.Info
-	log.Info("serving")
+	srv.Log = func(msg string, kv ...any) {
+		fields := logrus.Fields{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			fields[fmt.Sprint(kv[i])] = kv[i+1]
+		}
+		entry.WithFields(fields).Info(msg)
+	}
+	entry.Info("serving")
 	err = srv.Serve()
 	if spec.Done != nil {
 		if derr := spec.Done(); derr != nil {
-			log.Error("ending", "error", derr)
+			entry.WithError(derr).Error("ending")
 		}
 	}
 	var perr *wire.ProtocolError
@@ -78,10 +84,10 @@ func Run(spec Spec) int {
 	case err == nil:
 		return ExitEOF
 	case errors.As(err, &perr):
-		log.Error("protocol error", "error", err)
+		entry.WithError(err).Error("protocol error")
 		return ExitProtocol
 	}
-	log.Error("connection failed", "error", err)
+	entry.WithError(err).Error("connection failed")
 	return ExitIO
 }
 
