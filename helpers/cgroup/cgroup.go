@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
@@ -26,10 +25,6 @@ import (
 
 // Name is the executable and wire name.
 const Name = "glove-cgroup"
-
-// ConfigFile is the bounds file under helperkit.ConfigDir, from the
-// capability table's row.
-var ConfigFile = captable.MustLookup(Name).Bounds
 
 // Hard ceilings no configuration may exceed, and the bound on
 // Config.ExtraParents.

@@ -22,7 +22,6 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
@@ -32,10 +31,6 @@ import (
 
 // Name is the executable and wire name.
 const Name = "glove-mounter"
-
-// ConfigFile is the bounds file under helperkit.ConfigDir, from the
-// capability table's row.
-var ConfigFile = captable.MustLookup(Name).Bounds
 
 // Hard ceilings no configuration may exceed.
 const (

@@ -22,7 +22,6 @@ package streamproxy
 import (
 	"os"
 
-	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
@@ -31,10 +30,6 @@ import (
 
 // Name is the executable and wire name.
 const Name = "glove-streamproxy"
-
-// ConfigFile is the bounds file under helperkit.ConfigDir, from the
-// capability table's row.
-var ConfigFile = captable.MustLookup(Name).Bounds
 
 // Hard ceilings no configuration may exceed (and the relay's frame bound).
 const (

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/cgroup"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/mounter"
@@ -339,7 +340,9 @@ func hasAll(xs, want []string) bool {
 }
 
 // cgroupConfPath is where the installed glove-cgroup reads its bounds.
-func cgroupConfPath() string { return filepath.Join(helperkit.ConfigDir, cgroup.ConfigFile) }
+func cgroupConfPath() string {
+	return filepath.Join(helperkit.ConfigDir, captable.MustLookup(cgroup.Name).Bounds)
+}
 
 // openTreeAttr is mounter.HasOpenTreeAttr, the same probe glove-mounter
 // makes to choose how it clones.
