@@ -1144,6 +1144,9 @@ func (s *session) pump(r io.Reader, w io.Writer) {
 			s.output += k
 			s.mu.Unlock()
 			if w != nil && k > 0 {
+				// The output's reader (a terminal, gloved's watchers) may
+				// be gone; the session's output is still counted and
+				// bounded above, so a failed write loses only its copy.
 				_, _ = w.Write(buf[:k])
 			}
 			if uint64(n) > k {

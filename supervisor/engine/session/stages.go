@@ -202,6 +202,8 @@ func (h *Handle) Release() error {
 	if sp.ptyMaster != nil && pio.Resize != nil {
 		go func() {
 			for ws := range pio.Resize {
+				// A resize after the program ended fails on a closed
+				// terminal; the size is cosmetic, bounds nothing.
 				_ = unix.IoctlSetWinsize(int(sp.ptyMaster.Fd()), unix.TIOCSWINSZ, &ws)
 			}
 		}()
