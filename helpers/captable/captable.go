@@ -70,7 +70,7 @@ var Table = []Entry{
 	},
 	{
 		Binary: "glove-loopext4-format", Dir: DirLibexec, Helper: true, Protocol: "helpers/wire/formatwire", StartedBy: "glove-loopext4",
-		Why: "none: glove-loopext4's formatter, which runs mkfs.ext4 on a new image outside the helper's allowlist",
+		Why: "none: glove-loopext4's formatter, which creates, allocates and formats (mkfs.ext4) a new image, or removes it again, outside the helper's allowlist",
 	},
 	{
 		Binary: "glove-cgroup", Dir: DirLibexec, Helper: true, Bounds: "cgroup.json", Protocol: "helpers/wire/cgwire",

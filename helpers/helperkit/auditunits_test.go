@@ -54,11 +54,13 @@ var auditGoal = ceiling{own: 800, linked: 1500}
 // protocol and its server (helpers/wire), the start-up checks and
 // self-restriction (helperkit), its row (captable), the BPF compiler
 // (seccomp/bpf) and the owner-checked walk (trustpath), 1,895 lines
-// together, so none meets the linked goal yet.
+// together, so none meets the linked goal yet. glove-loopext4-format
+// links names too since it does Create's file work and checks the image
+// name itself.
 var ceilings = map[string]ceiling{
 	"glove-mounter":         {own: 800, linked: 1976},
-	"glove-loopext4":        {own: 1099, linked: 2242},
-	"glove-loopext4-format": {own: 800, linked: 1927},
+	"glove-loopext4":        {own: 1040, linked: 2242},
+	"glove-loopext4-format": {own: 800, linked: 1968},
 	"glove-cgroup":          {own: 979, linked: 2048},
 	"glove-streamproxy":     {own: 800, linked: 2001},
 }

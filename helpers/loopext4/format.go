@@ -17,8 +17,9 @@ import (
 )
 
 // formatter is the helper's side of its formatter, glove-loopext4-format
-// (package loopext4format), which runs mkfs.ext4 without capabilities
-// and outside the helper's allowlist: the process and its client.
+// (package loopext4format), which does Create's file work, mkfs.ext4
+// included, without capabilities and outside the helper's allowlist:
+// the process and its client.
 type formatter struct {
 	cmd    *exec.Cmd
 	client *wirecall.Client
@@ -72,20 +73,30 @@ func (f *formatter) stop() error {
 	return cerr
 }
 
-// format has the formatter run mkfs.ext4 on img. The formatter bounds
-// the run by formatwire.Timeout; the helper waits a little longer.
-func (f *formatter) format(exe, img *os.File, uid, gid uint32) error {
+// create has the formatter make image name of exactly size bytes in the
+// materialization root (root), allocated and formatted by mkfs.ext4
+// (exe) with its root directory uid:gid's, and returns the new image.
+// The formatter's refusal (the name exists) comes back as the *wire.Error
+// it is, code ErrRefused; anything else it says is an error that wraps
+// no *wire.Error, so no code of the formatter's reaches the supervisor
+// unchecked. The formatter bounds the run by formatwire.Timeout; the
+// helper waits a little longer.
+func (f *formatter) create(root, exe *os.File, name string, size uint64, uid, gid uint32) (*os.File, error) {
 	if err := f.client.Conn.SetDeadline(time.Now().Add(formatwire.Timeout + 30*time.Second)); err != nil {
-		return fmt.Errorf("run mkfs.ext4: %w", err)
+		return nil, fmt.Errorf("the formatter: %w", err)
 	}
-	rep, _, err := wirecall.Call(formatwire.Format, f.client, &formatwire.FormatRequest{UID: uid, GID: gid}, []int{int(img.Fd()), int(exe.Fd())})
-	if err != nil {
-		return fmt.Errorf("run mkfs.ext4: the formatter: %w", err)
+	req := &formatwire.FormatRequest{Name: name, SizeBytes: size, UID: uid, GID: gid}
+	_, fds, err := wirecall.Call(formatwire.Format, f.client, req, []int{int(root.Fd()), int(exe.Fd())})
+	var e *wire.Error
+	switch {
+	case errors.As(err, &e) && e.Code == wire.ErrRefused:
+		return nil, &wire.Error{Code: wire.ErrRefused, Message: e.Message}
+	case e != nil:
+		return nil, errors.New(e.Message)
+	case err != nil:
+		return nil, fmt.Errorf("the formatter: %v", err)
 	}
-	if rep.Failed {
-		return fmt.Errorf("run mkfs.ext4: %s", rep.Err)
-	}
-	return nil
+	return fds[0], nil
 }
 
 // mkfsCandidates are where mkfs.ext4 is looked for, in order. The path is

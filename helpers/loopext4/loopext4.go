@@ -1,10 +1,11 @@
 // Package loopext4 is glove-loopext4: it creates hard-sized ext4 images
-// under the materialization root (Create), attaches them to autoclear
-// loop devices and hands back detached mount descriptors (Attach), and
-// makes such a mount's file system read-only (Freeze). It holds
-// CAP_SYS_ADMIN (loop configuration, fsmount, fspick reconfigure) and
-// CAP_DAC_OVERRIDE (to open the root-only /dev/loop-control and
-// /dev/loopN).
+// under the materialization root (Create, whose file work, needing no
+// capability, its unprivileged formatter does: helpers/loopext4format),
+// attaches them to autoclear loop devices and hands back detached mount
+// descriptors (Attach), and makes such a mount's file system read-only
+// (Freeze). It holds CAP_SYS_ADMIN (loop configuration, fsmount, fspick
+// reconfigure) and CAP_DAC_OVERRIDE (to open the root-only
+// /dev/loop-control and /dev/loopN).
 //
 // The supervisor is treated as possibly compromised: every request is
 // checked against the operator's bounds (Config) and the identities
@@ -91,7 +92,8 @@ type helper struct {
 	// mkfs is an O_PATH descriptor of the checked mkfs.ext4, the one
 	// executed.
 	mkfs *os.File
-	// format runs mkfs.ext4 outside the helper's allowlist (format.go).
+	// format does Create's file work, mkfs.ext4 included, outside the
+	// helper's allowlist (format.go).
 	format *formatter
 }
 
@@ -100,11 +102,6 @@ type helper struct {
 // each checked, and starts the formatter; it refuses to start when any
 // of them fails.
 func newHelper(cfg *Config) (_ *helper, err error) {
-	// Threat: the umask is inherited from the supervisor; a permissive
-	// one must not loosen an image's 0600, a hostile one must not make
-	// images unusable. Nothing the helper creates is meant for anyone
-	// but the service user.
-	umask(0o077)
 	h := &helper{maxImage: cfg.MaxImageBytes, uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
 	defer func() {
 		if err != nil {
@@ -179,9 +176,11 @@ func (h *helper) checkRequest(op, name string, root *os.File) error {
 }
 
 // create handles Create: a new image of exactly the requested size,
-// allocated, owned by the service user, mode 0600, formatted ext4. On any
-// failure after the file was made, the file is removed again.
-func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (_ *loopwire.CreateReply, _ []int, err error) {
+// allocated, owned by the service user, mode 0600, formatted ext4. The
+// request checked, the file work, which needs no capability, is the
+// formatter's (loopext4format: create, allocate, format, sync, or remove
+// again); the helper checks the image it gets back before it answers.
+func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (*loopwire.CreateReply, []int, error) {
 	const op = "create"
 	if err := h.checkRequest(op, req.Name, fds[0]); err != nil {
 		return nil, nil, err
@@ -189,62 +188,46 @@ func (h *helper) create(_ uint32, req *loopwire.CreateRequest, fds []*os.File) (
 	if serr := checkSize(req.SizeBytes, h.maxImage); serr != nil {
 		return nil, nil, refuse(serr.Code, "%s %s: %s", op, req.Name, serr.Message)
 	}
-	// O_EXCL|O_NOFOLLOW: an existing name, a symbolic link included, is
-	// refused, never reused or followed.
-	fd, err := createImage(int(h.root.Fd()), req.Name)
-	if errors.Is(err, unix.EEXIST) {
-		return nil, nil, refuse(wire.ErrRefused, "%s %s: the name exists", op, req.Name)
+	// The helper's own descriptor of the root, never the request's.
+	img, err := h.format.create(h.root, h.mkfs, req.Name, req.SizeBytes, h.uid, h.gid)
+	var e *wire.Error
+	if errors.As(err, &e) {
+		return nil, nil, refuse(e.Code, "%s %s: %s", op, req.Name, e.Message)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s %s: open: %w", op, req.Name, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
 	}
-	img := os.NewFile(uintptr(fd), req.Name)
 	defer img.Close()
-	defer func() {
-		// A half-made image that stays is said in the reply: the
-		// supervisor must not take the name for free.
-		if err != nil {
-			if rerr := h.removeImage(img, req.Name); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-		}
-	}()
-	if err := allocateAll(fd, req.SizeBytes); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: fallocate %d bytes: %w", op, req.Name, req.SizeBytes, err)
-	}
-	if err := h.checkNewImage(img, req.SizeBytes); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
-	}
-	if err := h.format.format(h.mkfs, img, h.uid, h.gid); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", op, req.Name, err)
-	}
-	// mkfs.ext4 must have left the file as it found it: same size, still
-	// allocated (nodiscard), still 0600 and the service user's.
-	if err := h.checkNewImage(img, req.SizeBytes); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: after mkfs.ext4: %w", op, req.Name, err)
-	}
-	// The new entry made durable: a retained image must survive a crash
-	// of the host as well as of the helper.
-	if err := syncDir(int(h.root.Fd())); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: the materialization root: %w", op, req.Name, err)
+	// Threat: the formatter runs as the service user, as the supervisor
+	// does, and either could have put anything there. What fails here is
+	// left in place (the helper removes nothing) and said in the reply:
+	// the supervisor must not take the name for free.
+	if err := h.checkNewImage(img, req.Name, req.SizeBytes); errors.As(err, &e) {
+		return nil, nil, refuse(e.Code, "%s %s: the formatter's image, left in place: %s", op, req.Name, e.Message)
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: the formatter's image, left in place: %w", op, req.Name, err)
 	}
 	return &loopwire.CreateReply{}, nil, nil
 }
 
-// checkNewImage checks a new image (checkImage) is exactly size bytes,
-// backed by allocated blocks for all of it. Threat: a sparse image would
-// let the sandbox's writes fail with ENOSPC of the host file system
-// instead of its own, long after the size was granted.
-func (h *helper) checkNewImage(img *os.File, size uint64) error {
+// checkNewImage checks a new image (checkImage) is the file of that name
+// in the materialization root, exactly size bytes, backed by allocated
+// blocks for all of it. Threat: a sparse image would let the sandbox's
+// writes fail with ENOSPC of the host file system instead of its own,
+// long after the size was granted.
+func (h *helper) checkNewImage(img *os.File, name string, size uint64) error {
 	st, err := fstat(int(img.Fd()))
 	if err != nil {
 		return fmt.Errorf("stat: %w", err)
 	}
-	if err := h.checkImage(&st, img.Name()); err != nil {
+	if err := h.checkImage(&st, name); err != nil {
 		return err
 	}
 	if uint64(st.Size) != size || uint64(st.Blocks)*512 < size {
 		return fmt.Errorf("size is %d with %d bytes allocated, want %d, all allocated", st.Size, st.Blocks*512, size)
+	}
+	if at, err := lstatAt(int(h.root.Fd()), name); err != nil || at.Dev != st.Dev || at.Ino != st.Ino {
+		return refuse(wire.ErrRefused, "image %s is not the file of that name in the materialization root (%v)", name, err)
 	}
 	return nil
 }
@@ -267,28 +250,6 @@ func (h *helper) checkImage(st *unix.Stat_t, name string) error {
 	}
 	if serr := checkSize(uint64(st.Size), h.maxImage); serr != nil {
 		return refuse(wire.ErrRefused, "image %s: %s", name, serr.Message)
-	}
-	return nil
-}
-
-// removeImage unlinks a half-made image, but only if the name still
-// refers to the file the helper created: the service user owns the
-// directory and may have renamed something else into place meanwhile
-// (then nothing is removed, and that is no error).
-func (h *helper) removeImage(img *os.File, name string) error {
-	mine, err := fstat(int(img.Fd()))
-	if err != nil {
-		return fmt.Errorf("remove the half-made image %s: fstat: %w", name, err)
-	}
-	now, err := lstatAt(int(h.root.Fd()), name)
-	switch {
-	case errors.Is(err, unix.ENOENT) || err == nil && (now.Dev != mine.Dev || now.Ino != mine.Ino):
-		return nil
-	case err != nil:
-		return fmt.Errorf("remove the half-made image %s: stat: %w", name, err)
-	}
-	if err := unlinkFile(int(h.root.Fd()), name); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("remove the half-made image %s: %w", name, err)
 	}
 	return nil
 }

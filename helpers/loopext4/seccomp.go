@@ -6,19 +6,18 @@ import (
 )
 
 // This file is data: Syscalls, glove-loopext4's addition to
-// helperkit.BaseSyscalls: only the calls the helper makes. mkfs.ext4 and
-// what starts it run in the formatter, glove-loopext4-format, under lists
-// of their own (helpers/loopext4format/seccomp.go).
+// helperkit.BaseSyscalls: only the calls the helper makes. Create's file
+// work (creating, allocating, syncing and removing an image), mkfs.ext4
+// and what starts it run in the formatter, glove-loopext4-format, under
+// lists of their own (helpers/loopext4format/seccomp.go): the helper
+// creates, allocates, syncs and removes no file.
 //
 // Arguments are pinned wherever the call's effect lives in a scalar
 // argument (flags, modes, request numbers); path and structure arguments
 // are pointers that a seccomp filter cannot read.
 
-// Open flags the helper creates images with, exactly.
-const createFlags = unix.O_CREAT | unix.O_EXCL | unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
-
-// openForbidden are open flags no non-creating open of the helper uses:
-// creating, truncating, or making an unnamed file.
+// openForbidden are open flags no open of the helper uses: creating,
+// truncating, or making an unnamed file.
 const openForbidden = unix.O_CREAT | unix.O_TRUNC | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
 
 func eq(arg uint8, v uint64) []bpf.Cond {
@@ -32,21 +31,16 @@ var Syscalls = []bpf.Rule{
 	// lowered on one thread with capset (the structure is a pointer, so
 	// the filter cannot pin the sets; the permitted set bounds them).
 	{Name: "capset", Nr: unix.SYS_CAPSET},
-	// Images, relative to the materialization root. openat: the create
-	// of Create with exactly its flags and mode 0600; any other open
-	// without O_CREAT, O_TRUNC or O_TMPFILE (image reopen through
-	// /proc/self/fd, /dev/loopN, /proc/self/mountinfo).
-	{Name: "openat", Nr: unix.SYS_OPENAT, Conds: []bpf.Cond{{Arg: 2, Mask: ^uint64(0), Value: createFlags}, {Arg: 3, Mask: ^uint64(0), Value: 0o600}}},
+	// Images, relative to the materialization root, inspected, never
+	// created: openat without O_CREAT, O_TRUNC or O_TMPFILE (image
+	// check and reopen through /proc/self/fd, /dev/loopN,
+	// /proc/self/mountinfo, the root's entries for Freeze); fstat and
+	// newfstatat (an image, the one the formatter made among them);
+	// getdents64 (Freeze's search of the root).
 	{Name: "openat", Nr: unix.SYS_OPENAT, Conds: []bpf.Cond{{Arg: 2, Mask: openForbidden, Value: 0}}},
 	{Name: "fstat", Nr: unix.SYS_FSTAT},
 	{Name: "newfstatat", Nr: unix.SYS_NEWFSTATAT},
 	{Name: "getdents64", Nr: unix.SYS_GETDENTS64},
-	{Name: "fsync", Nr: unix.SYS_FSYNC},
-	// fallocate mode 0: Create allocates the whole image; never
-	// PUNCH_HOLE, which would make an image sparse.
-	{Name: "fallocate", Nr: unix.SYS_FALLOCATE, Conds: eq(1, 0)},
-	// Removing a half-made image; never a directory (AT_REMOVEDIR).
-	{Name: "unlinkat", Nr: unix.SYS_UNLINKAT, Conds: eq(2, 0)},
 	// The attachment lock of Attach, never blocking.
 	{Name: "flock", Nr: unix.SYS_FLOCK, Conds: eq(1, unix.LOCK_EX|unix.LOCK_NB)},
 	{Name: "flock", Nr: unix.SYS_FLOCK, Conds: eq(1, unix.LOCK_SH|unix.LOCK_NB)},

@@ -23,10 +23,12 @@ func verdict(t *testing.T, prog []unix.SockFilter, nr uintptr, args ...uint64) u
 }
 
 // The two clone flag sets of Go's os/exec that the formatter's list
-// admits (helpers/loopext4format/seccomp.go).
+// admits, and the flags it creates images with
+// (helpers/loopext4format/seccomp.go).
 const (
-	cloneProbe = unix.CLONE_VFORK | unix.CLONE_VM | unix.CLONE_PIDFD
-	cloneExec  = cloneProbe | uint64(unix.SIGCHLD)
+	cloneProbe  = unix.CLONE_VFORK | unix.CLONE_VM | unix.CLONE_PIDFD
+	cloneExec   = cloneProbe | uint64(unix.SIGCHLD)
+	createFlags = unix.O_CREAT | unix.O_EXCL | unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
 )
 
 // TestAllowlistConditions checks the argument conditions of the three
@@ -34,7 +36,9 @@ const (
 // formatter (f, glove-loopext4-format) and mkfs.ext4 (m) make pass under
 // their own filter,
 // their dangerous neighbours are killed, and the helper's own filter
-// holds none of what only the formatter or mkfs.ext4 needs.
+// holds none of what only the formatter or mkfs.ext4 needs (Create's
+// file work, creating, allocating, syncing and removing an image, is the
+// formatter's), nor mkfs.ext4's any of the formatter's file work.
 func TestAllowlistConditions(t *testing.T) {
 	compile := func(lists ...[]bpf.Rule) []unix.SockFilter {
 		rules := append([]bpf.Rule{}, helperkit.BaseSyscalls...)
@@ -60,7 +64,12 @@ func TestAllowlistConditions(t *testing.T) {
 		args  []uint64
 		allow bool
 	}{
-		{"h", "openat: Create's exact flags and mode", unix.SYS_OPENAT, []uint64{3, 0, createFlags, 0o600}, true},
+		{"h", "openat: Create's exact flags and mode", unix.SYS_OPENAT, []uint64{3, 0, createFlags, 0o600}, false},
+		{"f", "openat: Create's exact flags and mode", unix.SYS_OPENAT, []uint64{3, 0, createFlags, 0o600}, true},
+		{"f", "openat: Create's flags, mode 0666", unix.SYS_OPENAT, []uint64{3, 0, createFlags, 0o666}, false},
+		{"f", "openat: O_CREAT without O_EXCL", unix.SYS_OPENAT, []uint64{3, 0, unix.O_CREAT | unix.O_RDWR, 0o600}, false},
+		{"f", "openat: O_TRUNC", unix.SYS_OPENAT, []uint64{at, 0, unix.O_WRONLY | unix.O_TRUNC, 0}, false},
+		{"f", "openat: O_PATH (the image's handle, the root's \".\")", unix.SYS_OPENAT, []uint64{at, 0, unix.O_PATH | unix.O_CLOEXEC, 0}, true},
 		{"h", "openat: Create's flags, mode 0666", unix.SYS_OPENAT, []uint64{3, 0, createFlags, 0o666}, false},
 		{"h", "openat: O_CREAT without O_EXCL", unix.SYS_OPENAT, []uint64{3, 0, unix.O_CREAT | unix.O_RDWR, 0o600}, false},
 		{"h", "openat: O_PATH|O_NOFOLLOW (image check)", unix.SYS_OPENAT, []uint64{3, 0, unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, 0}, true},
@@ -83,11 +92,19 @@ func TestAllowlistConditions(t *testing.T) {
 		{"h", "ioctl: BLKDISCARD", unix.SYS_IOCTL, []uint64{4, unix.BLKDISCARD}, false},
 		{"h", "ioctl: TIOCSTI", unix.SYS_IOCTL, []uint64{0, unix.TIOCSTI}, false},
 		{"h", "ioctl: LOOP_CONFIGURE with high bits", unix.SYS_IOCTL, []uint64{4, 1<<32 | unix.LOOP_CONFIGURE}, false},
-		{"h", "fallocate: mode 0", unix.SYS_FALLOCATE, []uint64{3, 0, 0, 1 << 20}, true},
+		{"h", "fallocate: mode 0", unix.SYS_FALLOCATE, []uint64{3, 0, 0, 1 << 20}, false},
+		{"f", "fallocate: mode 0", unix.SYS_FALLOCATE, []uint64{3, 0, 0, 1 << 20}, true},
+		{"f", "fallocate: PUNCH_HOLE", unix.SYS_FALLOCATE, []uint64{3, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, 0, 4096}, false},
 		{"m", "fallocate: ZERO_RANGE", unix.SYS_FALLOCATE, []uint64{3, unix.FALLOC_FL_ZERO_RANGE, 0, 4096}, true},
 		{"h", "fallocate: PUNCH_HOLE", unix.SYS_FALLOCATE, []uint64{3, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, 0, 4096}, false},
-		{"h", "unlinkat: a file", unix.SYS_UNLINKAT, []uint64{3, 0, 0}, true},
+		{"h", "unlinkat: a file", unix.SYS_UNLINKAT, []uint64{3, 0, 0}, false},
 		{"h", "unlinkat: a directory", unix.SYS_UNLINKAT, []uint64{3, 0, unix.AT_REMOVEDIR}, false},
+		{"f", "unlinkat: a file", unix.SYS_UNLINKAT, []uint64{3, 0, 0}, true},
+		{"f", "unlinkat: a directory", unix.SYS_UNLINKAT, []uint64{3, 0, unix.AT_REMOVEDIR}, false},
+		{"h", "fsync", unix.SYS_FSYNC, []uint64{3}, false},
+		{"f", "fsync", unix.SYS_FSYNC, []uint64{3}, true},
+		{"m", "unlinkat: a file", unix.SYS_UNLINKAT, []uint64{3, 0, 0}, false},
+		{"m", "fallocate: mode 0", unix.SYS_FALLOCATE, []uint64{3, 0, 0, 1 << 20}, false},
 		{"h", "flock: blocking", unix.SYS_FLOCK, []uint64{3, unix.LOCK_EX}, false},
 		{"h", "fsconfig: string", unix.SYS_FSCONFIG, []uint64{5, unix.FSCONFIG_SET_STRING, 0, 0, 0}, true},
 		{"h", "fsconfig: descriptor", unix.SYS_FSCONFIG, []uint64{5, unix.FSCONFIG_SET_FD, 0, 0, 3}, false},

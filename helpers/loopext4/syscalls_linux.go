@@ -3,8 +3,10 @@ package loopext4
 // This file holds every system call of glove-loopext4 but close(2): first
 // those that use its capabilities: opening the root-only loop devices
 // (CAP_DAC_OVERRIDE), configuring them, and creating, inspecting and
-// freezing ext4 mounts (CAP_SYS_ADMIN); then those on images, the
-// materialization root and the formatter's socket, which use none.
+// freezing ext4 mounts (CAP_SYS_ADMIN); then those that inspect images
+// and the materialization root, and the formatter's socket, which use
+// none. The helper creates, allocates and removes no file: Create's file
+// work is its formatter's (helpers/loopext4format).
 //
 // Both capabilities are OnDemand in the capability table: once the helper
 // has restricted itself, neither is effective on any thread, and each
@@ -227,10 +229,8 @@ func setReadOnly(fd int) error {
 	})
 }
 
-// The calls on images, the materialization root and the formatter's
-// socket, without a capability.
-
-func umask(mask int) { unix.Umask(mask) }
+// The calls that inspect images and the materialization root, and the
+// formatter's socket, without a capability.
 
 func fstat(fd int) (st unix.Stat_t, err error) {
 	err = unix.Fstat(fd, &st)
@@ -260,35 +260,10 @@ func openPathAt(dir int, name string) (int, error) {
 	return unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
-// createImage creates image name below dir with exactly the flags and
-// mode the allowlist admits: an existing name, a symbolic link included,
-// is refused (EEXIST), never reused or followed.
-func createImage(dir int, name string) (int, error) {
-	return unix.Openat(dir, name, createFlags, 0o600)
-}
-
 // reopen opens the inode of the O_PATH handle pfd for reading or
 // writing (flags), through /proc/self/fd.
 func reopen(pfd, flags int) (int, error) {
 	return unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), flags|unix.O_CLOEXEC, 0)
-}
-
-// allocateAll allocates size bytes of fd (fallocate mode 0).
-func allocateAll(fd int, size uint64) error { return unix.Fallocate(fd, 0, 0, int64(size)) }
-
-func unlinkFile(dir int, name string) error { return unix.Unlinkat(dir, name, 0) }
-
-// syncDir makes dir's entries durable.
-func syncDir(dir int) error {
-	fd, err := openDirAt(dir, ".")
-	if err != nil {
-		return fmt.Errorf("open: %w", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil {
-		return fmt.Errorf("fsync: %w", err)
-	}
-	return nil
 }
 
 // lockNoWait takes flock lock (LOCK_EX or LOCK_SH) without blocking.

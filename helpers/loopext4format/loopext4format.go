@@ -1,6 +1,9 @@
 // Package loopext4format is glove-loopext4-format, glove-loopext4's
-// formatter: it runs mkfs.ext4 on the images glove-loopext4 creates,
-// holding no capability, under an allowlist of its own.
+// formatter: it does the file work of glove-loopext4's Create, which
+// needs no capability (one executable per privilege and purpose): it
+// creates the image in the materialization root, allocates it, runs
+// mkfs.ext4 on it and makes it durable, or removes it again, holding no
+// capability, under an allowlist of its own.
 //
 // mkfs.ext4 does not run under glove-loopext4's seccomp allowlist. A
 // filter is inherited across fork and execve and filters only stack, so
@@ -11,22 +14,20 @@
 // starts this executable (found next to its own, root-owned all the way
 // up, executed from a descriptor): no file capability, so it starts
 // with none, and it drops to its empty row anyway first thing. For each
-// Create the helper hands it the image and the checked mkfs.ext4 over a
-// socket pair (helpers/wire/formatwire); the formatter starts itself
-// once more as MkfsName, which installs MkfsSyscalls, mkfs.ext4's list
-// alone, and executes mkfs.ext4. SECURITY.md's table shows the three
-// lists.
+// Create the helper hands it the materialization root, the image's name,
+// size and owner, and the checked mkfs.ext4 over a socket pair
+// (helpers/wire/formatwire), and gets the new image back, which it
+// checks before it answers the supervisor (image.go). The formatter
+// starts itself once more as MkfsName, which installs MkfsSyscalls,
+// mkfs.ext4's list alone, and executes mkfs.ext4. SECURITY.md's table
+// shows the three lists.
 package loopext4format
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
@@ -66,8 +67,8 @@ func Main() int {
 }
 
 // start closes what it may have inherited above the control socket
-// (glove-loopext4 executes it from a descriptor), takes the control
-// socket, then drops every capability (its row has none), sets
+// (glove-loopext4 executes it from a descriptor), sets its umask, takes
+// the control socket, then drops every capability (its row has none), sets
 // no_new_privs and installs its allowlist, on every thread, before
 // anything else.
 func start() (*wire.Conn, error) {
@@ -80,6 +81,11 @@ func start() (*wire.Conn, error) {
 	if err := closeAbove(helperkit.ControlFD); err != nil {
 		return nil, fmt.Errorf("close inherited descriptors: %w", err)
 	}
+	// Threat: the umask is inherited; a permissive one must not loosen
+	// an image's 0600, a hostile one must not make images unusable.
+	// Nothing the formatter creates is meant for anyone but the service
+	// user.
+	umask(0o077)
 	conn, err := wire.FromFile(os.NewFile(helperkit.ControlFD, "control"))
 	if err != nil {
 		return nil, err
@@ -89,23 +95,6 @@ func start() (*wire.Conn, error) {
 		return nil, errors.Join(err, conn.Close())
 	}
 	return conn, nil
-}
-
-// serveFormat runs one formatting child and waits for it.
-func serveFormat(_ uint32, req *formatwire.FormatRequest, fds []*os.File) (*formatwire.FormatReply, []int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), formatwire.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/proc/self/exe")
-	cmd.Args = []string{MkfsName, strconv.FormatUint(uint64(req.UID), 10), strconv.FormatUint(uint64(req.GID), 10)}
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	stderr := &boundedBuffer{max: maxMkfsStderr}
-	cmd.Stderr = stderr
-	cmd.ExtraFiles = fds // the image at 3, mkfs.ext4 at 4
-	if err := cmd.Run(); err != nil {
-		return &formatwire.FormatReply{Failed: true, Err: sanitize(fmt.Sprintf("%v: %s", err, stderr))}, nil, nil
-	}
-	return &formatwire.FormatReply{}, nil, nil
 }
 
 // MkfsMain is the formatting child (argv[0] MkfsName, the service user's
@@ -145,15 +134,4 @@ func mkfsExec() error {
 	}
 	exe := "/proc/self/fd/" + strconv.Itoa(mkfsExecFD)
 	return fmt.Errorf("execute mkfs.ext4: %w", execEmptyEnv(exe, mkfsArgs(uint32(uid), uint32(gid))))
-}
-
-// sanitize makes a diagnostic an encodable string field: valid UTF-8,
-// no NUL, short enough to travel in the helper's Error reply too.
-func sanitize(s string) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "?")
-	for len(s) > wire.MaxErrorLen-128 {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return s
 }

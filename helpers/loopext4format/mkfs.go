@@ -1,9 +1,14 @@
 package loopext4format
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/glove-sandbox/glove/helpers/wire/formatwire"
 )
 
 // Descriptors of the formatting child. The image is its descriptor 3 and
@@ -16,7 +21,8 @@ const (
 )
 
 // maxMkfsStderr bounds what is kept of mkfs.ext4's diagnostics: they go
-// into an Error reply of at most wire.MaxErrorLen bytes anyway.
+// into an Error reply of at most wire.MaxErrorLen bytes anyway (the
+// server makes the text valid UTF-8 without NUL and cuts it to fit).
 const maxMkfsStderr = 1024
 
 // mkfsArgs is the whole command line of mkfs.ext4, fixed:
@@ -29,8 +35,8 @@ const maxMkfsStderr = 1024
 //     punching holes, undoing the allocation that makes the size hard;
 //   - "-E root_owner=UID:GID": the file system's root directory belongs to
 //     the service user, so the supervisor can use it without privilege;
-//   - the image as /proc/self/fd/3: the descriptor the helper created, not
-//     a name the supervisor could swap.
+//   - the image as /proc/self/fd/3: the descriptor the formatter created,
+//     not a name the supervisor could swap.
 //
 // Nothing in it comes from a request: the name chooses only the file,
 // the size only its length.
@@ -63,4 +69,22 @@ func (b *boundedBuffer) String() string {
 		s += fmt.Sprintf(" [%d more bytes]", b.dropped)
 	}
 	return s
+}
+
+// runMkfs runs one formatting child on img with exe, the checked
+// mkfs.ext4, and waits for it, at most formatwire.Timeout.
+func runMkfs(img, exe *os.File, uid, gid uint32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), formatwire.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/proc/self/exe")
+	cmd.Args = []string{MkfsName, strconv.FormatUint(uint64(uid), 10), strconv.FormatUint(uint64(gid), 10)}
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	stderr := &boundedBuffer{max: maxMkfsStderr}
+	cmd.Stderr = stderr
+	cmd.ExtraFiles = []*os.File{img, exe} // mkfsImageFD, mkfsExecFD
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("run mkfs.ext4: %v: %s", err, stderr)
+	}
+	return nil
 }

@@ -7,18 +7,22 @@ import (
 
 // This file is data: two additions to helperkit.BaseSyscalls.
 //
-//   - Syscalls, the formatter's own: starting and waiting for the
-//     formatting child. The formatter's filter is BaseSyscalls +
+//   - Syscalls, the formatter's own: Create's file work (creating,
+//     allocating and removing an image), and starting and waiting for
+//     the formatting child. The formatter's filter is BaseSyscalls +
 //     Syscalls + MkfsSyscalls, since the child inherits it and
-//     mkfs.ext4 runs under it too.
+//     mkfs.ext4 runs under it too; the formatter's own fstat,
+//     newfstatat, fsync and non-creating openat (the root's "." for
+//     its fsync, the image's O_PATH handle for the reply) are rules of
+//     MkfsSyscalls.
 //   - MkfsSyscalls, mkfs.ext4's (mke2fs and glibc's dynamic loader): the
 //     formatting child installs BaseSyscalls + MkfsSyscalls before it
 //     executes mkfs.ext4. Measured with `strace -f -qq` of mkfs.ext4
 //     formatting a regular file on Debian 12 (mke2fs 1.47, glibc 2.36).
 //
 // A call outside a list kills only the process making it: if a future
-// mke2fs needs more, Create fails, the half-made image is removed and
-// glove-loopext4 keeps serving.
+// mke2fs needs more, Create fails, the formatter removes the half-made
+// image and glove-loopext4 keeps serving.
 //
 // Arguments are pinned wherever the call's effect lives in a scalar
 // argument (flags, modes, request numbers); path and structure arguments
@@ -27,6 +31,9 @@ import (
 // openForbidden are open flags no open of mkfs.ext4 uses: creating,
 // truncating, or making an unnamed file.
 const openForbidden = unix.O_CREAT | unix.O_TRUNC | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
+
+// Open flags the formatter creates images with, exactly.
+const createFlags = unix.O_CREAT | unix.O_EXCL | unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
 
 // The two clone flag sets Go's os/exec uses (Go 1.26, Linux): the
 // pidfd probe it runs once (syscall.doCheckClonePidfd, no exit signal)
@@ -46,6 +53,14 @@ func eq(arg uint8, v uint64) []bpf.Cond {
 
 // Syscalls is the formatter's addition (with MkfsSyscalls).
 var Syscalls = []bpf.Rule{
+	// Images, relative to the materialization root: the create of
+	// Create with exactly its flags and mode 0600; fallocate mode 0,
+	// allocating the whole image, never PUNCH_HOLE, which would make it
+	// sparse; removing a half-made image, never a directory
+	// (AT_REMOVEDIR).
+	{Name: "openat", Nr: unix.SYS_OPENAT, Conds: []bpf.Cond{{Arg: 2, Mask: ^uint64(0), Value: createFlags}, {Arg: 3, Mask: ^uint64(0), Value: 0o600}}},
+	{Name: "fallocate", Nr: unix.SYS_FALLOCATE, Conds: eq(1, 0)},
+	{Name: "unlinkat", Nr: unix.SYS_UNLINKAT, Conds: eq(2, 0)},
 	// Starting the formatting child with os/exec: the two clones above,
 	// the pidfd-based wait (pidfd_open of itself in Go's probe, waitid on
 	// a pidfd, pidfd_send_signal 0 in the probe and SIGKILL on timeout),
