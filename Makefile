@@ -36,7 +36,7 @@ STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldfla
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/formatwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/authority/policy:FuzzPolicyDecode ./supervisor/authority/plan:FuzzPlanDecode ./supervisor/state/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./supervisor/service/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/authority/library:FuzzDecode ./supervisor/state/store:FuzzReplay ./supervisor/state/receipt:FuzzReplay
 
-.PHONY: all build install deps test lint fuzz bench demo clean deb vm-lane lane-tests
+.PHONY: all build install deps test lint fuzz bench bench-more demo clean deb vm-lane lane-tests
 
 all: build
 
@@ -108,14 +108,16 @@ fuzz:
 	  echo "fuzz $$pkg $$name $(FUZZTIME)"; \
 	  $(GO) test -run=NONE -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; done
 
-# Benchmarks, each beside its anchor in the same run (see each _test.go).
+# Benchmarks, each beside its anchor in the same run, as one table:
+# Glove's figure, the anchor's, the ratio and issue 19's goal
+# (testenv/benchtable; each run's output is kept in bin/bench). Root, as
+# the integration tests: the benchmarks install what they start.
 bench:
-	$(GO) test -run=NONE -bench=. -benchtime=200x -count=5 ./supervisor/state/journal/
+	$(GO) run ./testenv/benchtable/cmd/glove-benchtable -out bin/bench
+
+# The benchmarks the table does not hold (image creation, the store).
+bench-more:
 	$(GO) test -run=NONE -bench=Loopext4 -benchtime=20x -count=3 ./helpers/integration/
-	$(GO) test -run=NONE -bench=Mounter -benchtime=200x -count=5 ./helpers/integration/
-	$(GO) test -run=NONE -bench=StreamproxyExchange -benchtime=200x -count=1 ./helpers/integration/
-	$(GO) test -run=NONE -bench=StartTrue -benchtime=100x -count=3 ./shim/
-	$(GO) test -run=NONE -bench=StartToFirstByte -benchtime=30x -count=1 ./supervisor/service/daemon/
 	$(GO) test -run=NONE -bench=Sessions -benchtime=1000000x -count=1 ./supervisor/state/store/
 
 # The Debian package bin/deb/glove_<version>_<arch>.deb, with dpkg-deb
