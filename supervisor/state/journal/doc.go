@@ -2,15 +2,18 @@
 // under gloved's session store and receipt journal.
 //
 // A journal is one file with one exclusive writer (flock). Every record is
-// checksummed and chained to the one before it, and a pair of alternating
-// header slots says how much of the file is committed. The design goal is
-// crash consistency without repair heuristics: a writer killed at any point
-// of Append leaves a file that reopens either with the record or without
-// it, and anything a crash cannot produce (bit rot, reordering, duplicated
-// or missing records, a file truncated or extended by someone else) is
-// rejected on Open with an error naming the record and the fault. Open
-// never drops committed data; the only bytes it removes are an uncommitted
-// tail, and it reports how many (OpenInfo.TornTailBytes).
+// checksummed and chained to the one before it, so a record is committed
+// by being whole in the file: a durable append is one record write and one
+// fdatasync. A pair of alternating header slots commits a prefix of the
+// records, at most a record or two behind them while a writer runs and
+// level with them after Close. The design goal is crash consistency
+// without repair heuristics: a writer killed at any point of Append leaves
+// a file that reopens either with the record or without it, and anything a
+// crash cannot produce (bit rot, reordering, duplicated or missing
+// records, a file truncated or extended by someone else) is rejected on
+// Open with an error naming the record and the fault. Open never drops a
+// whole record; the only bytes it removes are a torn tail, and it reports
+// how many (OpenInfo.TornTailBytes).
 //
 // # File layout
 //
@@ -25,20 +28,23 @@
 //	             | record 2                                    |
 //	             | ...                                         |
 //	             | record N                                    |
-//	committed    +--------------------------------------------+
-//	length       | uncommitted tail (only after a crash;       |
-//	             | reported and truncated by Open)             |
+//	header's     +--------------------------------------------+
+//	committed    | records N+1.. (appended since the header    |
+//	length       | slot in force was written; found by Open)   |
+//	             +--------------------------------------------+
+//	             | torn tail (only after a crash; reported and |
+//	             | truncated by Open)                          |
 //	             +--------------------------------------------+
 //
 // Header slot (4096 bytes, its own sector-aligned block):
 //
-//	 0  8  magic "GLVJRNL1"
+//	 0  8  magic "GLVJRNL2" ("GLVJRNL1": the older protocol; see Upgrade)
 //	 8  8  kind, NUL-padded ("sessions", "receipts", ...)
 //	16  4  format version (1)
 //	20  4  slot index (0 or 1): a slot copied into the other place is invalid
 //	24  8  generation
-//	32  8  committed record count
-//	40  8  committed length: file offset of the end of the last record
+//	32  8  committed record count N (the last sequence number it commits)
+//	40  8  committed length: file offset of the end of record N
 //	48 32  head hash: hash of record N, or the genesis hash when N = 0
 //	80 16  journal id, random, chosen at creation
 //	96  8  base: sequence number of the previous generation's last record
@@ -75,18 +81,58 @@
 //
 // # Append protocol
 //
-//  1. pwrite the record at the committed length
-//  2. fdatasync
-//  3. pwrite the older header slot: generation+1, count+1, new length, new head
-//  4. fdatasync
+//  1. pwrite the record at the end of the last record
+//  2. pwrite the older header slot: generation+1, committing the records
+//     before this one (count, length and head as they were)
+//  3. fdatasync
 //
-// Append returns success only after step 4. A crash before step 3 lands
-// leaves the record as an uncommitted tail and the old header in force; a
-// torn step 3 invalidates only the slot being written, so the other slot
-// (the previous commit) is still in force. After an I/O error the on-disk
-// state is unknown (Linux may drop dirty pages after a failed fsync and
-// report success next time), so the Journal is poisoned: every later Append
-// returns the first error until the caller reopens, which re-verifies.
+// Append returns success only after step 3, which makes the record, the
+// file's new size and the slot durable at once. The slot commits only
+// records an earlier fdatasync made durable, so it may reach the disk
+// before or after the record; a torn slot is invalid and leaves the other
+// (an earlier commit of the same chain) in force.
+//
+// Open verifies the records the slot in force commits, exactly (any
+// mismatch is corruption), then takes every whole record that follows and
+// continues the chain: record N+1 is committed if its length is within
+// MaxRecordBytes and the file, its sequence number is N+1, its previous
+// hash is record N's, and its hash verifies. The hash binds the journal's
+// random id, the sequence number and the predecessor's hash, so bytes of
+// an earlier record, of another journal, or of a partial write never pass
+// for the next record, and since appends are sequential nothing after the
+// first bytes that do not verify can be valid. What remains must be what
+// one torn append leaves (at most one record, its header, once there, that
+// of record N+1, or zeros); Open truncates it durably and reports it, and
+// refuses anything else as externally extended. Records found past the
+// header are fdatasynced before Open returns, since the next append's slot
+// will commit them. Close writes the older slot committing every record
+// and syncs it (a checkpoint), so a file cut at a record boundary after a
+// clean Close is still reported as externally truncated.
+//
+// The price of committing without a second header write: damage to a
+// record past the header that is also the file's last (after a crash, the
+// one or two records appended since the last slot reached the disk) reads
+// as a torn append and is dropped and reported in TornTailBytes, where the
+// header would have named it corrupt.
+//
+// After an I/O error the on-disk state is unknown (Linux may drop dirty
+// pages after a failed fsync and report success next time), so the
+// Journal is poisoned. Since the slot an append writes commits nothing
+// new, the next Append first truncates back to the last committed record
+// and syncs, and carries on; if that fails too, every later Append returns
+// the first error until the caller reopens, which re-verifies (and may
+// find the failed append's record whole, and so committed: a failed
+// append's outcome is for the reopen to say).
+//
+// # Upgrade
+//
+// A file whose header slots carry "GLVJRNL1" was written by the older
+// protocol (record fdatasync, then header slot fdatasync; the header exact).
+// Its layout is the same, so Open reads it as above; then, before anything
+// is appended, it rewrites both slots with "GLVJRNL2", one at a time, each
+// synced, so a crash leaves a valid slot. A binary of the older protocol
+// knows only "GLVJRNL1" and refuses an upgraded file, rather than taking
+// the records past its header for a torn tail and truncating them.
 //
 // # Compaction
 //
@@ -118,10 +164,10 @@
 // session's terminal state) while the disk still has it, and a full disk
 // refuses the reservation instead. A record write or its fdatasync that
 // fails (ENOSPC on a file system without preallocation) poisons the
-// journal like any I/O error; since no header was written, the next
-// Append first truncates back to the committed length and, once that is
-// durable, carries on: the journal accepts writes again as soon as space
-// returns, without a reopen.
+// journal like any I/O error; since the header slot an append writes
+// commits nothing new, the next Append first truncates back to the
+// committed length and, once that is durable, carries on: the journal
+// accepts writes again as soon as space returns, without a reopen.
 //
 // A new journal is written under a temporary name, synced, and renamed into
 // place with RENAME_NOREPLACE, so a crash during creation never leaves a

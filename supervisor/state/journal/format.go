@@ -6,7 +6,14 @@ import (
 )
 
 const (
-	magic = "GLVJRNL1"
+	// magic marks a slot of the single-fdatasync protocol, whose header
+	// may lag the records (doc.go); legacyMagic one written by the
+	// two-fdatasync protocol before it, whose header was exact. Open
+	// reads both and rewrites legacy slots once (upgrade), so that a
+	// binary of the older protocol refuses the file instead of taking
+	// the records past the header for a torn tail and truncating them.
+	magic       = "GLVJRNL2"
+	legacyMagic = "GLVJRNL1"
 	// formatVersion is a journal that starts at its genesis; formatBased
 	// one that continues a previous generation's chain (Compact): its
 	// header also names the base sequence number and hash its first
@@ -43,11 +50,16 @@ type slot struct {
 	// first record chains to. Zero in format 1.
 	base     uint64
 	baseHead [32]byte
+	// legacy: the slot carries legacyMagic.
+	legacy bool
 }
 
 func (s *slot) encode() []byte {
 	b := make([]byte, slotSize)
 	copy(b[0:8], magic)
+	if s.legacy {
+		copy(b[0:8], legacyMagic)
+	}
 	copy(b[8:16], s.kind[:])
 	binary.LittleEndian.PutUint32(b[16:], s.ver)
 	binary.LittleEndian.PutUint32(b[20:], s.index)
@@ -74,9 +86,10 @@ func decodeSlot(file []byte, index int) (s slot, ok bool) {
 	}
 	b := file[index*slotSize : (index+1)*slotSize]
 	sum := sha256.Sum256(b[:slotSumOff])
-	if string(b[0:8]) != magic || string(sum[:]) != string(b[slotSumOff:]) {
+	if (string(b[0:8]) != magic && string(b[0:8]) != legacyMagic) || string(sum[:]) != string(b[slotSumOff:]) {
 		return s, false
 	}
+	s.legacy = string(b[0:8]) == legacyMagic
 	copy(s.kind[:], b[8:16])
 	s.ver = binary.LittleEndian.Uint32(b[16:])
 	s.index = binary.LittleEndian.Uint32(b[20:])

@@ -48,6 +48,24 @@ func journalBytes(t testing.TB, n int) []byte {
 	return b
 }
 
+// openBytes is journalBytes read while the writer still holds the
+// journal open: no Close has brought the header level with the records.
+func openBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	dir := testDir(t)
+	j, _, _ := mustOpen(t, testOpts(dir))
+	defer j.Close()
+	appendRange(t, j, 1, n)
+	b, err := os.ReadFile(filepath.Join(dir, testName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := curSlot(b); s.count != uint64(n-1) {
+		t.Fatalf("open journal of %d records: header commits %d", n, s.count)
+	}
+	return b
+}
+
 // The fuzzer works on a compact form of the file: each header slot's 136
 // field bytes and 32 checksum bytes without the zero padding between them,
 // then the record area. A mutated padding byte can only ever produce a
@@ -104,6 +122,23 @@ func FuzzOpen(f *testing.F) {
 	// A compacted journal (format 2, based on record 3) with two
 	// records appended after the compaction.
 	f.Add(compact(compactedBytes(f)))
+	// Files read while their writer still had them open: the header
+	// lags the records, which Open finds by their hashes; one with the
+	// last append torn as well.
+	for _, n := range []int{1, 3} {
+		b := openBytes(f, n)
+		f.Add(compact(b))
+		f.Add(compact(b[:len(b)-20]))
+	}
+	// Journals of the older protocol (legacy header magic), which Open
+	// upgrades in place.
+	for _, name := range []string{"format1.jrnl", "format2.jrnl"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(compact(b))
+	}
 	// One directory for the whole run: inputs run one at a time in each
 	// fuzzing process, and a fresh tree per input costs more than Open.
 	dir := testDir(f)

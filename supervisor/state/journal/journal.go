@@ -103,8 +103,8 @@ type Record struct {
 type OpenInfo struct {
 	// Created: the file did not exist and Open created it.
 	Created bool
-	// TornTailBytes is how many uncommitted bytes past the committed
-	// length (left by a crash during Append) Open truncated.
+	// TornTailBytes is how many bytes past the last whole record (a
+	// record torn by a crash during Append) Open truncated.
 	TornTailBytes int64
 	// StaleTemps is how many temporary files of an interrupted creation
 	// or compaction Open removed.
@@ -129,12 +129,17 @@ type Journal struct {
 	count    int // records in this file: the last sequence number is base+count
 	length   int64
 	head     [32]byte
+	// hdrSeq is the last sequence number the slot in force commits: the
+	// header lags the records (an append's slot commits the records
+	// before it), and Close brings it level.
+	hdrSeq   uint64
 	prealloc int64 // bytes preallocated past length (best known)
 	written  int64 // bytes written by appends and compactions since Open
 	noAlloc  bool  // the file system does not preallocate
 	err      error // first Append I/O error; poisons the journal
-	// healable: err came from the record's write or sync, before any
-	// header write, so truncating to the committed length undoes it.
+	// healable: err came from an append, whose header slot commits
+	// only records already durable, so truncating to the committed
+	// length undoes it.
 	healable bool
 }
 
@@ -203,11 +208,15 @@ func Open(o Options) (*Journal, []Record, OpenInfo, error) {
 		err = j.lock()
 	}
 	var recs []Record
+	legacy := false
 	if err == nil {
-		recs, info.TornTailBytes, err = j.load(size)
+		recs, info.TornTailBytes, legacy, err = j.load(size)
 	}
 	if err == nil {
 		info.StaleTemps, err = j.removeStaleTemps()
+	}
+	if err == nil && legacy {
+		err = j.upgrade()
 	}
 	if err != nil {
 		j.closeFd()
@@ -404,11 +413,14 @@ func (j *Journal) corrupt(format string, a ...any) error {
 }
 
 // load reads the whole file (size is already bounded by MaxBytes), picks the
-// commit point, verifies every committed record and removes a torn tail.
-func (j *Journal) load(size int64) ([]Record, int64, error) {
+// commit point, verifies every record it commits, takes the whole records
+// that follow it in the chain (appended since the header was last
+// written), and removes a torn tail. legacy says a slot of the older
+// protocol is still in the file.
+func (j *Journal) load(size int64) ([]Record, int64, bool, error) {
 	buf := make([]byte, size)
 	if err := preadFull(j.fd, buf, 0); err != nil {
-		return nil, 0, fmt.Errorf("journal %s: read %s: %w", j.kind, j.o.Name, err)
+		return nil, 0, false, fmt.Errorf("journal %s: read %s: %w", j.kind, j.o.Name, err)
 	}
 	s0, ok0 := decodeSlot(buf, 0)
 	s1, ok1 := decodeSlot(buf, 1)
@@ -417,37 +429,37 @@ func (j *Journal) load(size int64) ([]Record, int64, error) {
 		cur, old, hasOld = s1, s0, ok0
 	}
 	if !ok0 && !ok1 {
-		return nil, 0, j.corrupt("no valid header slot (both torn or overwritten)")
+		return nil, 0, false, j.corrupt("no valid header slot (both torn or overwritten)")
 	}
 	if cur.kind != j.tag {
-		return nil, 0, j.corrupt("file holds kind %q (wrong kind)", strings.TrimRight(string(cur.kind[:]), "\x00"))
+		return nil, 0, false, j.corrupt("file holds kind %q (wrong kind)", strings.TrimRight(string(cur.kind[:]), "\x00"))
 	}
 	switch {
 	case cur.ver != formatVersion && cur.ver != formatBased:
-		return nil, 0, j.corrupt("format version %d, want %d or %d", cur.ver, formatVersion, formatBased)
+		return nil, 0, false, j.corrupt("format version %d, want %d or %d", cur.ver, formatVersion, formatBased)
 	case cur.ver == formatVersion && (cur.base != 0 || cur.baseHead != [32]byte{}):
-		return nil, 0, j.corrupt("format %d header with a base", cur.ver)
+		return nil, 0, false, j.corrupt("format %d header with a base", cur.ver)
 	case cur.ver == formatBased && cur.base == 0:
-		return nil, 0, j.corrupt("format %d header without a base", cur.ver)
+		return nil, 0, false, j.corrupt("format %d header without a base", cur.ver)
 	case cur.count < cur.base:
-		return nil, 0, j.corrupt("header claims %d records, fewer than its base %d", cur.count, cur.base)
+		return nil, 0, false, j.corrupt("header claims %d records, fewer than its base %d", cur.count, cur.base)
 	}
 	if hasOld && (old.kind != cur.kind || old.ver != cur.ver || old.id != cur.id || old.gen+1 != cur.gen ||
 		old.base != cur.base || old.baseHead != cur.baseHead || old.count < old.base || old.count > cur.count) {
-		return nil, 0, j.corrupt("header slots disagree (generations %d and %d)", old.gen, cur.gen)
+		return nil, 0, false, j.corrupt("header slots disagree (generations %d and %d)", old.gen, cur.gen)
 	}
 	if cur.length > uint64(size) {
-		return nil, 0, j.corrupt("file is %d bytes, shorter than the committed %d (externally truncated)", size, cur.length)
+		return nil, 0, false, j.corrupt("file is %d bytes, shorter than the committed %d (externally truncated)", size, cur.length)
 	}
 	if cur.length < dataStart {
-		return nil, 0, j.corrupt("committed length %d is inside the header", cur.length)
+		return nil, 0, false, j.corrupt("committed length %d is inside the header", cur.length)
 	}
 	length := int64(cur.length)
 	// Bound the count before allocating for it: every record takes at
 	// least recOverhead bytes of the committed length.
 	inFile := cur.count - cur.base
 	if inFile > uint64(j.o.MaxRecords) || inFile > uint64((length-dataStart)/recOverhead) {
-		return nil, 0, j.corrupt("header claims %d records, more than the bound %d or the committed length holds", inFile, j.o.MaxRecords)
+		return nil, 0, false, j.corrupt("header claims %d records, more than the bound %d or the committed length holds", inFile, j.o.MaxRecords)
 	}
 	j.id, j.cur, j.gen, j.ver = cur.id, cur.index, cur.gen, cur.ver
 	j.base, j.baseHead, j.head = cur.base, cur.baseHead, cur.baseHead
@@ -459,52 +471,113 @@ func (j *Journal) load(size int64) ([]Record, int64, error) {
 	for i := cur.base + 1; ; i++ {
 		// The older slot must be an earlier commit of this same chain.
 		if hasOld && i-1 == old.count && (old.length != uint64(off) || old.head != j.head) {
-			return nil, 0, j.corrupt("older header slot does not match record %d (header slots disagree)", i-1)
+			return nil, 0, false, j.corrupt("older header slot does not match record %d (header slots disagree)", i-1)
 		}
 		if i > cur.count {
 			break
 		}
 		if off == length {
-			return nil, 0, j.corrupt("record %d: missing, header claims %d records (count mismatch)", i, cur.count)
+			return nil, 0, false, j.corrupt("record %d: missing, header claims %d records (count mismatch)", i, cur.count)
 		}
 		if length-off < recOverhead {
-			return nil, 0, j.corrupt("record %d: crosses the committed length %d", i, length)
+			return nil, 0, false, j.corrupt("record %d: crosses the committed length %d", i, length)
 		}
 		n := binary.LittleEndian.Uint32(buf[off:])
 		if uint64(n) > uint64(j.o.MaxRecordBytes) {
-			return nil, 0, j.corrupt("record %d: length %d exceeds the %d-byte record bound", i, n, j.o.MaxRecordBytes)
+			return nil, 0, false, j.corrupt("record %d: length %d exceeds the %d-byte record bound", i, n, j.o.MaxRecordBytes)
 		}
 		end := off + RecordSize(int(n))
 		if end > length {
-			return nil, 0, j.corrupt("record %d: length %d crosses the committed length %d", i, n, length)
+			return nil, 0, false, j.corrupt("record %d: length %d crosses the committed length %d", i, n, length)
 		}
 		if seq := binary.LittleEndian.Uint64(buf[off+4:]); seq != i {
-			return nil, 0, j.corrupt("record %d: sequence %d, want %d (reordered or duplicated)", i, seq, i)
+			return nil, 0, false, j.corrupt("record %d: sequence %d, want %d (reordered or duplicated)", i, seq, i)
 		}
 		if string(buf[off+12:off+recHeaderLen]) != string(j.head[:]) {
-			return nil, 0, j.corrupt("record %d: previous hash mismatch (reordered, duplicated or spliced)", i)
+			return nil, 0, false, j.corrupt("record %d: previous hash mismatch (reordered, duplicated or spliced)", i)
 		}
 		p := off + recHeaderLen
 		payload := buf[p : p+int64(n) : p+int64(n)]
 		h := recordHash(j.id, i, &j.head, payload)
 		if string(buf[end-32:end]) != string(h[:]) {
-			return nil, 0, j.corrupt("record %d: hash mismatch (corrupt)", i)
+			return nil, 0, false, j.corrupt("record %d: hash mismatch (corrupt)", i)
 		}
 		recs = append(recs, Record{Seq: i, Payload: payload, Hash: h, Prev: j.head})
 		j.head, off = h, end
 	}
 	if off != length {
-		return nil, 0, j.corrupt("committed length %d leaves %d bytes after record %d (count mismatch)", length, length-off, cur.count)
+		return nil, 0, false, j.corrupt("committed length %d leaves %d bytes after record %d (count mismatch)", length, length-off, cur.count)
 	}
 	if j.head != cur.head {
-		return nil, 0, j.corrupt("head hash does not match record %d (corrupt)", cur.count)
+		return nil, 0, false, j.corrupt("head hash does not match record %d (corrupt)", cur.count)
 	}
-	j.count, j.length = int(inFile), length
+	j.count, j.length, j.hdrSeq = int(inFile), length, cur.count
+	// Records past the committed length: the header lags the records
+	// by design, so every whole record that continues the chain is
+	// committed. Threat: stale or foreign bytes taken for a record.
+	// Each record's hash binds the journal's random id, its sequence
+	// number and its predecessor's hash, so only the next record of
+	// this very chain verifies here; a partial record (a torn append)
+	// never does, and it ends the scan, since appends are sequential
+	// and nothing written after it can be valid.
+	for {
+		r, end, ok := j.nextRecord(buf, length)
+		if !ok {
+			break
+		}
+		if j.count >= j.o.MaxRecords {
+			return nil, 0, false, j.corrupt("record %d past the header would pass the %d-record bound", r.Seq, j.o.MaxRecords)
+		}
+		recs = append(recs, r)
+		j.count, j.length, j.head = j.count+1, end, r.Hash
+		length = end
+	}
 	torn, err := j.dropTail(buf[length:])
-	return recs, torn, err
+	if err != nil {
+		return nil, 0, false, err
+	}
+	// A record found past the header may still be only in the page
+	// cache (its writer was killed before its fdatasync); the next
+	// append's header slot will commit it, so it must be on disk
+	// first, or a crash could leave a header over missing bytes.
+	if uint64(j.count) > cur.count-cur.base && torn == 0 {
+		if err := unix.Fdatasync(j.fd); err != nil {
+			return nil, 0, false, fmt.Errorf("journal %s: sync the records past the header: %w", j.kind, err)
+		}
+	}
+	return recs, torn, (ok0 && s0.legacy) || (ok1 && s1.legacy), nil
 }
 
-// dropTail removes bytes past the committed length, but only if they could
+// nextRecord decodes and verifies the record at off as the next record of
+// the chain (sequence number seq()+1, chained to head). ok is false for
+// anything else: a partial record, zeros, or bytes of any other record.
+func (j *Journal) nextRecord(buf []byte, off int64) (Record, int64, bool) {
+	return nextRecord(buf, off, j.id, j.seq()+1, &j.head, j.o.MaxRecordBytes)
+}
+
+func nextRecord(buf []byte, off int64, id [16]byte, seq uint64, head *[32]byte, maxPayload int) (r Record, end int64, ok bool) {
+	rest := int64(len(buf)) - off
+	if rest < recOverhead {
+		return r, 0, false
+	}
+	n := binary.LittleEndian.Uint32(buf[off:])
+	if uint64(n) > uint64(maxPayload) || RecordSize(int(n)) > rest {
+		return r, 0, false
+	}
+	end = off + RecordSize(int(n))
+	if binary.LittleEndian.Uint64(buf[off+4:]) != seq || string(buf[off+12:off+recHeaderLen]) != string(head[:]) {
+		return r, 0, false
+	}
+	p := off + recHeaderLen
+	payload := buf[p : p+int64(n) : p+int64(n)]
+	h := recordHash(id, seq, head, payload)
+	if string(buf[end-32:end]) != string(h[:]) {
+		return r, 0, false
+	}
+	return Record{Seq: seq, Payload: payload, Hash: h, Prev: *head}, end, true
+}
+
+// dropTail removes bytes past the last whole record, but only if they could
 // be what a crashed Append leaves: at most one record, and, once its header
 // is there, the header of exactly the next record (an all-zero header is a
 // block the crash kept from reaching disk). Anything else was put there by
@@ -537,8 +610,9 @@ func (j *Journal) dropTail(tail []byte) (int64, error) {
 // seq is the last committed sequence number.
 func (j *Journal) seq() uint64 { return j.base + uint64(j.count) }
 
-// heal undoes a failed record write (nothing of it is committed: no
-// header was written) by truncating to the committed length, durably.
+// heal undoes a failed append (nothing of it is committed: the slot it
+// may have written commits only earlier records) by truncating to the
+// committed length, durably.
 // Called with mu held on a poisoned journal; on success it is usable again.
 func (j *Journal) heal() error {
 	if !j.healable {
@@ -578,36 +652,74 @@ func (j *Journal) Append(payload []byte) (Record, error) {
 	prev := j.head
 	hash := recordHash(j.id, seq, &j.head, payload)
 	rec := encodeRecord(seq, &j.head, payload, &hash)
+	// The older slot commits the records before this one, which earlier
+	// appends (or Open) made durable; so it may reach the disk before
+	// or after the record, and the one fdatasync below covers both. A
+	// torn slot leaves the other, an earlier commit of the same chain,
+	// in force; Open finds the records past it by their hashes.
 	next := slot{kind: j.tag, ver: j.ver, index: 1 - j.cur, gen: j.gen + 1,
-		count: seq, length: uint64(j.length + size), head: hash, id: j.id, base: j.base, baseHead: j.baseHead}
+		count: j.seq(), length: uint64(j.length), head: j.head, id: j.id, base: j.base, baseHead: j.baseHead}
 
+	// Every failure below is healable: the slot commits nothing new,
+	// so truncating back to the committed length undoes the append.
 	j.fault("record-before")
 	if err := writeAt(j.fd, rec, j.length, "record-partial", j.fault); err != nil {
 		j.healable = true
 		return Record{}, j.poison(seq, "write record", err)
 	}
 	j.fault("record-written")
-	// The record must be on disk before a header points at it, or a crash
-	// could leave a committed header over missing bytes.
-	if err := unix.Fdatasync(j.fd); err != nil {
-		j.healable = true
-		return Record{}, j.poison(seq, "sync record", err)
-	}
-	j.fault("record-synced")
-	// Overwrite the older slot: the one in force stays intact if this
-	// write tears.
 	if err := writeAt(j.fd, next.encode(), int64(next.index)*slotSize, "header-partial", j.fault); err != nil {
+		j.healable = true
 		return Record{}, j.poison(seq, "write header", err)
 	}
 	j.fault("header-written")
+	// One fdatasync makes the record, the file's new size and the slot
+	// durable: the record is committed from here.
 	if err := unix.Fdatasync(j.fd); err != nil {
-		return Record{}, j.poison(seq, "sync header", err)
+		j.healable = true
+		return Record{}, j.poison(seq, "sync", err)
 	}
-	j.fault("header-synced")
-	j.cur, j.gen, j.count, j.length, j.head = next.index, next.gen, j.count+1, j.length+size, hash
+	j.fault("record-synced")
+	j.cur, j.gen, j.hdrSeq = next.index, next.gen, next.count
+	j.count, j.length, j.head = j.count+1, j.length+size, hash
 	j.prealloc = max(j.prealloc-size, 0)
 	j.written += size
 	return Record{Seq: seq, Payload: rec[recHeaderLen : recHeaderLen+len(payload) : recHeaderLen+len(payload)], Hash: hash, Prev: prev}, nil
+}
+
+// checkpoint brings the header level with the records: it writes the older
+// slot committing every record, and syncs it. Every record it names is
+// already durable (an append returns only after its fdatasync; Open syncs
+// the records it finds past the header), so the slot may land in any
+// order with respect to them. Called by Close and by the upgrade of a
+// legacy file; appends do not need it.
+func (j *Journal) checkpoint(op string) error {
+	next := slot{kind: j.tag, ver: j.ver, index: 1 - j.cur, gen: j.gen + 1,
+		count: j.seq(), length: uint64(j.length), head: j.head, id: j.id, base: j.base, baseHead: j.baseHead}
+	j.fault("checkpoint-before")
+	if err := writeAt(j.fd, next.encode(), int64(next.index)*slotSize, "checkpoint-partial", j.fault); err != nil {
+		return fmt.Errorf("journal %s: %s: write header: %w", j.kind, op, spaceError(err))
+	}
+	if err := unix.Fdatasync(j.fd); err != nil {
+		return fmt.Errorf("journal %s: %s: sync header: %w", j.kind, op, spaceError(err))
+	}
+	j.cur, j.gen, j.hdrSeq = next.index, next.gen, next.count
+	return nil
+}
+
+// upgrade rewrites both header slots of a file of the older protocol
+// (legacyMagic) in this one's, one slot at a time, each synced before the
+// next, so a crash leaves at least one valid slot. Until both are
+// rewritten nothing is appended: a binary of the older protocol, finding
+// a legacy slot, would take records past its header for a torn tail and
+// truncate them. Threat: a downgrade silently dropping committed records.
+func (j *Journal) upgrade() error {
+	for range 2 {
+		if err := j.checkpoint("upgrade from the format of " + legacyMagic); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // poison records the first I/O error. After a failed write or fdatasync
@@ -673,18 +785,25 @@ func (j *Journal) Remaining() (records int, bytes int64) {
 	return max(j.o.MaxRecords-j.count, 0), max(j.o.MaxBytes-j.length, 0)
 }
 
-// Close releases the writer lock. Every successful Append is already
-// durable, so there is nothing to flush.
+// Close writes a checkpoint and releases the writer lock. Every successful
+// Append is already durable; the checkpoint only brings the header level
+// with the records, so that Open can tell a file cut short at a record
+// boundary (externally truncated) from one that ends there. A poisoned
+// journal gets none: its state is for a reopen to judge.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.fd < 0 {
 		return nil
 	}
-	if err := j.closeFd(); err != nil {
-		return fmt.Errorf("journal %s: close: %w", j.kind, err)
+	var err error
+	if j.err == nil && j.hdrSeq != j.seq() {
+		err = j.checkpoint("close")
 	}
-	return nil
+	if cerr := j.closeFd(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("journal %s: close: %w", j.kind, cerr))
+	}
+	return err
 }
 
 func (j *Journal) closeFd() error {
@@ -863,6 +982,7 @@ func (j *Journal) Compact(carry [][]byte, prealloc int64) ([]Record, error) {
 	old := j.fd
 	j.fd, j.ver, j.cur, j.gen, j.base, j.baseHead = fd, formatBased, 1, 2, base, baseHead
 	j.count, j.length, j.head, j.prealloc = len(carry), size, head, max(prealloc, 0)
+	j.hdrSeq = full.count
 	j.written += size
 	if j.noAlloc {
 		j.prealloc = 0
@@ -948,9 +1068,15 @@ func (j *Journal) writeCompacted(buf []byte, prealloc int64) (int, error) {
 	return fd, nil
 }
 
-// Peek reads a journal's committed figures from its header alone: no
-// lock, no verification of the records (the writer may be appending).
-// For status reports; Open is what trusts a journal.
+// peekTailMax bounds how much of the file past the header's commit point
+// Peek reads.
+const peekTailMax = 64 << 20
+
+// Peek reads a journal's committed figures from its header and the whole
+// records that follow the header's commit point in the chain (the header
+// lags the records by design): no lock, no verification of the records
+// the header commits (the writer may be appending). For status reports;
+// Open is what trusts a journal.
 func Peek(dir, name, kind string) (Stats, error) {
 	var st Stats
 	fd, err := unix.Open(dir+"/"+name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
@@ -982,5 +1108,24 @@ func Peek(dir, name, kind string) (Stats, error) {
 	}
 	st.Seq, st.Base, st.Records, st.Bytes = cur.count, cur.base, int(cur.count-cur.base), int64(cur.length)
 	st.Preallocated = max(fst.Blocks*512-fst.Size, 0)
+	if fst.Size > st.Bytes {
+		// A record the writer is appending meanwhile may be read in
+		// part; a partial one fails its hash and ends the walk. The
+		// read is bounded (threat: a file grown by someone else making
+		// a status report allocate without bound); the header lags by
+		// a record or two, far less than the default 64 MiB MaxBytes.
+		tail := make([]byte, min(fst.Size-st.Bytes, peekTailMax))
+		if err := preadFull(fd, tail, st.Bytes); err != nil {
+			return st, fmt.Errorf("journal %s: peek %s: %w", kind, name, err)
+		}
+		head, off := cur.head, int64(0)
+		for {
+			r, end, ok := nextRecord(tail, off, cur.id, st.Seq+1, &head, math.MaxUint32)
+			if !ok {
+				break
+			}
+			st.Seq, st.Records, st.Bytes, head, off = r.Seq, st.Records+1, st.Bytes+end-off, r.Hash, end
+		}
+	}
 	return st, nil
 }
