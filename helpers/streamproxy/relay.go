@@ -203,7 +203,7 @@ type exchange struct {
 // recordOf is status's record. Of an exchange's records only
 // delivery_pending must be durable before the relay goes on (to the
 // release): the one fdatasync on the path. delivered gates nothing and is
-// deferred (docs/helpers.md, "What is durable when"); delivery_failed is not.
+// deferred (docs/helpers.md, "What is durable when"); delivery_failed is synced.
 func (x *exchange) recordOf(status string) Record {
 	return Record{Phase: PhaseExchange, Status: status, LatencyMS: uint64(time.Since(x.start).Milliseconds()), Deferred: status == StatusDelivered}
 }

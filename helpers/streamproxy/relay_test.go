@@ -563,8 +563,8 @@ func TestNewAndFromFD(t *testing.T) {
 }
 
 // TestOnlyDeliveredDeferred: of an exchange's records only delivered may
-// be appended without being made durable (docs/helpers.md, "Audit
-// records"); delivery_pending, before the release, and delivery_failed
+// be appended without being made durable (docs/helpers.md, "What is
+// durable when"); delivery_pending, before the release, and delivery_failed
 // are durable when Record returns.
 func TestOnlyDeliveredDeferred(t *testing.T) {
 	checkFDs(t)

@@ -37,7 +37,7 @@ func errCode(err error) string {
 type server struct {
 	cfg       *Config
 	uid       uint32
-	exchanges atomic.Uint64 // delivered and durable
+	exchanges atomic.Uint64 // delivered records written
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // set by streamwire Open (once-only)
