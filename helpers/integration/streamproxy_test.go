@@ -485,7 +485,7 @@ func TestStreamproxyRoundTrips(t *testing.T) {
 			t.Fatalf("exchange %d: response of %d bytes, want %d", i, len(got), len(p))
 		}
 		// roundTrip waited for the count, which the helper raises only
-		// once delivered is durable.
+		// once delivered is recorded.
 		want = append(want, "delivery_pending", "delivered")
 		if got := s.auditStatuses(); !slices.Equal(got, want) {
 			t.Fatalf("after exchange %d the audit says %v, want %v", i, got, want)

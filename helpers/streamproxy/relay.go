@@ -102,9 +102,12 @@ const (
 type Record struct {
 	Phase, Status string
 	LatencyMS     uint64 // since the exchange began
+	// Deferred: r may be only appended when Record returns, to be made
+	// durable with the next record or when the audit closes.
+	Deferred bool
 }
 
-// Audit durably appends records: Record returns nil only once r is durable.
+// Audit appends records: Record returns nil once r is durable or, if r.Deferred, appended.
 type Audit interface{ Record(r Record) error }
 
 // RelayConfig is a relay's connections and bounds.
@@ -194,11 +197,15 @@ type exchange struct {
 	ctx             context.Context
 	start, deadline time.Time
 	requested       bool // a complete request was read
-	delivered       bool // delivered is durable
+	delivered       bool // delivered is recorded
 }
 
+// recordOf is status's record. Of an exchange's records only
+// delivery_pending must be durable before the relay goes on (to the
+// release): the one fdatasync on the path. delivered gates nothing and is
+// deferred (docs/helpers.md, "What is durable when"); delivery_failed is synced.
 func (x *exchange) recordOf(status string) Record {
-	return Record{Phase: PhaseExchange, Status: status, LatencyMS: uint64(time.Since(x.start).Milliseconds())}
+	return Record{Phase: PhaseExchange, Status: status, LatencyMS: uint64(time.Since(x.start).Milliseconds()), Deferred: status == StatusDelivered}
 }
 
 // expired is ErrCanceled once ctx is done, ErrTimeout past the deadline.
@@ -212,7 +219,7 @@ func (x *exchange) expired(step string) error {
 	return nil
 }
 
-// record appends status, checking the deadline before and after the
+// record appends status, checking the deadline before and after any
 // synchronous durability work.
 func (x *exchange) record(status string) error {
 	if err := x.expired("before " + status); err != nil {

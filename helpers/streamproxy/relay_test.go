@@ -561,3 +561,29 @@ func TestNewAndFromFD(t *testing.T) {
 		t.Fatalf("Queued = %d, %v", n, err)
 	}
 }
+
+// TestOnlyDeliveredDeferred: of an exchange's records only delivered may
+// be appended without being made durable (docs/helpers.md, "What is
+// durable when"); delivery_pending, before the release, and delivery_failed
+// are durable when Record returns.
+func TestOnlyDeliveredDeferred(t *testing.T) {
+	checkFDs(t)
+	e := newEnv(t, 5*time.Second, nil)
+	e.serve(echo)
+	e.audit.hook = func(r Record) error {
+		if r.Deferred != (r.Status == StatusDelivered) {
+			t.Errorf("%s record deferred: %v", r.Status, r.Deferred)
+		}
+		return nil
+	}
+	e.send(frameOf([]byte("one")))
+	if err := e.relay.Exchange(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFrame(e.guest, HardMaxFrameBytes, time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	e.send(concat(frameOf([]byte("two")), frameOf([]byte("three"))))
+	e.want(e.relay.Exchange(context.Background()), ErrPipelined, StatusDeliveryPending, StatusDelivered, StatusDeliveryFailed)
+	e.finish()
+}

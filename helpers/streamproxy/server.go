@@ -37,7 +37,7 @@ func errCode(err error) string {
 type server struct {
 	cfg       *Config
 	uid       uint32
-	exchanges atomic.Uint64 // delivered and durable
+	exchanges atomic.Uint64 // delivered records written
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // set by streamwire Open (once-only)
@@ -153,11 +153,12 @@ func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.F
 	if err != nil {
 		return nil, nil, closeFD(errors.Join(fmt.Errorf("streamproxy: upstream: %w", err), guest.Close()), auditFD)
 	}
+	audit := &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: func() { s.exchanges.Add(1) }}
 	r, err := NewRelay(RelayConfig{
 		Guest: guest, Upstream: upstream,
 		MaxFrame:    int(s.cfg.MaxFrameBytes),
 		MaxExchange: time.Duration(s.cfg.MaxExchangeMS) * time.Millisecond,
-		Audit:       &auditLog{fd: auditFD, Session: req.Session, Alias: req.Alias, delivered: func() { s.exchanges.Add(1) }},
+		Audit:       audit,
 		// The upstream's SO_PEERCRED must stay the one seen here.
 		CheckUpstream: func() error {
 			return control(func(fd []int) error {
@@ -178,9 +179,12 @@ func (s *server) streamOpen(_ uint32, req *streamwire.OpenRequest, files []*os.F
 	s.cancel, s.done = cancel, done
 	s.mu.Unlock()
 	go func() {
-		code := errCode(closeFD(r.Serve(ctx), auditFD)) // Serve closes guest and upstream
+		err := r.Serve(ctx) // closes guest and upstream
+		if aerr := audit.close(); aerr != nil {
+			err = fmt.Errorf("%w: last fdatasync or close: %v (stream: %v)", ErrAudit, aerr, err)
+		}
 		s.mu.Lock()
-		s.code = code
+		s.code = errCode(err)
 		s.mu.Unlock()
 		close(done)
 	}()
@@ -216,8 +220,9 @@ func (s *server) streamClose(uint32, *streamwire.CloseRequest, []*os.File) (*str
 }
 
 // auditLog is the audit file: Record appends the JSON line of the exported
-// fields, the audit format (nothing else is ever written), and makes it
-// durable (fdatasync) before it returns; only the relay's goroutine calls it.
+// fields, the audit format (nothing else is ever written), and, unless the
+// record is deferred, makes the file durable (fdatasync) before it
+// returns; only the relay's goroutine calls it, and close once it stopped.
 type auditLog struct {
 	Seq       uint64 `json:"seq"`
 	Session   string `json:"session"`
@@ -226,7 +231,8 @@ type auditLog struct {
 	Status    string `json:"status"`
 	LatencyMS uint64 `json:"latency_ms"`
 	fd        int
-	delivered func()
+	delivered func() // counts a delivered record (streamwire Status)
+	unsynced  bool   // a deferred record is not durable yet
 }
 
 func (a *auditLog) Record(r Record) error {
@@ -247,11 +253,22 @@ func (a *auditLog) Record(r Record) error {
 	if n != len(line) {
 		return fmt.Errorf("append: short write %d of %d bytes", n, len(line))
 	}
-	if err := fdatasync(a.fd); err != nil {
-		return fmt.Errorf("fdatasync: %w", err)
+	// Never retried: a second fdatasync after a failed one may succeed, data lost.
+	if a.unsynced = r.Deferred; !r.Deferred {
+		if err := fdatasync(a.fd); err != nil {
+			return fmt.Errorf("fdatasync: %w", err)
+		}
 	}
 	if r.Status == StatusDelivered {
 		a.delivered()
 	}
 	return nil
+}
+
+// close syncs a deferred last record and closes the file (streamwire Close waits).
+func (a *auditLog) close() (err error) {
+	if a.unsynced {
+		err = fdatasync(a.fd)
+	}
+	return closeFD(err, a.fd)
 }
