@@ -194,6 +194,11 @@ func run(ra runArgs) (int, error) {
 	if err := unix.CloseRange(uint(3+preserve), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, fmt.Errorf("close_range: %w", err)
 	}
+	// Stage 0's idle threads are made while config.json is read and
+	// checked; they exist before stage 1 is forked. Made before the
+	// supervisor's placement (--sync-fd), they move with the process:
+	// writing a pid to cgroup.procs moves every thread of it.
+	warmed := warmThreadsAsync(warmedThreads)
 	if ra.syncFD >= 0 {
 		if _, err := unix.FcntlInt(uintptr(ra.syncFD), unix.F_GETFD, 0); err != nil {
 			return 0, fmt.Errorf("--sync-fd %d: %w", ra.syncFD, err)
@@ -272,7 +277,7 @@ func run(ra runArgs) (int, error) {
 	}
 	// Placed in the session's cgroup by now (or created in it): stage 0
 	// stays there, waiting, for the whole session.
-	warmThreads(warmedThreads)
+	warmed()
 	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1)
 	if err != nil {
 		return 0, err

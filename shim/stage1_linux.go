@@ -64,6 +64,9 @@ func fail(ctl *os.File, stage string, err error) int {
 // stage 2, forwards signals to it, reaps every process that ends in the
 // sandbox and exits with the program's status.
 func stage1() int {
+	// The idle threads PID 1 needs are made while the plan is read and
+	// the mount tree is built; stage 2 starts only once they exist.
+	warmed := warmThreadsAsync(warmedThreads)
 	p, ctl, err := readPlan()
 	if err != nil {
 		return fail(ctl, "stage 1", err)
@@ -92,13 +95,13 @@ func stage1() int {
 		return fail(ctl, "stage 1", fmt.Errorf("move executable descriptor: %w", err))
 	}
 	unix.Close(exe)
-	warmThreads(warmedThreads)
 	if err := shareBudgets(p.UserBudgets); err != nil {
 		return fail(ctl, "stage 1", err)
 	}
 	if err := buildSandbox(p); err != nil {
 		return fail(ctl, "stage 1", err)
 	}
+	warmed()
 	files := make([]*os.File, p.PreserveFDs+1)
 	for _, fd := range p.Process.PassFDs {
 		files[fd-3] = os.NewFile(uintptr(fd), "preserved")
