@@ -106,7 +106,7 @@ func stage1() int {
 	for _, fd := range p.Process.PassFDs {
 		files[fd-3] = os.NewFile(uintptr(fd), "preserved")
 	}
-	cmd, next, err := startNext(p, files, stage2Attr(p), "/proc/self/fd/"+strconv.Itoa(high), argStage2)
+	cmd, next, err := startNext(p, files, stage2Attr(p), "/proc/self/fd/"+strconv.Itoa(high), argStage2, nil)
 	// The passed descriptors belong to the program now: PID 1 keeps no
 	// copy (a stream socket must have one holder inside the sandbox).
 	for _, f := range files {
