@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -592,9 +591,7 @@ func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg st
 			e.err = complete()
 		}
 		if e.err == nil {
-			if e.plan, e.err = json.Marshal(p); e.err != nil {
-				e.err = fmt.Errorf("encode plan: %w", e.err)
-			}
+			e.plan = encodePlan(p)
 		}
 		enc <- e
 	}()

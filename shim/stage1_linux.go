@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,14 +36,14 @@ func readPlan() (*Plan, *os.File, error) {
 	if len(b) > maxPlan {
 		return nil, ctl, errors.New("read plan: too large")
 	}
-	var p Plan
-	if err := json.Unmarshal(b, &p); err != nil {
+	p, err := decodePlan(b)
+	if err != nil {
 		return nil, ctl, fmt.Errorf("decode plan: %w", err)
 	}
 	if p.PreserveFDs != n-3 {
 		return nil, ctl, errors.New("plan does not match the stage arguments")
 	}
-	return &p, ctl, nil
+	return p, ctl, nil
 }
 
 // fail reports err to the parent stage, which prints it; the stage then
