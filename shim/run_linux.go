@@ -621,15 +621,18 @@ func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg st
 		}
 	}
 	if err != nil || len(report) > 0 {
-		mine.Close()
-		// The next stage failed or refused its plan: end it. ESRCH
-		// means it has exited already; Wait then reaps it, and its
-		// error is the exit we caused (the stage's report says why).
+		// The next stage failed or refused its plan, or its plan could
+		// not be completed: end it. ESRCH means it has exited already;
+		// Wait then reaps it, and its error is the exit we caused (the
+		// stage's report says why). The socket closes after the kill, so
+		// that a child still waiting for its plan is gone before it could
+		// read end of file and print an error of its own.
 		kerr := unix.Kill(cmd.Process.Pid, unix.SIGKILL)
 		if errors.Is(kerr, unix.ESRCH) {
 			kerr = nil
 		}
 		_ = cmd.Wait() // the exit we caused: see above
+		mine.Close()
 		if kerr != nil {
 			kerr = fmt.Errorf("kill %s: %w", arg, kerr)
 		}
