@@ -310,16 +310,63 @@ func conditions(args []specs.LinuxSeccompArg) ([]libseccomp.ScmpCondition, error
 // ExportBPF compiles s and returns the classic BPF program libseccomp would
 // load, for auditors and for tests that inspect it.
 func ExportBPF(s *specs.LinuxSeccomp) ([]byte, error) {
-	b, err := export(s, (*libseccomp.ScmpFilter).ExportBPF)
+	c, err := CompileForExport(s)
 	if err != nil {
 		return nil, fmt.Errorf("export seccomp BPF: %w", err)
+	}
+	return c.BPF()
+}
+
+// Compiled is a profile Compile accepted, not yet turned into BPF. Every
+// refusal of the profile has happened by the time one exists; what is
+// left, BPF, is libseccomp's code generation (about half of the cost of
+// ExportBPF), which glove-shim runs while its next stage starts.
+type Compiled struct {
+	f *libseccomp.ScmpFilter
+}
+
+// CompileForExport compiles s, refusing it as Compile does.
+func CompileForExport(s *specs.LinuxSeccomp) (*Compiled, error) {
+	f, err := Compile(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Compiled{f: f}, nil
+}
+
+// BPF returns the classic BPF program and releases the filter: it may be
+// called once. An empty program is an error, never "no filter".
+func (c *Compiled) BPF() ([]byte, error) {
+	if c.f == nil {
+		return nil, errors.New("export seccomp BPF: filter already exported or released")
+	}
+	defer c.Release()
+	b, err := export(c.f, (*libseccomp.ScmpFilter).ExportBPF)
+	if err != nil {
+		return nil, fmt.Errorf("export seccomp BPF: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, errors.New("export seccomp BPF: libseccomp wrote an empty program")
 	}
 	return b, nil
 }
 
+// Release frees the filter; it does nothing after BPF or a first Release.
+func (c *Compiled) Release() {
+	if c.f != nil {
+		c.f.Release()
+		c.f = nil
+	}
+}
+
 // ExportPFC compiles s and returns libseccomp's human-readable pseudo-filter.
 func ExportPFC(s *specs.LinuxSeccomp) (string, error) {
-	b, err := export(s, (*libseccomp.ScmpFilter).ExportPFC)
+	f, err := Compile(s)
+	if err != nil {
+		return "", fmt.Errorf("export seccomp PFC: %w", err)
+	}
+	defer f.Release()
+	b, err := export(f, (*libseccomp.ScmpFilter).ExportPFC)
 	if err != nil {
 		return "", fmt.Errorf("export seccomp PFC: %w", err)
 	}
@@ -328,12 +375,7 @@ func ExportPFC(s *specs.LinuxSeccomp) (string, error) {
 
 // export writes through a memfd: libseccomp 2.5 exports only to a file
 // descriptor (ExportBPFMem needs 2.6), and a memfd leaves nothing on disk.
-func export(s *specs.LinuxSeccomp, write func(*libseccomp.ScmpFilter, *os.File) error) ([]byte, error) {
-	f, err := Compile(s)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Release()
+func export(f *libseccomp.ScmpFilter, write func(*libseccomp.ScmpFilter, *os.File) error) ([]byte, error) {
 	fd, err := unix.MemfdCreate("glove-seccomp-export", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)

@@ -97,3 +97,35 @@ func TestExportBPF(t *testing.T) {
 		t.Fatalf("BPF program of %d bytes is not a whole number of instructions", len(b))
 	}
 }
+
+// TestCompileForExport: compiling and exporting in two steps gives the
+// program ExportBPF gives; the export happens once, a refused profile
+// fails at the compile step (before glove-shim creates any namespace),
+// and Release may follow BPF.
+func TestCompileForExport(t *testing.T) {
+	p := DefaultProfile(ProfileOptions{InheritedFDs: []uint32{3}})
+	want, err := ExportBPF(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := CompileForExport(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.BPF()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("two-step export: %d bytes differing from ExportBPF's %d", len(got), len(want))
+	}
+	if b, err := c.BPF(); err == nil {
+		t.Errorf("second BPF: %d bytes, want an error", len(b))
+	}
+	c.Release()
+	bad := eperm()
+	bad.Syscalls = []specs.LinuxSyscall{{Names: []string{"no_such_call"}, Action: specs.ActAllow}}
+	if c, err := CompileForExport(&bad); !errors.Is(err, ErrRefused) {
+		t.Errorf("CompileForExport of an unknown name: %v, %v; want ErrRefused", c, err)
+	}
+}

@@ -345,7 +345,8 @@ func TestMainUsage(t *testing.T) {
 
 // FuzzValidate feeds arbitrary config.json bytes through the strict
 // decoder and Validate: neither may panic, and an accepted plan must
-// survive the JSON trip between the stages unchanged.
+// survive the JSON trip unchanged, and the trip between the stages (the
+// plan's binary form, plancodec.go) too.
 func FuzzValidate(f *testing.F) {
 	b, err := json.Marshal(goodSpec())
 	if err != nil {
@@ -381,6 +382,14 @@ func FuzzValidate(f *testing.F) {
 		enc2, _ := json.Marshal(&back)
 		if string(enc) != string(enc2) {
 			t.Fatalf("plan changed across the stages:\n%s\n%s", enc, enc2)
+		}
+		bin := encodePlan(p)
+		got, err := decodePlan(bin)
+		if err != nil {
+			t.Fatalf("decode plan: %v", err)
+		}
+		if bin2 := encodePlan(got); string(bin) != string(bin2) {
+			t.Fatalf("plan changed across the stages (binary form):\n%q\n%q", bin, bin2)
 		}
 	})
 }

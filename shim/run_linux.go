@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -194,6 +193,11 @@ func run(ra runArgs) (int, error) {
 	if err := unix.CloseRange(uint(3+preserve), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, fmt.Errorf("close_range: %w", err)
 	}
+	// Stage 0's idle threads are made while config.json is read and
+	// checked; they exist before stage 1 is forked. Made before the
+	// supervisor's placement (--sync-fd), they move with the process:
+	// writing a pid to cgroup.procs moves every thread of it.
+	warmed := warmThreadsAsync(warmedThreads)
 	if ra.syncFD >= 0 {
 		if _, err := unix.FcntlInt(uintptr(ra.syncFD), unix.F_GETFD, 0); err != nil {
 			return 0, fmt.Errorf("--sync-fd %d: %w", ra.syncFD, err)
@@ -240,6 +244,11 @@ func run(ra runArgs) (int, error) {
 			return 0, err
 		}
 	}
+	// The profile is compiled here, where every refusal of it happens
+	// before any namespace exists; libseccomp's BPF generation from the
+	// compiled rules, which refuses nothing, runs while stage 1 is cloned
+	// and executed (exportSeccomp).
+	var compiled *seccomp.Compiled
 	if s.Linux.Seccomp != nil {
 		// A profile that denies a call natively while a foreign
 		// architecture it lists reaches the same call through a
@@ -249,9 +258,10 @@ func run(ra runArgs) (int, error) {
 				return 0, fmt.Errorf("config.json: linux.seccomp: %w", err)
 			}
 		}
-		if p.Process.Seccomp, p.Process.SeccompFlags, err = compileSeccomp(s.Linux.Seccomp); err != nil {
+		if compiled, p.Process.SeccompFlags, err = compileSeccomp(s.Linux.Seccomp); err != nil {
 			return 0, err
 		}
+		defer compiled.Release()
 	}
 	if err := checkSources(p, bundleFD, s.Root.Path); err != nil {
 		return 0, err
@@ -272,8 +282,10 @@ func run(ra runArgs) (int, error) {
 	}
 	// Placed in the session's cgroup by now (or created in it): stage 0
 	// stays there, waiting, for the whole session.
-	warmThreads(warmedThreads)
-	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1)
+	warmed()
+	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1, func() error {
+		return exportSeccomp(compiled, &p.Process)
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -321,10 +333,10 @@ func awaitPlacement(fd int) error {
 }
 
 // compileSeccomp compiles the profile with libseccomp (exact translation or
-// refusal, see package seccomp) and returns the BPF program and the kernel
-// flags stage 2 loads it with.
-func compileSeccomp(s *specs.LinuxSeccomp) ([]byte, uint, error) {
-	prog, err := seccomp.ExportBPF(s)
+// refusal, see package seccomp) and returns it, for exportSeccomp, and the
+// kernel flags stage 2 loads it with.
+func compileSeccomp(s *specs.LinuxSeccomp) (*seccomp.Compiled, uint, error) {
+	c, err := seccomp.CompileForExport(s)
 	if err != nil {
 		return nil, 0, fmt.Errorf("config.json: linux.seccomp: %w", err)
 	}
@@ -337,7 +349,22 @@ func compileSeccomp(s *specs.LinuxSeccomp) ([]byte, uint, error) {
 			flags |= unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW
 		}
 	}
-	return prog, flags, nil
+	return c, flags, nil
+}
+
+// exportSeccomp puts the compiled profile's BPF program, if there is a
+// profile, in pp for stage 2. A failure here ends stage 1 before it has
+// read a plan, so nothing runs without the bundle's filter.
+func exportSeccomp(c *seccomp.Compiled, pp *ProcessPlan) error {
+	if c == nil {
+		return nil
+	}
+	prog, err := c.BPF()
+	if err != nil {
+		return fmt.Errorf("config.json: linux.seccomp: %w", err)
+	}
+	pp.Seccomp = prog
+	return nil
 }
 
 // readBeneath reads a regular file beneath dir, refusing symlinks and
@@ -538,7 +565,13 @@ func stage1Attr(p *Plan) *syscall.SysProcAttr {
 // socket takes slot p.PreserveFDs, and its number is the stage's second
 // argument. On success the program is executing and the returned socket is
 // still open: closing it is how a stage tells its own parent.
-func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg string) (*exec.Cmd, *os.File, error) {
+//
+// complete, if not nil, finishes the plan's process part; it runs, and
+// the plan is encoded, while the child is cloned and executed (a stage's
+// clone, execve and Go start-up take 2 to 4 ms, in which this process
+// would otherwise only wait). The child reads nothing before the plan is
+// sent, and is killed if complete or the encoding fails.
+func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg string, complete func() error) (*exec.Cmd, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("socketpair: %w", err)
@@ -546,12 +579,22 @@ func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg st
 	mine := os.NewFile(uintptr(pair[0]), "control")
 	theirs := os.NewFile(uintptr(pair[1]), "control-child")
 	files[p.PreserveFDs] = theirs
-	plan, err := json.Marshal(p)
-	if err != nil {
-		theirs.Close()
-		mine.Close()
-		return nil, nil, fmt.Errorf("encode plan: %w", err)
+	// The goroutine writes p.Process only; this one reads p.PreserveFDs.
+	type encoded struct {
+		plan []byte
+		err  error
 	}
+	enc := make(chan encoded, 1)
+	go func() {
+		var e encoded
+		if complete != nil {
+			e.err = complete()
+		}
+		if e.err == nil {
+			e.plan = encodePlan(p)
+		}
+		enc <- e
+	}()
 	cmd := &exec.Cmd{
 		Path:        exe,
 		Args:        []string{"glove-shim", arg, strconv.Itoa(3 + p.PreserveFDs)},
@@ -565,26 +608,36 @@ func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg st
 	err = cmd.Start()
 	theirs.Close()
 	files[p.PreserveFDs] = nil
+	// Waited for even when Start failed: p is the goroutine's until then.
+	e := <-enc
 	if err != nil {
 		mine.Close()
-		return nil, nil, fmt.Errorf("start %s: %w", arg, err)
+		return nil, nil, errors.Join(fmt.Errorf("start %s: %w", arg, err), e.err)
 	}
-	report, err := exchange(mine, plan)
+	report, err := []byte(nil), e.err
+	if err == nil {
+		if report, err = exchange(mine, e.plan); err != nil {
+			err = fmt.Errorf("%s: %w", arg, err)
+		}
+	}
 	if err != nil || len(report) > 0 {
-		mine.Close()
-		// The next stage failed or refused its plan: end it. ESRCH
-		// means it has exited already; Wait then reaps it, and its
-		// error is the exit we caused (the stage's report says why).
+		// The next stage failed or refused its plan, or its plan could
+		// not be completed: end it. ESRCH means it has exited already;
+		// Wait then reaps it, and its error is the exit we caused (the
+		// stage's report says why). The socket closes after the kill, so
+		// that a child still waiting for its plan is gone before it could
+		// read end of file and print an error of its own.
 		kerr := unix.Kill(cmd.Process.Pid, unix.SIGKILL)
 		if errors.Is(kerr, unix.ESRCH) {
 			kerr = nil
 		}
 		_ = cmd.Wait() // the exit we caused: see above
+		mine.Close()
 		if kerr != nil {
 			kerr = fmt.Errorf("kill %s: %w", arg, kerr)
 		}
 		if err != nil {
-			return nil, nil, errors.Join(fmt.Errorf("%s: %w", arg, err), kerr)
+			return nil, nil, errors.Join(err, kerr)
 		}
 		return nil, nil, errors.Join(errors.New(string(report)), kerr)
 	}

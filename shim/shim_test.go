@@ -144,6 +144,26 @@ func TestShimRunsStandardBundle(t *testing.T) {
 	}
 }
 
+// TestShimLoopbackUp: the sandbox's network namespace has lo, up (stage
+// 1 raises it), and no other interface.
+func TestShimLoopbackUp(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	r := run(t, e, b, "/bin/sh", "-c", `ls /sys/class/net; cat /sys/class/net/lo/flags`)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
+	}
+	got := strings.Fields(r.Stdout)
+	if len(got) != 2 || got[0] != "lo" {
+		t.Fatalf("interfaces and lo's flags: got %q, want [lo FLAGS]", got)
+	}
+	flags, err := strconv.ParseUint(strings.TrimPrefix(got[1], "0x"), 16, 32)
+	if err != nil || flags&unix.IFF_UP == 0 {
+		t.Errorf("lo's flags %q: not up (%v)", got[1], err)
+	}
+}
+
 // TestShimRunsSpecBuildWithMounterFDs is the product's path: gloved asks
 // glove-mounter for detached mounts, writes config.json with package spec,
 // and hands the mounts to glove-shim as preserved descriptors.

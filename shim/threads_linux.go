@@ -45,6 +45,23 @@ func warmThreads(n int) {
 	wg.Wait()
 }
 
+// warmThreadsAsync starts warmThreads(n) and returns a function that
+// waits for it. A stage starts it as soon as it knows it will go on and
+// waits only before it forks the next stage: the eight thread creations
+// are a chain of hand-offs (each needs the previous goroutine parked on
+// its locked thread), about 0.7 ms in stage 0 and 1.6 ms in stage 1 when
+// run alone, and run beside the stage's own work on the other CPU here.
+// The threads exist before any further process does, as before: the
+// guarantee warmThreads gives is the same.
+func warmThreadsAsync(n int) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		warmThreads(n)
+		close(done)
+	}()
+	return func() { <-done }
+}
+
 // threads is the process's thread count (its task directory's entries),
 // or 0 if it cannot be read.
 func threads() int {

@@ -1,0 +1,361 @@
+package shim
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The plan travels between stages in this binary form rather than as
+// JSON: every stage is a new process, and encoding/json builds its
+// reflection caches for the plan's types again in each one (about 0.3 ms
+// of stage 1's and of stage 2's start-up, on the path to the program).
+//
+// Layout: planMagic, then every field of Plan in declaration order.
+// Integers are varints (signed) or uvarints (unsigned), booleans one byte
+// 0 or 1, strings and byte slices a uvarint length and the bytes, lists a
+// uvarint count and the elements, optional values (Umask, Seccomp) a
+// presence byte 0 or 1 and the value. Nothing may follow the last field.
+//
+// The bytes come from the parent stage, which is trusted, but a decoder
+// is where a mistake in either stage would turn into a wrong sandbox: it
+// refuses anything it would not have written (FuzzDecodePlan checks that
+// what it accepts encodes back to the same bytes).
+const planMagic = "glove-plan-1\n"
+
+// encodePlan is the plan's binary form (see planMagic).
+func encodePlan(p *Plan) []byte {
+	var e planEncoder
+	e.b = append(e.b, planMagic...)
+	e.int(p.PreserveFDs)
+	e.str(p.Hostname)
+	e.uint(uint64(p.UID))
+	e.uint(uint64(p.GID))
+	e.uint(uint64(p.HostUID))
+	e.uint(uint64(p.HostGID))
+	e.bool(p.RootReadonly)
+	e.bool(p.RootTmpfs)
+	e.uint(uint64(len(p.Mounts)))
+	for _, m := range p.Mounts {
+		e.str(m.Destination)
+		e.str(m.Kind)
+		e.str(m.SourcePath)
+		e.ident(m.SourceIdent)
+		e.int(m.SourceFD)
+		e.str(m.SourceSub)
+		e.bool(m.Recursive)
+		e.uint(m.Attr)
+		e.uint(uint64(len(m.Config)))
+		for _, kv := range m.Config {
+			e.str(kv[0])
+			e.str(kv[1])
+		}
+		e.bool(m.Writable)
+		e.bool(m.FileTarget)
+	}
+	e.strs(p.Masked)
+	e.strs(p.Readonly)
+	pp := &p.Process
+	e.strs(pp.Args)
+	e.strs(pp.Env)
+	e.str(pp.Cwd)
+	e.bool(pp.Terminal)
+	e.bool(pp.Umask != nil)
+	if pp.Umask != nil {
+		e.uint(uint64(*pp.Umask))
+	}
+	e.uint(uint64(len(pp.Rlimits)))
+	for _, r := range pp.Rlimits {
+		e.int(r.Resource)
+		e.uint(r.Soft)
+		e.uint(r.Hard)
+	}
+	e.bool(pp.Seccomp != nil)
+	if pp.Seccomp != nil {
+		e.uint(uint64(len(pp.Seccomp)))
+		e.b = append(e.b, pp.Seccomp...)
+	}
+	e.uint(uint64(pp.SeccompFlags))
+	e.uint(uint64(len(pp.PassFDs)))
+	for _, fd := range pp.PassFDs {
+		e.int(fd)
+	}
+	for _, c := range []uint64{pp.Caps.Bounding, pp.Caps.Effective, pp.Caps.Inheritable, pp.Caps.Permitted, pp.Caps.Ambient} {
+		e.uint(c)
+	}
+	e.strs(pp.Writable)
+	e.strs(pp.WritableFile)
+	e.strs(p.Off)
+	e.str(p.RootPath)
+	e.ident(p.RootIdent)
+	// Sorted, so that one plan has one encoding.
+	names := make([]string, 0, len(p.UserBudgets))
+	for name := range p.UserBudgets {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	e.uint(uint64(len(names)))
+	for _, name := range names {
+		e.str(name)
+		e.int(p.UserBudgets[name])
+	}
+	e.uint(uint64(len(p.RootEntries)))
+	for _, r := range p.RootEntries {
+		e.str(r.Name)
+		e.str(r.Link)
+		e.bool(r.Dir)
+	}
+	return e.b
+}
+
+type planEncoder struct{ b []byte }
+
+func (e *planEncoder) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *planEncoder) int(v int)     { e.b = binary.AppendVarint(e.b, int64(v)) }
+func (e *planEncoder) str(s string)  { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *planEncoder) ident(id Ident) {
+	e.uint(id.Dev)
+	e.uint(id.Ino)
+}
+func (e *planEncoder) bool(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+func (e *planEncoder) strs(ss []string) {
+	e.uint(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+
+// errPlan is wrapped by every decoding error.
+var errPlan = errors.New("malformed plan")
+
+// decodePlan reads what encodePlan wrote, refusing anything else: a wrong
+// magic, a truncated or overlong field, a count larger than the bytes
+// left could hold, a boolean or presence byte other than 0 or 1, a value
+// out of its field's range, budgets not in strictly increasing order of
+// name, and trailing bytes.
+func decodePlan(b []byte) (*Plan, error) {
+	if len(b) < len(planMagic) || string(b[:len(planMagic)]) != planMagic {
+		return nil, fmt.Errorf("%w: not a glove-shim plan", errPlan)
+	}
+	d := planDecoder{b: b[len(planMagic):]}
+	p := &Plan{}
+	p.PreserveFDs = d.int()
+	p.Hostname = d.str()
+	p.UID = d.uint32()
+	p.GID = d.uint32()
+	p.HostUID = d.uint32()
+	p.HostGID = d.uint32()
+	p.RootReadonly = d.bool()
+	p.RootTmpfs = d.bool()
+	if n := d.count(); n > 0 {
+		p.Mounts = make([]MountPlan, n)
+		for i := range p.Mounts {
+			m := &p.Mounts[i]
+			m.Destination = d.str()
+			m.Kind = d.str()
+			m.SourcePath = d.str()
+			m.SourceIdent = d.ident()
+			m.SourceFD = d.int()
+			m.SourceSub = d.str()
+			m.Recursive = d.bool()
+			m.Attr = d.uint()
+			if k := d.count(); k > 0 {
+				m.Config = make([][2]string, k)
+				for j := range m.Config {
+					m.Config[j] = [2]string{d.str(), d.str()}
+				}
+			}
+			m.Writable = d.bool()
+			m.FileTarget = d.bool()
+		}
+	}
+	p.Masked = d.strs()
+	p.Readonly = d.strs()
+	pp := &p.Process
+	pp.Args = d.strs()
+	pp.Env = d.strs()
+	pp.Cwd = d.str()
+	pp.Terminal = d.bool()
+	if d.bool() {
+		u := d.uint32()
+		pp.Umask = &u
+	}
+	if n := d.count(); n > 0 {
+		pp.Rlimits = make([]Rlimit, n)
+		for i := range pp.Rlimits {
+			pp.Rlimits[i] = Rlimit{Resource: d.int(), Soft: d.uint(), Hard: d.uint()}
+		}
+	}
+	if d.bool() {
+		pp.Seccomp = slices.Clone(d.bytes())
+		if pp.Seccomp == nil {
+			pp.Seccomp = []byte{}
+		}
+	}
+	pp.SeccompFlags = uint(d.uint())
+	if n := d.count(); n > 0 {
+		pp.PassFDs = make([]int, n)
+		for i := range pp.PassFDs {
+			pp.PassFDs[i] = d.int()
+		}
+	}
+	for _, c := range []*uint64{&pp.Caps.Bounding, &pp.Caps.Effective, &pp.Caps.Inheritable, &pp.Caps.Permitted, &pp.Caps.Ambient} {
+		*c = d.uint()
+	}
+	pp.Writable = d.strs()
+	pp.WritableFile = d.strs()
+	p.Off = d.strs()
+	p.RootPath = d.str()
+	p.RootIdent = d.ident()
+	if n := d.count(); n > 0 {
+		p.UserBudgets = make(map[string]int, n)
+		prev := ""
+		for i := range n {
+			name := d.str()
+			if i > 0 && name <= prev && d.err == nil {
+				d.err = fmt.Errorf("%w: budget %q out of order", errPlan, name)
+			}
+			prev = name
+			p.UserBudgets[name] = d.int()
+		}
+	}
+	if n := d.count(); n > 0 {
+		p.RootEntries = make([]RootEntry, n)
+		for i := range p.RootEntries {
+			p.RootEntries[i] = RootEntry{Name: d.str(), Link: d.str(), Dir: d.bool()}
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.err = fmt.Errorf("%w: %d bytes after the last field", errPlan, len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return p, nil
+}
+
+// planDecoder reads fields until the first error, which it keeps; every
+// read after it returns a zero value.
+type planDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *planDecoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", errPlan, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *planDecoder) uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad or truncated unsigned integer")
+		return 0
+	}
+	// Uvarint accepts a value padded with 0x80 bytes; the encoder never
+	// writes one, and one value has one encoding.
+	if n != len(binary.AppendUvarint(nil, v)) {
+		d.fail("unsigned integer not in its shortest form")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *planDecoder) int() int {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad or truncated integer")
+		return 0
+	}
+	if n != len(binary.AppendVarint(nil, v)) {
+		d.fail("integer not in its shortest form")
+		return 0
+	}
+	if v < math.MinInt || v > math.MaxInt {
+		d.fail("integer %d out of range", v)
+		return 0
+	}
+	d.b = d.b[n:]
+	return int(v)
+}
+
+func (d *planDecoder) uint32() uint32 {
+	v := d.uint()
+	if v > math.MaxUint32 {
+		d.fail("%d does not fit 32 bits", v)
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *planDecoder) bool() bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.b) == 0 {
+		d.fail("truncated boolean")
+		return false
+	}
+	c := d.b[0]
+	if c > 1 {
+		d.fail("boolean byte %d", c)
+		return false
+	}
+	d.b = d.b[1:]
+	return c == 1
+}
+
+// count reads a list length, which cannot exceed the bytes left: every
+// element takes at least one.
+func (d *planDecoder) count() int {
+	n := d.uint()
+	if n > uint64(len(d.b)) {
+		d.fail("count %d larger than the %d bytes left", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *planDecoder) bytes() []byte {
+	n := d.count()
+	if d.err != nil {
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *planDecoder) str() string { return string(d.bytes()) }
+
+func (d *planDecoder) strs() []string {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		ss[i] = d.str()
+	}
+	return ss
+}
+
+func (d *planDecoder) ident() Ident {
+	return Ident{Dev: d.uint(), Ino: d.uint()}
+}
