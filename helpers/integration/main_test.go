@@ -13,5 +13,9 @@ func TestMain(m *testing.M) {
 	if target := os.Getenv(attackEnv); target != "" {
 		os.Exit(attackChild(target))
 	}
+	// And as the raw echo of the benchmarks' anchor (rawecho_test.go).
+	if os.Getenv(rawEchoEnv) != "" {
+		os.Exit(rawEchoChild())
+	}
 	testenv.Main(m)
 }

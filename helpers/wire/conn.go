@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,12 +43,11 @@ func Encode(reqID uint32, k *Kind, m Message) ([]byte, error) {
 // testHookDecode, set by a test, sees each type about to be decoded.
 var testHookDecode func(MsgType)
 
-// Decode checks a received frame, given the number of descriptors that
-// came with it, and decodes its message if a admits its type: any other
-// is refused with ErrNotAccepted from the header alone (threat: a
-// compromised supervisor reaching the decoder of a message the helper
-// does not accept). It is the pure part of [Conn.Recv]; every failure is
-// a *ProtocolError wrapping the rule's sentinel.
+// Decode checks a received frame, given the number of descriptors that came with it,
+// and decodes its message if a admits its type: any other is refused with
+// ErrNotAccepted from the header alone (threat: a compromised supervisor reaching the
+// decoder of a message the helper does not accept). It is the pure part of
+// [Conn.Recv]; every failure is a *ProtocolError wrapping the rule's sentinel.
 func Decode(buf []byte, nfds int, a Admits) (Frame, error) {
 	const op = "decode frame"
 	le := binary.LittleEndian
@@ -90,9 +90,8 @@ func Decode(buf []byte, nfds int, a Admits) (Frame, error) {
 // and Recv may run in different goroutines.
 type Conn struct{ uc *net.UnixConn }
 
-// Frame is one received, checked message. Its descriptors are *os.File,
-// owned by the receiver, so that a forgotten one is closed by the
-// garbage collector instead of leaking as a bare int.
+// Frame is one received, checked message. Its descriptors are *os.File, owned by the
+// receiver, so that the garbage collector closes a forgotten one (a bare int would leak).
 type Frame struct {
 	ReqID uint32
 	Type  MsgType
@@ -100,10 +99,9 @@ type Frame struct {
 	FDs   []*os.File
 }
 
-// FromFile turns an inherited socket into a Conn. It always closes f.
-// The socket must be AF_UNIX SOCK_SEQPACKET: on a stream socket a peer
-// could split or merge frames, and another family cannot carry
-// SCM_RIGHTS; a helper given the wrong descriptor must fail loudly.
+// FromFile turns an inherited socket into a Conn. It always closes f. The socket must be
+// AF_UNIX SOCK_SEQPACKET: on a stream socket a peer could split or merge frames, and another
+// family cannot carry SCM_RIGHTS; a helper given the wrong descriptor must fail loudly.
 func FromFile(f *os.File) (*Conn, error) {
 	defer f.Close()
 	fd := int(f.Fd()) // blocking now; FileConn makes its duplicate non-blocking
@@ -124,6 +122,17 @@ func FromFile(f *os.File) (*Conn, error) {
 		return nil, errors.Join(fmt.Errorf("wire: from file %q: got %T", f.Name(), nc), nc.Close())
 	}
 	return &Conn{uc}, nil
+}
+
+// block makes the socket blocking for a server (one request at a time, no
+// deadline): Recv waits in recvmsg, not the Go network poller (issue 19).
+func (c *Conn) block() error {
+	rc, err := c.uc.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) { err = unix.SetNonblock(int(fd), false) })
+		err = errors.Join(cerr, err)
+	}
+	return err
 }
 
 // SetDeadline sets the socket's read and write deadline.
@@ -176,22 +185,23 @@ func (c *Conn) SendRaw(b []byte, fds []int) error {
 	return nil
 }
 
+// recvBufs: MaxMessage bytes exactly (more sets MSG_TRUNC), reused: decoding copies.
+var recvBufs = sync.Pool{New: func() any { return new([MaxMessage]byte) }}
+
 // Recv receives one frame of a type a admits. It returns io.EOF when the
 // peer closed, a *ProtocolError for a peer's fault, another error for a
 // local failure, and on every error closes each descriptor that came.
 func (c *Conn) Recv(a Admits) (Frame, error) {
-	// MaxMessage bytes exactly: a longer datagram sets MSG_TRUNC.
-	buf, oob := make([]byte, MaxMessage), make([]byte, unix.CmsgSpace(MaxFDs*4))
-	n, oobn, flags, _, rerr := c.uc.ReadMsgUnix(buf, oob)
-	// The kernel installed the descriptors already: take them before any
-	// check can return, or they leak.
+	buf, oob := recvBufs.Get().(*[MaxMessage]byte), make([]byte, unix.CmsgSpace(MaxFDs*4))
+	defer recvBufs.Put(buf)
+	n, oobn, flags, _, rerr := c.uc.ReadMsgUnix(buf[:], oob)
+	// The kernel installed the descriptors: take them before any check returns, or they leak.
 	fds, err := takeControl(oob[:oobn])
 	var fr Frame
 	switch {
 	case (rerr == nil && n == 0 || errors.Is(rerr, io.EOF)) && oobn == 0:
 		return Frame{}, io.EOF
-	case errors.Is(rerr, io.EOF):
-		// Go reports a 0-byte datagram as EOF; this protocol sends none.
+	case errors.Is(rerr, io.EOF): // Go's 0-byte datagram; this protocol sends none
 		err = protoErr("recv", ErrShortFrame, "empty datagram with %d bytes of control data", oobn)
 	case rerr != nil:
 		err = fmt.Errorf("wire: recv: %w", rerr)
@@ -220,11 +230,10 @@ func (c *Conn) Recv(a Admits) (Frame, error) {
 	return fr, nil
 }
 
-// takeControl returns every descriptor the kernel installed, from
-// SCM_RIGHTS and SCM_PIDFD alike so all get closed, and a *ProtocolError
-// for anything but SCM_RIGHTS: the peer that made the socket pair may
-// have set SO_PASSCRED or SO_PASSPIDFD on our end. Messages are parsed
-// one at a time, so a malformed later one cannot hide earlier
+// takeControl returns every descriptor the kernel installed, from SCM_RIGHTS and
+// SCM_PIDFD alike so all get closed, and a *ProtocolError for anything but SCM_RIGHTS:
+// the peer that made the socket pair may have set SO_PASSCRED or SO_PASSPIDFD on our
+// end. Messages are parsed one at a time, so a malformed later one cannot hide earlier
 // descriptors.
 func takeControl(oob []byte) (fds []int, bad error) {
 	for rest := oob; len(rest) >= unix.CmsgLen(0); {
@@ -247,11 +256,7 @@ func takeControl(oob []byte) (fds []int, bad error) {
 }
 
 func ensureCloexec(fd int) error {
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	if err == nil && flags&unix.FD_CLOEXEC == 0 {
-		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
-	}
-	if err != nil {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		return fmt.Errorf("fcntl FD_CLOEXEC: %w", err)
 	}
 	return nil

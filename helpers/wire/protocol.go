@@ -113,8 +113,7 @@ func NewProtocol(name string, routes ...interface{ decl() *Decl }) *Protocol {
 	return p
 }
 
-// Admits returns the kind of a type the receiver decodes, nil for any
-// other, which is then refused from the frame's header.
+// Admits returns the kind of a type the receiver decodes, nil for any other (refused from the header).
 type Admits func(MsgType) *Kind
 
 // request Admits a request of the protocol: the helper's side.

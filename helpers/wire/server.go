@@ -28,12 +28,12 @@ func (s *Server) Serve() error {
 	handlers, err := s.table()
 	if err != nil {
 		return err
+	} else if err := s.Conn.block(); err != nil {
+		return fmt.Errorf("wire: serve %s: set blocking: %w", s.Protocol.Name, err)
 	}
 	seen, lastID := map[MsgType]bool{}, uint32(0) // ids start at 1
 	for {
-		// Recv refuses a type the protocol does not accept from the
-		// header, before decoding the payload.
-		fr, err := s.Conn.Recv(s.Protocol.request)
+		fr, err := s.Conn.Recv(s.Protocol.request) // refuses an unaccepted type from the header
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -108,8 +108,7 @@ func (s *Server) reply(reqID uint32, k *Kind, m Message, replyFDs []int, herr er
 	}
 	err := s.Conn.Send(reqID, k, m, replyFDs)
 	if errors.Is(err, ErrInvalidMessage) {
-		// A handler's bug (descriptor count, oversized field): tell the
-		// peer rather than kill the helper or send nothing.
+		// A handler's bug (descriptor count, oversized field): tell the peer, neither exit nor stay silent.
 		s.log("invalid reply", "id", reqID, "err", err)
 		err = s.Conn.Send(reqID, &errorKind, &Error{Code: ErrInternal, Message: sanitize(err.Error())}, nil)
 	}

@@ -21,8 +21,7 @@ import (
 // MsgType identifies a message; ranges are reserved per helper.
 type MsgType uint16
 
-// Common message types, and limits that bound what a peer can make us
-// allocate.
+// Common message types, and limits on what a peer can make us allocate.
 const (
 	MsgHello      MsgType = 1
 	MsgHelloReply MsgType = 2
@@ -54,8 +53,7 @@ type HelloReply struct {
 	CapPermitted uint64
 }
 
-// Error is a helper's negative reply, and an error: a call returns it,
-// a handler may return it.
+// Error is a helper's negative reply, and an error a call returns and a handler may.
 type Error struct {
 	Code    ErrorCode
 	Message string `wire:"512"`
@@ -123,8 +121,7 @@ var (
 	ErrInvalidMessage = errors.New("invalid outgoing message")
 )
 
-// ProtocolError is a fault of the peer, fatal to a helper: the peer is
-// misbehaving, possibly compromised.
+// ProtocolError is a fault of the peer (misbehaving, possibly compromised), fatal to a helper.
 type ProtocolError struct {
 	Op  string
 	Err error // the rule violated
