@@ -43,11 +43,12 @@ func Encode(reqID uint32, k *Kind, m Message) ([]byte, error) {
 // testHookDecode, set by a test, sees each type about to be decoded.
 var testHookDecode func(MsgType)
 
-// Decode checks a received frame, given the number of descriptors that came with it,
-// and decodes its message if a admits its type: any other is refused with
-// ErrNotAccepted from the header alone (threat: a compromised supervisor reaching the
-// decoder of a message the helper does not accept). It is the pure part of
-// [Conn.Recv]; every failure is a *ProtocolError wrapping the rule's sentinel.
+// Decode checks a received frame, given the number of descriptors that
+// came with it, and decodes its message if a admits its type: any other
+// is refused with ErrNotAccepted from the header alone (threat: a
+// compromised supervisor reaching the decoder of a message the helper
+// does not accept). It is the pure part of [Conn.Recv]; every failure is
+// a *ProtocolError wrapping the rule's sentinel.
 func Decode(buf []byte, nfds int, a Admits) (Frame, error) {
 	const op = "decode frame"
 	le := binary.LittleEndian
@@ -90,8 +91,9 @@ func Decode(buf []byte, nfds int, a Admits) (Frame, error) {
 // and Recv may run in different goroutines.
 type Conn struct{ uc *net.UnixConn }
 
-// Frame is one received, checked message. Its descriptors are *os.File, owned by the
-// receiver, so that the garbage collector closes a forgotten one (a bare int would leak).
+// Frame is one received, checked message. Its descriptors are *os.File,
+// owned by the receiver, so that a forgotten one is closed by the
+// garbage collector instead of leaking as a bare int.
 type Frame struct {
 	ReqID uint32
 	Type  MsgType
@@ -99,9 +101,10 @@ type Frame struct {
 	FDs   []*os.File
 }
 
-// FromFile turns an inherited socket into a Conn. It always closes f. The socket must be
-// AF_UNIX SOCK_SEQPACKET: on a stream socket a peer could split or merge frames, and another
-// family cannot carry SCM_RIGHTS; a helper given the wrong descriptor must fail loudly.
+// FromFile turns an inherited socket into a Conn. It always closes f.
+// The socket must be AF_UNIX SOCK_SEQPACKET: on a stream socket a peer
+// could split or merge frames, and another family cannot carry
+// SCM_RIGHTS; a helper given the wrong descriptor must fail loudly.
 func FromFile(f *os.File) (*Conn, error) {
 	defer f.Close()
 	fd := int(f.Fd()) // blocking now; FileConn makes its duplicate non-blocking
@@ -185,7 +188,9 @@ func (c *Conn) SendRaw(b []byte, fds []int) error {
 	return nil
 }
 
-// recvBufs: MaxMessage bytes exactly (more sets MSG_TRUNC), reused: decoding copies.
+// recvBufs are Recv's buffers: MaxMessage bytes exactly, as a longer
+// datagram sets MSG_TRUNC, and reused, as decoding copies every string
+// and byte field out of them.
 var recvBufs = sync.Pool{New: func() any { return new([MaxMessage]byte) }}
 
 // Recv receives one frame of a type a admits. It returns io.EOF when the
@@ -195,13 +200,15 @@ func (c *Conn) Recv(a Admits) (Frame, error) {
 	buf, oob := recvBufs.Get().(*[MaxMessage]byte), make([]byte, unix.CmsgSpace(MaxFDs*4))
 	defer recvBufs.Put(buf)
 	n, oobn, flags, _, rerr := c.uc.ReadMsgUnix(buf[:], oob)
-	// The kernel installed the descriptors: take them before any check returns, or they leak.
+	// The kernel installed the descriptors already: take them before any
+	// check can return, or they leak.
 	fds, err := takeControl(oob[:oobn])
 	var fr Frame
 	switch {
 	case (rerr == nil && n == 0 || errors.Is(rerr, io.EOF)) && oobn == 0:
 		return Frame{}, io.EOF
-	case errors.Is(rerr, io.EOF): // Go's 0-byte datagram; this protocol sends none
+	case errors.Is(rerr, io.EOF):
+		// Go reports a 0-byte datagram as EOF; this protocol sends none.
 		err = protoErr("recv", ErrShortFrame, "empty datagram with %d bytes of control data", oobn)
 	case rerr != nil:
 		err = fmt.Errorf("wire: recv: %w", rerr)
@@ -230,10 +237,11 @@ func (c *Conn) Recv(a Admits) (Frame, error) {
 	return fr, nil
 }
 
-// takeControl returns every descriptor the kernel installed, from SCM_RIGHTS and
-// SCM_PIDFD alike so all get closed, and a *ProtocolError for anything but SCM_RIGHTS:
-// the peer that made the socket pair may have set SO_PASSCRED or SO_PASSPIDFD on our
-// end. Messages are parsed one at a time, so a malformed later one cannot hide earlier
+// takeControl returns every descriptor the kernel installed, from
+// SCM_RIGHTS and SCM_PIDFD alike so all get closed, and a *ProtocolError
+// for anything but SCM_RIGHTS: the peer that made the socket pair may
+// have set SO_PASSCRED or SO_PASSPIDFD on our end. Messages are parsed
+// one at a time, so a malformed later one cannot hide earlier
 // descriptors.
 func takeControl(oob []byte) (fds []int, bad error) {
 	for rest := oob; len(rest) >= unix.CmsgLen(0); {

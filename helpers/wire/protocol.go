@@ -113,7 +113,8 @@ func NewProtocol(name string, routes ...interface{ decl() *Decl }) *Protocol {
 	return p
 }
 
-// Admits returns the kind of a type the receiver decodes, nil for any other (refused from the header).
+// Admits returns the kind of a type the receiver decodes, nil for any
+// other, which is then refused from the frame's header.
 type Admits func(MsgType) *Kind
 
 // request Admits a request of the protocol: the helper's side.

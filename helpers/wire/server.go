@@ -33,7 +33,9 @@ func (s *Server) Serve() error {
 	}
 	seen, lastID := map[MsgType]bool{}, uint32(0) // ids start at 1
 	for {
-		fr, err := s.Conn.Recv(s.Protocol.request) // refuses an unaccepted type from the header
+		// Recv refuses a type the protocol does not accept from the
+		// header, before decoding the payload.
+		fr, err := s.Conn.Recv(s.Protocol.request)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -108,7 +110,8 @@ func (s *Server) reply(reqID uint32, k *Kind, m Message, replyFDs []int, herr er
 	}
 	err := s.Conn.Send(reqID, k, m, replyFDs)
 	if errors.Is(err, ErrInvalidMessage) {
-		// A handler's bug (descriptor count, oversized field): tell the peer, neither exit nor stay silent.
+		// A handler's bug (descriptor count, oversized field): tell the
+		// peer rather than kill the helper or send nothing.
 		s.log("invalid reply", "id", reqID, "err", err)
 		err = s.Conn.Send(reqID, &errorKind, &Error{Code: ErrInternal, Message: sanitize(err.Error())}, nil)
 	}

@@ -21,7 +21,8 @@ import (
 // MsgType identifies a message; ranges are reserved per helper.
 type MsgType uint16
 
-// Common message types, and limits on what a peer can make us allocate.
+// Common message types, and limits that bound what a peer can make us
+// allocate.
 const (
 	MsgHello      MsgType = 1
 	MsgHelloReply MsgType = 2
@@ -53,7 +54,8 @@ type HelloReply struct {
 	CapPermitted uint64
 }
 
-// Error is a helper's negative reply, and an error a call returns and a handler may.
+// Error is a helper's negative reply, and an error: a call returns it,
+// a handler may return it.
 type Error struct {
 	Code    ErrorCode
 	Message string `wire:"512"`
@@ -121,7 +123,8 @@ var (
 	ErrInvalidMessage = errors.New("invalid outgoing message")
 )
 
-// ProtocolError is a fault of the peer (misbehaving, possibly compromised), fatal to a helper.
+// ProtocolError is a fault of the peer, fatal to a helper: the peer is
+// misbehaving, possibly compromised.
 type ProtocolError struct {
 	Op  string
 	Err error // the rule violated
