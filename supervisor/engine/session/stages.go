@@ -146,6 +146,9 @@ func (h *Handle) Spawn() (Identity, error) {
 			go func() { _, _ = io.Copy(in, pio.Input); in.Close() }()
 		}
 	}
+	// "fork", "exec" and "v1" time the spawn's parts in the test builds
+	// (gloved's BenchmarkStartStages); production passes no Fault.
+	p.env.fault("fork")
 	if err := cmd.Start(); err != nil {
 		if !l.Terminal {
 			cmd.Stdout.(*os.File).Close()
@@ -173,11 +176,13 @@ func (h *Handle) Spawn() (Identity, error) {
 	}
 	go func() { sp.waited <- cmd.Wait() }()
 	sp.started = time.Now()
+	p.env.fault("exec")
 	// v1 hierarchies (memory, pids on hybrid hosts): placement after the
 	// start, before the shim may fork; it waits for the release byte.
 	if err := place(p, cmd.Process.Pid); err != nil {
 		return Identity{}, err
 	}
+	p.env.fault("v1")
 	id, err := identify(cmd.Process.Pid, p.cgInode)
 	if err != nil {
 		return Identity{}, fmt.Errorf("the session's identity: %w", err)

@@ -271,6 +271,14 @@ type startParams struct {
 }
 
 func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
+	// The test builds' start-path points (faults.go): nil in production.
+	hook := faultHook()
+	point := func(p string) {
+		if hook != nil {
+			hook(p)
+		}
+	}
+	point("start")
 	sess, e := d.lookup(k, ps.SessionID)
 	if e != nil {
 		return nil, e
@@ -319,6 +327,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	if err := plan.Validate(pl, d.pol, time.Now()); err != nil {
 		return fail("plan_rejected", errorf(CodeRejected, "plan rejected: %s", oneLine(err.Error())))
 	}
+	point("validated")
 	launch, pins, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries})
 	if err != nil {
 		// The reason names the class only: the error itself may carry
@@ -380,6 +389,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 			}
 		}
 	}
+	point("resolved")
 	for _, h := range []struct {
 		name string
 		into **helperproc.Proc
@@ -395,6 +405,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		}
 		helpers = append(helpers, p)
 		*h.into = p
+		point("helper:" + h.name)
 	}
 	if err := d.receipts.Reserve(sess.ID, d.pol.Revision); err != nil {
 		closeHelpers()
@@ -408,6 +419,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		d.log.WithField("session_id", sess.ID).WithField("error", oneLine(err.Error())).Error("receipt reservation failed")
 		return fail("receipt_reserve", errorf(CodeInternal, "receipt reservation failed"))
 	}
+	point("reserved")
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
 		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel}
@@ -425,7 +437,8 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// its transport, descriptor map, both endpoint identities and the
 	// upstream manifest; recorded with the runtime identity.
 	launchDigest := session.LaunchDigest(launch, pl.AdapterCommandDigest, transport)
-	env.Fault = faultHook()
+	point("starting")
+	env.Fault = hook
 	env.Guard = d.own.Check
 	env.Hidden = []string{d.cfg.Libexec}
 	d.mu.Lock()
@@ -504,6 +517,7 @@ func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch 
 	var who session.Identity
 	if err == nil {
 		who, err = h.Spawn()
+		fault("spawned")
 	}
 	if err == nil {
 		if err = d.recordRuntime(id, who, launchDigest); err != nil {
