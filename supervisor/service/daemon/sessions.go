@@ -376,9 +376,17 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// (loopext4.json materialization_root), which it checks by identity.
 	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
 		MaterializationRoot: d.cfg.MaterializationRoot}
-	// One pair of helpers per session: each serves one request at a
-	// time on one connection, and sessions stay isolated.
-	var helpers []*helperproc.Proc
+	// Helpers of the session's own: each serves one request at a time
+	// on one connection, and sessions stay isolated (pool.go: a pooled
+	// helper is given to one session only). The session holds the pool
+	// until its helpers are closed (run, or closeHelpers here).
+	point("resolved")
+	d.pool.hold()
+	names := []string{"glove-mounter", "glove-cgroup"}
+	if launch.Retains() {
+		names = append(names, "glove-loopext4") // only retained_write grants need images
+	}
+	helpers, herr := d.takeHelpers(names)
 	closeHelpers := func() {
 		for _, p := range helpers {
 			// Helpers of a session that never ran: they hold nothing
@@ -388,24 +396,19 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 				d.log.WithField("session_id", sess.ID).WithField("helper", p.Name).WithField("error", oneLine(err.Error())).Warn("helper exit")
 			}
 		}
+		d.pool.letGo()
 	}
-	point("resolved")
-	for _, h := range []struct {
-		name string
-		into **helperproc.Proc
-	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}, {"glove-loopext4", &env.Loopext4}} {
-		if h.name == "glove-loopext4" && !launch.Retains() {
-			continue // only retained_write grants need images
-		}
-		p, err := d.startHelper(h.name)
-		if err != nil {
-			closeHelpers()
-			releaseStream()
-			return fail("helpers", errorf(CodeUnavailable, "helpers unavailable"))
-		}
-		helpers = append(helpers, p)
-		*h.into = p
-		point("helper:" + h.name)
+	if herr != nil {
+		closeHelpers()
+		releaseStream()
+		return fail("helpers", errorf(CodeUnavailable, "helpers unavailable"))
+	}
+	env.Mounter, env.Cgroup = helpers[0], helpers[1]
+	if len(helpers) > 2 {
+		env.Loopext4 = helpers[2]
+	}
+	for _, p := range helpers {
+		point("helper:" + p.Name)
 	}
 	if err := d.receipts.Reserve(sess.ID, d.pol.Revision); err != nil {
 		closeHelpers()
@@ -450,6 +453,27 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
 }
 
+// takeHelpers takes one helper of each name for a session, all at once
+// (each from the pool or, when it has none, started now): the starts do
+// not depend on one another. On an error the helpers taken are returned
+// too, for the caller to close.
+func (d *Daemon) takeHelpers(names []string) ([]*helperproc.Proc, error) {
+	procs := make([]*helperproc.Proc, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { procs[i], errs[i] = d.pool.take(name) })
+	}
+	wg.Wait()
+	var got []*helperproc.Proc
+	for _, p := range procs {
+		if p != nil {
+			got = append(got, p)
+		}
+	}
+	return got, errors.Join(errs...)
+}
+
 // closePins releases a session's pins once it has ended or will not
 // run. They were only read (bundles) or are the stream's guest end: a
 // failed close is logged, and changes nothing the session did.
@@ -489,6 +513,7 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 			log.WithFields(logrus.Fields{"event": "helper_exit", "helper": p.Name, "status": cerr.Error()}).Warn("a helper of the session did not exit cleanly")
 		}
 	}
+	d.pool.letGo()
 	if sp != nil {
 		// The program is gone: the stream's last exchange is over or
 		// was cut, and its audit says which.
