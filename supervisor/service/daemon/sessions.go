@@ -542,12 +542,18 @@ func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch 
 	var who session.Identity
 	if err == nil {
 		who, err = h.Spawn()
-		fault("spawned")
 	}
 	if err == nil {
+		fault("spawned")
+		// Made durable while the shim is placed in the v1 hierarchies
+		// (Spawn started that; Placed waits for it).
 		if err = d.recordRuntime(id, who, launchDigest); err != nil {
 			err = fmt.Errorf("record the session's identity: %w", err)
 		}
+	}
+	if err == nil {
+		fault("recorded")
+		err = h.Placed()
 	}
 	if err == nil {
 		fault("placed")

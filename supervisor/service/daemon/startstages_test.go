@@ -17,7 +17,7 @@ import (
 // A helper's point follows its start and Hello; a point absent from a
 // session (glove-loopext4 without a retained copy) is skipped.
 var stagePoints = []string{"start", "validated", "resolved", "helper:glove-mounter", "helper:glove-cgroup",
-	"helper:glove-loopext4", "reserved", "starting", "cgroup", "mounts", "bundle", "fork", "exec", "v1", "spawned", "placed", "released"}
+	"helper:glove-loopext4", "reserved", "starting", "cgroup", "mounts", "bundle", "fork", "exec", "spawned", "recorded", "placed", "released"}
 
 // BenchmarkStartStages breaks the start path of BenchmarkStartToFirstByte
 // down, stage by stage: the same session (the harness with "line", the
