@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // throughputSessionsVar lowers (or raises) the number of sessions of
@@ -74,21 +76,39 @@ func BenchmarkStartThroughput(b *testing.B) {
 		testenv.ProbeFailed(b, "crun", fmt.Sprintf("crun cannot run the harness here: exit %d, output %q, %v\nstderr: %s", r.code, r.out, r.err, r.stderr))
 	}
 
+	// CPU time: what this process's reaped children used. gloved is one
+	// (its helpers, shims and sandboxes are its reaped children, counted
+	// with it once it exits), and each crun run another (with its own).
+	cpu0 := childrenCPU(b)
 	g := f.start()
 	var gloveS, crunS, ratios []float64
+	var crunCPU atomic.Int64 // nanoseconds
 	seq := 0
 	b.ResetTimer()
 	for range b.N {
 		seq++
 		gt := runConcurrently(b, n, func(i int) error { return gloveSession(f, g, fmt.Sprintf("tp-%d-%d", seq, i)) })
 		ct := runConcurrently(b, n, func(i int) error {
-			return crunRun(e, ns, []string{crun, "--root", crunRoot, "run", "--bundle", bu.Dir, fmt.Sprintf("tp-%d-%d", seq, i)})
+			used, err := crunRun(e, ns, []string{crun, "--root", crunRoot, "run", "--bundle", bu.Dir, fmt.Sprintf("tp-%d-%d", seq, i)})
+			crunCPU.Add(int64(used))
+			return err
 		})
 		gloveS, crunS = append(gloveS, gt.Seconds()), append(crunS, ct.Seconds())
 		ratios = append(ratios, gt.Seconds()/ct.Seconds())
 	}
 	b.StopTimer()
+	self := processCPU(b, g.cmd.Process.Pid)
 	g.stop(b)
+	all := childrenCPU(b) - cpu0
+	sessions := float64(n * b.N)
+	gloveCPU := float64(all-time.Duration(crunCPU.Load())) / float64(time.Millisecond) / sessions
+	perCrun := float64(crunCPU.Load()) / float64(time.Millisecond) / sessions
+	glovedCPU := float64(self) / float64(time.Millisecond) / sessions
+	b.ReportMetric(gloveCPU, "glove-cpu-ms/session")
+	b.ReportMetric(glovedCPU, "gloved-cpu-ms/session")
+	b.ReportMetric(perCrun, "crun-cpu-ms/session")
+	b.Logf("CPU (user+system) per session: glove %.1f ms (gloved itself %.1f ms; its helpers, shims and programs the rest), crun %.1f ms",
+		gloveCPU, glovedCPU, perCrun)
 	e.Settle(b, crunRoot)
 	med := func(v []float64) float64 { slices.Sort(v); return v[(len(v)-1)/2] }
 	b.ReportMetric(med(gloveS), "glove-s")
@@ -159,29 +179,61 @@ func gloveSession(f *fixture, g *gloved, id string) error {
 	return c.call("cleanup_session", map[string]any{"session_id": id}, nil)
 }
 
+// childrenCPU is the user and system time of this process's reaped
+// children.
+func childrenCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processCPU is the user and system time of process pid itself (not its
+// children), from /proc (clock ticks of 10 ms: USER_HZ is 100 on Linux).
+func processCPU(b *testing.B, pid int) time.Duration {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+	// After the command: state is field 3, utime 14 and stime 15.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	stm, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, st)
+	}
+	return time.Duration(ut+stm) * 10 * time.Millisecond
+}
+
 // crunRun runs argv (crun run) as the service user, forked from ns's
 // thread (only the fork: the waits run concurrently), and checks it
-// printed "ready" and exited 0.
-func crunRun(e *testenv.Env, ns *testenv.NSThread, argv []string) error {
+// printed "ready" and exited 0. It returns the CPU time crun and what it
+// reaped used.
+func crunRun(e *testenv.Env, ns *testenv.NSThread, argv []string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := e.RuntimeCommand(ctx, argv)
 	var out, errb bytes.Buffer
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer pr.Close()
 	cmd.Stdout, cmd.Stderr = pw, &errb
 	ns.Do(func() { err = cmd.Start() })
 	pw.Close()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	_, rerr := io.Copy(&out, pr)
 	code, werr := testenv.ExitStatus(cmd.Wait())
-	if werr != nil || rerr != nil || code != 0 || out.String() != "ready\n" {
-		return fmt.Errorf("%s: exit %d, output %q, %v %v\nstderr: %s", argv[len(argv)-1], code, out.String(), werr, rerr, errb.String())
+	var used time.Duration
+	if cmd.ProcessState != nil {
+		used = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	return nil
+	if werr != nil || rerr != nil || code != 0 || out.String() != "ready\n" {
+		return used, fmt.Errorf("%s: exit %d, output %q, %v %v\nstderr: %s", argv[len(argv)-1], code, out.String(), werr, rerr, errb.String())
+	}
+	return used, nil
 }
