@@ -133,6 +133,10 @@ func (hp *helperPool) startOne(name string, done chan struct{}) {
 		go hp.watch(name, ih)
 	}
 	hp.idle[name] = ih
+	// Which helper processes are idle (no session's), by pid: an
+	// operator listing gloved's children can tell them from the
+	// sessions' helpers.
+	hp.log.WithFields(logrus.Fields{"event": "helper_pool", "helper": name, "pid": p.Pid(), "state": "idle"}).Info("helper started ahead of demand")
 }
 
 // watch waits, without a thread of its own (the pidfd is in the

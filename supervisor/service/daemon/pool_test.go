@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -103,8 +104,15 @@ func TestGlovedHelperPool(t *testing.T) {
 	}
 
 	// An idle helper killed from outside is reaped by gloved, not handed
-	// to the next session.
+	// to the next session. Idle: in the pool, past its Hello (a helper
+	// killed while it starts fails its start instead).
 	killed := second["glove-cgroup"]
+	idleLine := fmt.Sprintf(`"pid":%d,"state":"idle"`, killed)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(g.log.String(), idleLine); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("glove-cgroup %d is not logged idle\nlog: %s", killed, g.log)
+		}
+	}
 	if err := unix.Kill(killed, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +150,9 @@ func TestGlovedHelperPool(t *testing.T) {
 			t.Errorf("%s children of gloved while one session runs: %v, want the session's only", name, running)
 		}
 	}
-	c.ok("stop_session", map[string]any{"session_id": "pool-3", "grace_ms": 0}, nil)
+	// SIGTERM, which the sleeper ends on: the session ends as the e2e
+	// test's stopped one does.
+	c.ok("stop_session", map[string]any{"session_id": "pool-3", "grace_ms": 2000}, nil)
 	if end := attach(t, c, "pool-3"); end.State != "exited" || end.Termination != "signaled" {
 		t.Errorf("pool-3: ended %+v", end.End)
 	}
