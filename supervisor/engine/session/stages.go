@@ -88,6 +88,10 @@ type spawned struct {
 	waited     chan error
 	started    time.Time
 	terminated bool // the shim was waited for
+	// placing is the v1 placement under way (Spawn started it), until
+	// Placed has its result in placeErr.
+	placing  chan error
+	placeErr error
 }
 
 // Spawn starts glove-shim in the session's cgroups (placed in the v1
@@ -146,6 +150,9 @@ func (h *Handle) Spawn() (Identity, error) {
 			go func() { _, _ = io.Copy(in, pio.Input); in.Close() }()
 		}
 	}
+	// "fork" and "exec" time the spawn's parts in the test builds
+	// (gloved's BenchmarkStartStages); production passes no Fault.
+	p.env.fault("fork")
 	if err := cmd.Start(); err != nil {
 		if !l.Terminal {
 			cmd.Stdout.(*os.File).Close()
@@ -173,11 +180,18 @@ func (h *Handle) Spawn() (Identity, error) {
 	}
 	go func() { sp.waited <- cmd.Wait() }()
 	sp.started = time.Now()
+	p.env.fault("exec")
 	// v1 hierarchies (memory, pids on hybrid hosts): placement after the
 	// start, before the shim may fork; it waits for the release byte.
-	if err := place(p, cmd.Process.Pid); err != nil {
-		return Identity{}, err
-	}
+	// The placement runs while the caller makes the identity durable:
+	// it costs several ms in the kernel (measured on a hybrid host: ~9 ms
+	// for Place, of which the first cgroup.procs write after an idle
+	// spell ~5 ms, the next ones tens of µs), and nothing of the identity
+	// depends on it (its cgroup inode is the v2 one, where the shim was
+	// born). Release waits for it (Placed), so the program never runs
+	// outside its v1 limits.
+	sp.placing = make(chan error, 1)
+	go func(pid int) { sp.placing <- place(p, pid) }(cmd.Process.Pid)
 	id, err := identify(cmd.Process.Pid, p.cgInode)
 	if err != nil {
 		return Identity{}, fmt.Errorf("the session's identity: %w", err)
@@ -185,9 +199,24 @@ func (h *Handle) Spawn() (Identity, error) {
 	return id, nil
 }
 
-// Release lets the program run. From here on its retained images are
-// kept.
+// Placed waits until Spawn's placement of the shim in the session's v1
+// cgroups is done and returns its error. Release calls it first; gloved
+// calls it after recording the identity, before its "placed" point.
+func (h *Handle) Placed() error {
+	sp := h.sp
+	if sp.placing != nil {
+		sp.placeErr = <-sp.placing
+		sp.placing = nil
+	}
+	return sp.placeErr
+}
+
+// Release lets the program run, once the shim is placed (Placed). From
+// here on its retained images are kept.
 func (h *Handle) Release() error {
+	if err := h.Placed(); err != nil {
+		return err
+	}
 	p, sp, pio := h.p, h.sp, h.pio
 	p.started = true
 	if _, err := sp.syncW.Write([]byte{1}); err != nil {
@@ -335,6 +364,15 @@ func (p *prepared) diskUsed(l *Launch) uint64 {
 func (h *Handle) Close(cause error) (*Result, error) {
 	p, sp := h.p, h.sp
 	res, err := h.res, cause
+	if sp != nil {
+		// A placement still under way ends first: it uses the session's
+		// glove-cgroup, which the clean-up below asks to remove the
+		// cgroups. Its failure is part of the outcome unless it is
+		// already the cause (Release returned it).
+		if perr := h.Placed(); perr != nil && !errors.Is(err, perr) {
+			err = errors.Join(err, perr)
+		}
+	}
 	if sp != nil && !sp.terminated && sp.s.cmd.Process != nil {
 		// Not released (or released and then abandoned): end it, with
 		// the session's kill and its recorded failures.

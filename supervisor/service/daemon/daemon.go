@@ -88,6 +88,9 @@ type Daemon struct {
 	// lifecycle is set when the local session runtime is operational:
 	// materialization root checked, helpers answering Hello, shim present.
 	lifecycle bool
+	// pool holds the next session's helpers, started ahead of demand
+	// (pool.go); set with lifecycle, filled once gloved serves.
+	pool *helperPool
 	// stream is the inherited-stream-v1 upstream, when configured and
 	// its helper works; sessions then get the stream at descriptor 3.
 	stream *endpoint
@@ -240,6 +243,7 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 		d.lifecycle = true
+		d.pool = newHelperPool(d.startHelper, d.log)
 		if cfg.Stream != nil {
 			ep, err := openEndpoint(*cfg.Stream)
 			if err != nil {
@@ -425,6 +429,11 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 		l.stop(grace)
 	}
 	d.wg.Wait()
+	if d.pool != nil {
+		// After the sessions: no helper is started ahead of a session
+		// that cannot come, and none is left running.
+		d.pool.close()
+	}
 	return d.closeComponents()
 }
 

@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -24,6 +25,28 @@ const testFaultVar = "GLOVED_TEST_FAULT"
 const testPauseVar = "GLOVED_TEST_PAUSE"
 
 func faultHook() func(string) {
+	fault := killOrPause()
+	if os.Getenv(testTraceVar) == "" {
+		return fault
+	}
+	// A trace line per point, on gloved's log (stderr), for the start
+	// path's stage breakdown (BenchmarkStartStages): the point and the
+	// wall clock in microseconds, which the benchmark lines up with its
+	// own clock (same host).
+	return func(p string) {
+		fmt.Fprintf(os.Stderr, "{\"trace\":%q,\"at_us\":%d}\n", p, time.Now().UnixMicro())
+		if fault != nil {
+			fault(p)
+		}
+	}
+}
+
+// testTraceVar, when set, makes a gloved built with the glove_testfaults
+// tag log each start-path point it passes (faultHook).
+const testTraceVar = "GLOVED_TEST_TRACE"
+
+// killOrPause is the GLOVED_TEST_FAULT and GLOVED_TEST_PAUSE hook, or nil.
+func killOrPause() func(string) {
 	point := os.Getenv(testFaultVar)
 	pausePoint, pauseFile, _ := strings.Cut(os.Getenv(testPauseVar), ":")
 	if point == "" && pauseFile == "" {

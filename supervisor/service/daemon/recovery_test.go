@@ -20,7 +20,7 @@ import (
 // buildFaultyGloved builds gloved with the glove_testfaults tag: with
 // GLOVED_TEST_FAULT=POINT it kills itself with SIGKILL at that point of a
 // session's start path. It is never installed.
-func buildFaultyGloved(t *testing.T, e *testenv.Env) string {
+func buildFaultyGloved(t testing.TB, e *testenv.Env) string {
 	t.Helper()
 	return e.Tool(t, testenv.ToolFaultyGloved)
 }

@@ -378,6 +378,10 @@ func (d *Daemon) Serve(ln *net.UnixListener) error {
 	}
 	d.listeners = append(d.listeners, ln)
 	d.mu.Unlock()
+	if d.pool != nil {
+		// The first session's helpers, ahead of its start.
+		d.pool.fill()
+	}
 	for {
 		uc, err := ln.AcceptUnix()
 		if err != nil {

@@ -271,6 +271,14 @@ type startParams struct {
 }
 
 func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
+	// The test builds' start-path points (faults.go): nil in production.
+	hook := faultHook()
+	point := func(p string) {
+		if hook != nil {
+			hook(p)
+		}
+	}
+	point("start")
 	sess, e := d.lookup(k, ps.SessionID)
 	if e != nil {
 		return nil, e
@@ -319,6 +327,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	if err := plan.Validate(pl, d.pol, time.Now()); err != nil {
 		return fail("plan_rejected", errorf(CodeRejected, "plan rejected: %s", oneLine(err.Error())))
 	}
+	point("validated")
 	launch, pins, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries})
 	if err != nil {
 		// The reason names the class only: the error itself may carry
@@ -367,9 +376,17 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// (loopext4.json materialization_root), which it checks by identity.
 	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
 		MaterializationRoot: d.cfg.MaterializationRoot}
-	// One pair of helpers per session: each serves one request at a
-	// time on one connection, and sessions stay isolated.
-	var helpers []*helperproc.Proc
+	// Helpers of the session's own: each serves one request at a time
+	// on one connection, and sessions stay isolated (pool.go: a pooled
+	// helper is given to one session only). The session holds the pool
+	// until its helpers are closed (run, or closeHelpers here).
+	point("resolved")
+	d.pool.hold()
+	names := []string{"glove-mounter", "glove-cgroup"}
+	if launch.Retains() {
+		names = append(names, "glove-loopext4") // only retained_write grants need images
+	}
+	helpers, herr := d.takeHelpers(names)
 	closeHelpers := func() {
 		for _, p := range helpers {
 			// Helpers of a session that never ran: they hold nothing
@@ -379,22 +396,19 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 				d.log.WithField("session_id", sess.ID).WithField("helper", p.Name).WithField("error", oneLine(err.Error())).Warn("helper exit")
 			}
 		}
+		d.pool.letGo()
 	}
-	for _, h := range []struct {
-		name string
-		into **helperproc.Proc
-	}{{"glove-mounter", &env.Mounter}, {"glove-cgroup", &env.Cgroup}, {"glove-loopext4", &env.Loopext4}} {
-		if h.name == "glove-loopext4" && !launch.Retains() {
-			continue // only retained_write grants need images
-		}
-		p, err := d.startHelper(h.name)
-		if err != nil {
-			closeHelpers()
-			releaseStream()
-			return fail("helpers", errorf(CodeUnavailable, "helpers unavailable"))
-		}
-		helpers = append(helpers, p)
-		*h.into = p
+	if herr != nil {
+		closeHelpers()
+		releaseStream()
+		return fail("helpers", errorf(CodeUnavailable, "helpers unavailable"))
+	}
+	env.Mounter, env.Cgroup = helpers[0], helpers[1]
+	if len(helpers) > 2 {
+		env.Loopext4 = helpers[2]
+	}
+	for _, p := range helpers {
+		point("helper:" + p.Name)
 	}
 	if err := d.receipts.Reserve(sess.ID, d.pol.Revision); err != nil {
 		closeHelpers()
@@ -408,6 +422,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		d.log.WithField("session_id", sess.ID).WithField("error", oneLine(err.Error())).Error("receipt reservation failed")
 		return fail("receipt_reserve", errorf(CodeInternal, "receipt reservation failed"))
 	}
+	point("reserved")
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
 		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel}
@@ -425,7 +440,8 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// its transport, descriptor map, both endpoint identities and the
 	// upstream manifest; recorded with the runtime identity.
 	launchDigest := session.LaunchDigest(launch, pl.AdapterCommandDigest, transport)
-	env.Fault = faultHook()
+	point("starting")
+	env.Fault = hook
 	env.Guard = d.own.Check
 	env.Hidden = []string{d.cfg.Libexec}
 	d.mu.Lock()
@@ -435,6 +451,27 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	launched = true
 	go d.run(ctx, l, sess, env, launch, pins, launchDigest, helpers, sp)
 	return map[string]any{"session_id": sess.ID, "state": store.Starting}, nil
+}
+
+// takeHelpers takes one helper of each name for a session, all at once
+// (each from the pool or, when it has none, started now): the starts do
+// not depend on one another. On an error the helpers taken are returned
+// too, for the caller to close.
+func (d *Daemon) takeHelpers(names []string) ([]*helperproc.Proc, error) {
+	procs := make([]*helperproc.Proc, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { procs[i], errs[i] = d.pool.take(name) })
+	}
+	wg.Wait()
+	var got []*helperproc.Proc
+	for _, p := range procs {
+		if p != nil {
+			got = append(got, p)
+		}
+	}
+	return got, errors.Join(errs...)
 }
 
 // closePins releases a session's pins once it has ended or will not
@@ -476,6 +513,7 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 			log.WithFields(logrus.Fields{"event": "helper_exit", "helper": p.Name, "status": cerr.Error()}).Warn("a helper of the session did not exit cleanly")
 		}
 	}
+	d.pool.letGo()
 	if sp != nil {
 		// The program is gone: the stream's last exchange is over or
 		// was cut, and its audit says which.
@@ -506,9 +544,16 @@ func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch 
 		who, err = h.Spawn()
 	}
 	if err == nil {
+		fault("spawned")
+		// Made durable while the shim is placed in the v1 hierarchies
+		// (Spawn started that; Placed waits for it).
 		if err = d.recordRuntime(id, who, launchDigest); err != nil {
 			err = fmt.Errorf("record the session's identity: %w", err)
 		}
+	}
+	if err == nil {
+		fault("recorded")
+		err = h.Placed()
 	}
 	if err == nil {
 		fault("placed")
