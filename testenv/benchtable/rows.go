@@ -20,14 +20,14 @@ var Table = []Row{
 		Anchor: []Term{{1, Metric{"BenchmarkAppend", "anchor-p50-ns"}}}, Goal: 1.2},
 	{What: "stream proxy 1 KiB exchange, p50", Run: streamRun, Value: Metric{"BenchmarkStreamproxyExchange1KiB", "p50-ns"},
 		Anchor: []Term{{1, Metric{"BenchmarkStreamproxyExchange1KiB", "direct-p50-ns"}}, {1.2, Metric{"BenchmarkStreamproxyExchange1KiB", "fdatasync-p50-ns"}}}, Goal: 1},
-	{What: "200 sessions of `/bin/true`, concurrency 8, wall time", Run: throughputRun, Value: Metric{"BenchmarkThroughput/glove", "wall-ms"},
-		Anchor: []Term{{1, Metric{"BenchmarkThroughput/crun", "wall-ms"}}}, Goal: 1.5},
+	{What: "200 sessions of `/bin/true`, concurrency 8, wall time (median of 3 batches)", Run: throughputRun, Value: Metric{"BenchmarkStartThroughput", "glove-s"},
+		Anchor: []Term{{1, Metric{"BenchmarkStartThroughput", "crun-s"}}}, Goal: 1.5},
 }
 
 var (
 	shimRun       = Run{Pkg: "./shim/", Bench: "^BenchmarkStartTrue$", Benchtime: "100x"}
 	startRun      = Run{Pkg: "./supervisor/service/daemon/", Bench: "^BenchmarkStartToFirstByte$", Benchtime: "30x"}
-	throughputRun = Run{Pkg: "./supervisor/service/daemon/", Bench: "^BenchmarkThroughput$", Benchtime: "1x"}
+	throughputRun = Run{Pkg: "./supervisor/service/daemon/", Bench: "^BenchmarkStartThroughput$", Benchtime: "3x"} // 3 batches of 200 each
 	mounterRun    = Run{Pkg: "./helpers/integration/", Bench: "^BenchmarkMounterBind$/^helper$", Benchtime: "2000x"}
 	journalRun    = Run{Pkg: "./supervisor/state/journal/", Bench: "^BenchmarkAppend$", Benchtime: "300x"}
 	streamRun     = Run{Pkg: "./helpers/integration/", Bench: "^BenchmarkStreamproxyExchange1KiB$", Benchtime: "300x"}
