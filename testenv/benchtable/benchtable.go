@@ -49,6 +49,10 @@ type Row struct {
 	Anchor []Term
 	Goal   float64
 	Strict bool // the ratio must be below Goal, not at most Goal
+	// Ratio, if set, is the benchmark's own ratio, computed from paired
+	// samples (each batch against the anchor's batch of the same run),
+	// which the ratio of two medians is not; the row shows it.
+	Ratio *Metric
 }
 
 // Results are the figures of a run: benchmark name, unit, value.
@@ -122,9 +126,12 @@ func Evaluate(row Row, res Results) Outcome {
 	for _, t := range row.Anchor {
 		o.Against += t.Coef * get(t.Metric)
 	}
-	if len(o.Missing) == 0 && o.Against > 0 {
+	switch {
+	case row.Ratio != nil:
+		o.Ratio = get(*row.Ratio)
+	case o.Against > 0:
 		o.Ratio = o.Glove / o.Against
-	} else if len(o.Missing) == 0 {
+	case len(o.Missing) == 0:
 		o.Missing = append(o.Missing, row.Anchor[0].Metric) // an anchor of 0 measured nothing
 	}
 	return o
@@ -152,7 +159,7 @@ func Markdown(outs []Outcome) string {
 	for _, o := range outs {
 		var names []string
 		for _, t := range o.Anchor {
-			n := shortName(t.Metric)
+			n := shortName(t.Metric, o.Value.Bench)
 			if t.Coef != 1 {
 				n = fmt.Sprintf("%g × %s", t.Coef, n)
 			}
@@ -181,8 +188,12 @@ func Markdown(outs []Outcome) string {
 	return b.String()
 }
 
-// shortName is a metric's sub-benchmark name and unit, for the anchor column.
-func shortName(m Metric) string {
+// shortName is a metric's sub-benchmark name and unit, for the anchor
+// column: its unit alone when it is a figure of the row's own benchmark.
+func shortName(m Metric, own string) string {
+	if m.Bench == own {
+		return m.Unit
+	}
 	name := m.Bench
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]

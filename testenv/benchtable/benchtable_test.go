@@ -70,6 +70,12 @@ func TestEvaluate(t *testing.T) {
 	if o.Met() || len(o.Missing) != 1 || !strings.Contains(Markdown([]Outcome{o}), "not measured (BenchmarkNone p50-ms)") {
 		t.Errorf("missing figure: %+v", o)
 	}
+	// A benchmark's own paired ratio is the row's, not the ratio of medians.
+	paired := Row{Value: Metric{"BenchmarkStartTrue/crun", "p50-ms"}, Anchor: []Term{{1, Metric{"BenchmarkStartTrue/bwrap", "p50-ms"}}},
+		Goal: 1, Ratio: &Metric{"BenchmarkStartTrue/bwrap", "x-glove"}}
+	if o := Evaluate(paired, res); o.Ratio != 0.22 || !o.Met() {
+		t.Errorf("paired ratio: %+v", o)
+	}
 	strict := Row{Value: Metric{"BenchmarkStartTrue/crun", "p50-ms"}, Anchor: []Term{{1, Metric{"BenchmarkStartTrue/crun", "p50-ms"}}}, Goal: 1, Strict: true}
 	if Evaluate(strict, res).Met() {
 		t.Error("a strict goal of 1 met by a ratio of exactly 1")

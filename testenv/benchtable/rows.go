@@ -21,7 +21,8 @@ var Table = []Row{
 	{What: "stream proxy 1 KiB exchange, p50", Run: streamRun, Value: Metric{"BenchmarkStreamproxyExchange1KiB", "p50-ns"},
 		Anchor: []Term{{1, Metric{"BenchmarkStreamproxyExchange1KiB", "direct-p50-ns"}}, {1.2, Metric{"BenchmarkStreamproxyExchange1KiB", "fdatasync-p50-ns"}}}, Goal: 1},
 	{What: "200 sessions of `/bin/true`, concurrency 8, wall time (median of 3 batches)", Run: throughputRun, Value: Metric{"BenchmarkStartThroughput", "glove-s"},
-		Anchor: []Term{{1, Metric{"BenchmarkStartThroughput", "crun-s"}}}, Goal: 1.5},
+		Anchor: []Term{{1, Metric{"BenchmarkStartThroughput", "crun-s"}}}, Goal: 1.5,
+		Ratio: &Metric{"BenchmarkStartThroughput", "goal-ratio"}}, // the median of each batch's glove/crun
 }
 
 var (
