@@ -178,7 +178,10 @@ func (hp *helperPool) take(name string) (*helperproc.Proc, error) {
 			// Stops the watcher (Close waits for it to let go of the
 			// descriptor).
 			hp.closePidfd(ih)
-			if ih.pidfd == nil || !ih.dead() {
+			// Asked by pid whether watched or not: an unwatched
+			// helper (pidfd_open failed) that died idle must not
+			// reach a session either.
+			if !ih.dead() {
 				hp.mu.Unlock()
 				return ih.p, nil
 			}
