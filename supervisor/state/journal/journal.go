@@ -130,8 +130,9 @@ type Journal struct {
 	length   int64
 	head     [32]byte
 	// hdrSeq is the last sequence number the slot in force commits: the
-	// header lags the records (an append's slot commits the records
-	// before it), and Close brings it level.
+	// header lags the records (an append writes a slot only when its
+	// record would be the slotLag-th past it, committing the records
+	// before its own), and Close brings it level.
 	hdrSeq   uint64
 	prealloc int64 // bytes preallocated past length (best known)
 	written  int64 // bytes written by appends and compactions since Open
@@ -545,9 +546,10 @@ func (j *Journal) load(size int64) ([]Record, int64, bool, error) {
 		return nil, 0, false, err
 	}
 	// A record found past the header may still be only in the page
-	// cache (its writer was killed before its fdatasync); the next
-	// append's header slot will commit it, so it must be on disk
-	// first, or a crash could leave a header over missing bytes.
+	// cache (its writer was killed before its fdatasync); a later
+	// header slot (an append's, Open's checkpoint or Close's) will
+	// commit it, so it must be on disk first, or a crash could leave a
+	// header over missing bytes.
 	if uint64(j.count) > cur.count-cur.base && torn == 0 {
 		if err := unix.Fdatasync(j.fd); err != nil {
 			return nil, 0, false, fmt.Errorf("journal %s: sync the records past the header: %w", j.kind, err)
