@@ -132,11 +132,13 @@
 // records past the header are committed by the chain alone, so Open can
 // hold them only to the chain. Damage to the last of them reads as a
 // torn append and is dropped and reported in TornTailBytes, where the
-// header would have named it corrupt; so does damage to an earlier
-// one's length field that makes it reach the end of the file (within
-// MaxRecordBytes), and the records after it go with it, reported
-// likewise. Other damage to an earlier one is refused, as what follows
-// it is more than one torn append. And a file cut by someone else at a
+// header would have named it corrupt, unless only its length field is
+// damaged: a record that still verifies under another length (ending at
+// the end of the file, or where the next record's header starts) is not
+// a torn append, and Open refuses the file (wholeRecordIn), so a damaged
+// length field never takes the durable records after it down with it.
+// Other damage to an earlier one is refused, as what follows it is more
+// than one torn append. And a file cut by someone else at a
 // record boundary among them reads as complete. The records a slot
 // commits (all of them after Close) are held to it exactly.
 //

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -607,6 +608,9 @@ func (j *Journal) dropTail(tail []byte) (int64, error) {
 			seq != j.seq()+1 || string(tail[12:recHeaderLen]) != string(j.head[:]) {
 			return 0, j.corrupt("%d bytes past the committed length are not a torn record %d (externally extended)", n, j.seq()+1)
 		}
+		if e, ok := j.wholeRecordIn(tail); ok {
+			return 0, j.corrupt("record %d is whole in %d bytes but its length field says %d (damaged length)", j.seq()+1, e, plen)
+		}
 	}
 	if err := unix.Ftruncate(j.fd, j.length); err != nil {
 		return 0, fmt.Errorf("journal %s: truncate torn tail: %w", j.kind, err)
@@ -615,6 +619,41 @@ func (j *Journal) dropTail(tail []byte) (int64, error) {
 		return 0, fmt.Errorf("journal %s: truncate torn tail: fsync: %w", j.kind, err)
 	}
 	return n, nil
+}
+
+// wholeRecordIn reports whether tail, which looks like a torn record (its
+// header is that of the next record, its length field reaches past the
+// end), holds that record whole under another length: ending at the end
+// of the file, or where a header of the record after it starts. A torn
+// append never does (a whole record would have verified), so such a tail
+// is a damaged length field. Threat: one flipped length bit in a record
+// the header does not commit yet turning it and the durable records after
+// it into a "torn tail" that Open silently drops.
+func (j *Journal) wholeRecordIn(tail []byte) (end int64, ok bool) {
+	seq := j.seq() + 1
+	verifies := func(e int) bool {
+		if e < recOverhead || e-recOverhead > j.o.MaxRecordBytes || e > len(tail) {
+			return false
+		}
+		h := recordHash(j.id, seq, &j.head, tail[recHeaderLen:e-32])
+		return string(tail[e-32:e]) == string(h[:])
+	}
+	if verifies(len(tail)) {
+		return int64(len(tail)), true
+	}
+	var next [8]byte
+	binary.LittleEndian.PutUint64(next[:], seq+1)
+	for off := recOverhead; off+12 <= len(tail); off++ {
+		i := bytes.Index(tail[off+4:], next[:])
+		if i < 0 {
+			break
+		}
+		off += i // tail[off+4:off+12] is a sequence number seq+1
+		if verifies(off) {
+			return int64(off), true
+		}
+	}
+	return 0, false
 }
 
 // seq is the last committed sequence number.

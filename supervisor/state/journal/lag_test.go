@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -179,6 +180,18 @@ func TestCorruptionPastHeader(t *testing.T) {
 			h := recordHash(id, 3, &prev, p)
 			return append(b[:cRecOff(3)], encodeRecord(3, &prev, p, &h)...)
 		}, "not a torn record 3 (externally extended)"},
+		// A damaged length field must not pass for a torn append: the
+		// record still verifies under its true length, which a torn
+		// one never does, so Open refuses rather than drop it and the
+		// durable records after it.
+		{"enlarged length of the last record", 2, nil, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[cRecOff(3):], cPayload+8)
+			return b
+		}, fmt.Sprintf("record 3 is whole in %d bytes but its length field says %d (damaged length)", rs, cPayload+8)},
+		{"enlarged length over the record after it", 1, nil, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[cRecOff(2):], uint32(cPayload+rs))
+			return b
+		}, fmt.Sprintf("record 2 is whole in %d bytes but its length field says %d (damaged length)", rs, cPayload+rs)},
 		{"records past the header over MaxRecords", 1, func(o *Options) { o.MaxRecords = 2 }, func(b []byte) []byte {
 			return b
 		}, "record 3 past the header would pass the 2-record bound"},
