@@ -148,12 +148,28 @@ func TestCorruptionRejected(t *testing.T) {
 			return b
 		}, "header slots disagree"},
 		{"older slot off the chain", nil, func(b []byte) []byte {
+			// The older slot as an append that writes one leaves it
+			// at record 3: committing record 2. (Three appends write
+			// no slot, fewer than slotLag: the writer's own older
+			// slot here is the empty file's, the case below.)
 			s := curSlot(b)
-			o, _ := decodeSlot(b, 1-int(s.index))
+			o := s
+			o.index, o.gen, o.count, o.length = 1-s.index, s.gen-1, 2, uint64(cRecEnd(2))
+			copy(o.head[:], b[cRecEnd(2)-32:cRecEnd(2)])
 			o.head[5] ^= 1
 			putSlot(b, o)
 			return b
 		}, "older header slot does not match record 2 (header slots disagree)"},
+		{"older slot of the empty file off the chain", nil, func(b []byte) []byte {
+			s := curSlot(b)
+			o, _ := decodeSlot(b, 1-int(s.index))
+			if o.count != 0 {
+				panic("setup: the older slot is not the empty file's")
+			}
+			o.head[5] ^= 1
+			putSlot(b, o)
+			return b
+		}, "older header slot does not match record 0 (header slots disagree)"},
 		{"both slots same generation", nil, func(b []byte) []byte {
 			s := curSlot(b)
 			s.index = 1 - s.index

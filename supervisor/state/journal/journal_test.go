@@ -373,18 +373,52 @@ func TestFull(t *testing.T) {
 	}
 }
 
+// headerAfter is the last sequence number the header slot in force
+// commits after appends 1..n to a new journal, as doc.go describes it:
+// an append writes the older slot, committing the records before its
+// own, when its record would be the slotLag-th past the header.
+// Worked out here from that description, not from Append's rule.
+func headerAfter(n int) uint64 {
+	var hdr uint64
+	for seq := uint64(1); seq <= uint64(n); seq++ {
+		if seq-hdr >= slotLag {
+			hdr = seq - 1
+		}
+	}
+	return hdr
+}
+
+// writesSlotAt says whether append k to a new journal writes a slot.
+func writesSlotAt(k int) bool { return k > 0 && headerAfter(k) != headerAfter(k-1) }
+
 func TestPoison(t *testing.T) {
 	// record-before: the record's write fails, nothing of it is in the
-	// file. record-written: the record is whole in the file and the
-	// header write that follows fails; with one commit per append the
-	// whole record is committed (a failed append's outcome is for a
-	// reopen to say), so the reopen finds it and no torn tail.
-	for _, point := range []string{"record-before", "record-written"} {
-		t.Run(point, func(t *testing.T) {
+	// file; in an append without a slot write and in one with.
+	// record-written: the record is whole in the file and the header
+	// write that follows fails (so the append is one that writes a
+	// slot: the slotLag-th past a header at the empty file); with one
+	// commit per append the whole record is committed (a failed
+	// append's outcome is for a reopen to say), so the reopen finds it
+	// and no torn tail. (An append without a slot write has no write
+	// after the record's to fail here: its fdatasync on the read-only
+	// descriptor succeeds, as it should.)
+	for _, c := range []struct {
+		point  string
+		before int // records appended before the failing one
+	}{
+		{"record-before", 1},
+		{"record-before", slotLag - 1},
+		{"record-written", slotLag - 1},
+	} {
+		point := c.point
+		t.Run(fmt.Sprintf("%s/append=%d", point, c.before+1), func(t *testing.T) {
+			if point == "record-written" && !writesSlotAt(c.before+1) {
+				t.Fatalf("append %d writes no header slot", c.before+1)
+			}
 			dir := testDir(t)
 			j, _, _ := mustOpen(t, testOpts(dir))
 			defer j.Close()
-			appendRange(t, j, 1, 1)
+			appendRange(t, j, 1, c.before)
 			ro, err := unix.Open(filepath.Join(dir, testName), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -399,29 +433,29 @@ func TestPoison(t *testing.T) {
 					}
 				}
 			}
-			_, err1 := j.Append(payloadFor(2))
+			_, err1 := j.Append(payloadFor(c.before + 1))
 			faultHook = nil
 			if !errors.Is(err1, unix.EBADF) {
 				t.Fatalf("append with a broken descriptor: %v, want EBADF", err1)
 			}
-			if _, err2 := j.Append(payloadFor(2)); err2 != err1 {
+			if _, err2 := j.Append(payloadFor(c.before + 1)); err2 != err1 {
 				t.Fatalf("append after a failed append: %v, want the first error %v", err2, err1)
 			}
-			if j.Count() != 1 {
+			if j.Count() != c.before {
 				t.Fatalf("count %d after failed append", j.Count())
 			}
 			j.Close()
 			j2, recs, info := mustOpen(t, testOpts(dir))
 			defer j2.Close()
-			want := 1
+			want := c.before
 			if point == "record-written" {
-				want = 2
+				want = c.before + 1
 			}
 			checkRecords(t, j2, recs, want)
 			if info.TornTailBytes != 0 {
 				t.Fatalf("torn tail %d, want 0", info.TornTailBytes)
 			}
-			appendRange(t, j2, want+1, 3)
+			appendRange(t, j2, want+1, c.before+2)
 		})
 	}
 }
@@ -469,9 +503,27 @@ func TestTornTailAccepted(t *testing.T) {
 var crashPoints = []string{"record-before", "record-partial", "record-written",
 	"header-partial", "header-written", "record-synced"}
 
+// crashAppends are the appends (to a new journal) TestCrash kills a
+// writer in at point: early ones, and those around the first two that
+// write a header slot, so that the record's points are met in appends
+// with and without a slot write. The header's points are only in
+// appends that write one.
+func crashAppends(point string) []int {
+	var ks []int
+	for _, k := range []int{1, 2, 5, slotLag - 1, slotLag, slotLag + 1, 2*slotLag - 1} {
+		if !strings.HasPrefix(point, "header-") || writesSlotAt(k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
 func TestCrash(t *testing.T) {
+	if !writesSlotAt(slotLag) || !writesSlotAt(2*slotLag-1) || writesSlotAt(slotLag+1) {
+		t.Fatal("crashAppends: the appends chosen do not write header slots where expected")
+	}
 	for _, point := range crashPoints {
-		for _, k := range []int{1, 2, 5} {
+		for _, k := range crashAppends(point) {
 			t.Run(fmt.Sprintf("%s/k=%d", point, k), func(t *testing.T) {
 				t.Parallel()
 				dir := testDir(t)
@@ -509,6 +561,16 @@ func TestCrash(t *testing.T) {
 				checkRecords(t, j, recs, want)
 				if info.TornTailBytes != torn {
 					t.Fatalf("torn tail %d, want %d", info.TornTailBytes, torn)
+				}
+				// Whatever the crash left, the reopened file holds
+				// fewer than slotLag records past its header, so the
+				// next append's slot keeps the bound even if it tears.
+				b, err := os.ReadFile(filepath.Join(dir, testName))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s := curSlot(b); uint64(want)-s.count >= slotLag {
+					t.Fatalf("reopened file: header commits %d of %d records", s.count, want)
 				}
 				appendRange(t, j, want+1, want+1)
 				j.Close()

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -179,6 +180,18 @@ func TestCorruptionPastHeader(t *testing.T) {
 			h := recordHash(id, 3, &prev, p)
 			return append(b[:cRecOff(3)], encodeRecord(3, &prev, p, &h)...)
 		}, "not a torn record 3 (externally extended)"},
+		// A damaged length field must not pass for a torn append: the
+		// record still verifies under its true length, which a torn
+		// one never does, so Open refuses rather than drop it and the
+		// durable records after it.
+		{"enlarged length of the last record", 2, nil, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[cRecOff(3):], cPayload+8)
+			return b
+		}, fmt.Sprintf("record 3 is whole in %d bytes but its length field says %d (damaged length)", rs, cPayload+8)},
+		{"enlarged length over the record after it", 1, nil, func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[cRecOff(2):], uint32(cPayload+rs))
+			return b
+		}, fmt.Sprintf("record 2 is whole in %d bytes but its length field says %d (damaged length)", rs, cPayload+rs)},
 		{"records past the header over MaxRecords", 1, func(o *Options) { o.MaxRecords = 2 }, func(b []byte) []byte {
 			return b
 		}, "record 3 past the header would pass the 2-record bound"},
@@ -294,4 +307,125 @@ func TestCloseCrashChild(t *testing.T) {
 	defer func() { faultHook = nil }()
 	j.Close()
 	t.Fatalf("close finished without reaching %s", point)
+}
+
+// TestSlotLag: an append writes the header slot only when its record
+// would be the slotLag-th past the header, so between appends the file
+// holds fewer than slotLag records past the header in force, and the
+// header commits only records before the latest append. Counted from
+// the header in force, across a compaction too; Close brings it level.
+func TestSlotLag(t *testing.T) {
+	dir := testDir(t)
+	path := filepath.Join(dir, testName)
+	j, _, _ := mustOpen(t, testOpts(dir))
+	defer j.Close()
+	var slots []uint64
+	seq := uint64(0)
+	faultHook = func(p string) {
+		if p == "header-written" {
+			slots = append(slots, seq)
+		}
+	}
+	defer func() { faultHook = nil }()
+	check := func(what string) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := curSlot(b); s.count >= seq || seq-s.count >= slotLag {
+			t.Fatalf("%s, record %d: header commits %d", what, seq, s.count)
+		}
+	}
+	for seq = 1; seq <= 3*slotLag; seq++ {
+		appendRange(t, j, int(seq), int(seq))
+		check("new journal")
+		if b, _ := os.ReadFile(path); curSlot(b).count != headerAfter(int(seq)) {
+			t.Fatalf("record %d: header commits %d, want %d", seq, curSlot(b).count, headerAfter(int(seq)))
+		}
+	}
+	if want := []uint64{slotLag, 2*slotLag - 1, 3*slotLag - 2}; fmt.Sprint(slots) != fmt.Sprint(want) {
+		t.Fatalf("slots written by appends %v, want %v", slots, want)
+	}
+	// A compaction leaves the header level: the next slot is written
+	// by the slotLag-th append after it.
+	if _, err := j.Compact(carry(2), 0); err != nil {
+		t.Fatal(err)
+	}
+	level := j.Seq()
+	slots = nil
+	for seq = level + 1; seq <= level+slotLag; seq++ {
+		if _, err := j.Append(payloadFor(int(seq))); err != nil {
+			t.Fatal(err)
+		}
+		check("compacted journal")
+	}
+	if fmt.Sprint(slots) != fmt.Sprint([]uint64{level + slotLag}) {
+		t.Fatalf("slots written after the compaction %v, want [%d]", slots, level+slotLag)
+	}
+	seq--
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := curSlot(b); s.count != seq || s.length != uint64(len(b)) {
+		t.Fatalf("after close: header commits %d records, %d bytes; want %d, %d", s.count, s.length, seq, len(b))
+	}
+	j, recs, info := mustOpen(t, testOpts(dir))
+	defer j.Close()
+	if len(recs) != 2+slotLag || info.TornTailBytes != 0 || j.Seq() != seq {
+		t.Fatalf("reopen: %d records, torn %d, seq %d", len(recs), info.TornTailBytes, j.Seq())
+	}
+}
+
+// TestOpenLevelsLaggingHeader: a file with slotLag or more records past
+// its header (left by a crash that tore the slot of the append that had
+// to write one) gets a checkpoint from Open, so crashes in a row cannot
+// let the records past the header grow; one with fewer is left as it is.
+func TestOpenLevelsLaggingHeader(t *testing.T) {
+	for _, n := range []int{slotLag - 1, slotLag, slotLag + 1} {
+		t.Run(fmt.Sprintf("records=%d", n), func(t *testing.T) {
+			dir := testDir(t)
+			path := filepath.Join(dir, testName)
+			j, _, _ := mustOpen(t, testOpts(dir))
+			appendRange(t, j, 1, n)
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lagHeader(b, 0)
+			if err := os.WriteFile(path, b, 0600); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := Peek(dir, testName, "sessions"); err != nil || st.Seq != uint64(n) {
+				t.Fatalf("peek: %+v %v, want %d records", st, err, n)
+			}
+			j, recs, info := mustOpen(t, testOpts(dir))
+			defer j.Close()
+			checkRecords(t, j, recs, n)
+			if info.TornTailBytes != 0 {
+				t.Fatalf("torn tail %d", info.TornTailBytes)
+			}
+			after, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := uint64(0)
+			if n >= slotLag {
+				want = uint64(n)
+			}
+			if s := curSlot(after); s.count != want {
+				t.Fatalf("after open: header commits %d, want %d", s.count, want)
+			}
+			if n < slotLag && !bytes.Equal(after, b) {
+				t.Fatal("open changed a file whose header lags by fewer than slotLag records")
+			}
+		})
+	}
 }
