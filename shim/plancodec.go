@@ -21,7 +21,8 @@ import (
 //
 // The bytes come from the parent stage, which is trusted, but a decoder
 // is where a mistake in either stage would turn into a wrong sandbox: it
-// refuses anything it would not have written (FuzzDecodePlan checks that
+// refuses anything it would not have written, and any string holding a
+// NUL (FuzzDecodePlan checks that
 // what it accepts encodes back to the same bytes).
 const planMagic = "glove-plan-1\n"
 
@@ -139,8 +140,8 @@ var errPlan = errors.New("malformed plan")
 // decodePlan reads what encodePlan wrote, refusing anything else: a wrong
 // magic, a truncated or overlong field, a count larger than the bytes
 // left could hold, a boolean or presence byte other than 0 or 1, a value
-// out of its field's range, budgets not in strictly increasing order of
-// name, and trailing bytes.
+// out of its field's range, a string holding a NUL, budgets not in
+// strictly increasing order of name, and trailing bytes.
 func decodePlan(b []byte) (*Plan, error) {
 	if len(b) < len(planMagic) || string(b[:len(planMagic)]) != planMagic {
 		return nil, fmt.Errorf("%w: not a glove-shim plan", errPlan)
@@ -342,7 +343,17 @@ func (d *planDecoder) bytes() []byte {
 	return v
 }
 
-func (d *planDecoder) str() string { return string(d.bytes()) }
+// str refuses a NUL: no stage can hand one inside a string to the kernel,
+// which would read it as the string's end (and the C stages' decoder,
+// shim/cstage/plan.c, keeps strings NUL-terminated).
+func (d *planDecoder) str() string {
+	b := d.bytes()
+	if slices.Contains(b, 0) {
+		d.fail("string contains NUL")
+		return ""
+	}
+	return string(b)
+}
 
 func (d *planDecoder) strs() []string {
 	n := d.count()

@@ -20,7 +20,7 @@ func fillPlan() *Plan {
 		n++
 		switch v.Kind() {
 		case reflect.String:
-			v.SetString(fmt.Sprintf("s%d\x00é", n))
+			v.SetString(fmt.Sprintf("s%d\x01é", n))
 		case reflect.Bool:
 			v.SetBool(true)
 		case reflect.Int:
@@ -103,9 +103,16 @@ func TestPlanCodecValidated(t *testing.T) {
 	}
 }
 
-// TestDecodePlanRefuses: bytes the encoder would not have written are
-// refused, each with errPlan.
-func TestDecodePlanRefuses(t *testing.T) {
+// planRefusal is one input of the decoders' bad-input table.
+type planRefusal struct {
+	name string
+	in   []byte
+}
+
+// planRefusals are bytes the encoder would not have written: the Go
+// decoder (TestDecodePlanRefuses) and the C one (TestCDecodePlanRefuses)
+// must refuse each.
+func planRefusals(t testing.TB) []planRefusal {
 	good := encodePlan(fillPlan())
 	if _, err := decodePlan(good); err != nil {
 		t.Fatalf("the good plan: %v", err)
@@ -168,10 +175,7 @@ func TestDecodePlanRefuses(t *testing.T) {
 	over := append([]byte{}, empty[:m+2]...)
 	over = binary.AppendUvarint(over, 1<<32)
 	over = append(over, empty[m+3:]...)
-	cases := []struct {
-		name string
-		in   []byte
-	}{
+	cases := []planRefusal{
 		{"nothing", nil},
 		{"JSON", []byte(`{"PreserveFDs":0}`)},
 		{"magic only", []byte(planMagic)},
@@ -185,14 +189,18 @@ func TestDecodePlanRefuses(t *testing.T) {
 		{"varint overflow", append([]byte(planMagic), bytes.Repeat([]byte{0xff}, 11)...)},
 		{"budgets out of order", budgets("b", "a")},
 		{"budget twice", budgets("a", "a")},
+		{"NUL in a string", budgets("a\x00b")},
 	}
 	for i := range good {
-		cases = append(cases, struct {
-			name string
-			in   []byte
-		}{fmt.Sprintf("truncated at %d", i), good[:i]})
+		cases = append(cases, planRefusal{fmt.Sprintf("truncated at %d", i), good[:i]})
 	}
-	for _, c := range cases {
+	return cases
+}
+
+// TestDecodePlanRefuses: bytes the encoder would not have written are
+// refused, each with errPlan.
+func TestDecodePlanRefuses(t *testing.T) {
+	for _, c := range planRefusals(t) {
 		p, err := decodePlan(c.in)
 		if err == nil || !errors.Is(err, errPlan) || p != nil {
 			t.Errorf("%s: decodePlan = %v, %v; want errPlan", c.name, p, err)
