@@ -15,6 +15,9 @@ import (
 	"os"
 
 	"github.com/glove-sandbox/glove/shim"
+	// The stages that run in C, before the Go runtime starts (a
+	// constructor; see shim/cstage/cstage.c).
+	_ "github.com/glove-sandbox/glove/shim/cstage"
 )
 
 func main() { os.Exit(shim.Main(os.Args)) }

@@ -1,0 +1,52 @@
+/*
+ * What the C stages of glove-shim share: reading the plan from the
+ * control socket, reporting a failure to the parent stage, and the layer
+ * switches of test builds. See cstage.c.
+ */
+#ifndef GLOVE_CSTAGE_H
+#define GLOVE_CSTAGE_H
+
+#include <stddef.h>
+
+#include "plan.h"
+
+/* The stage arguments (shim/run_linux.go: argStage1, argStage2). */
+#define GLOVE_ARG_STAGE1 "--glove-stage1"
+#define GLOVE_ARG_STAGE2 "--glove-stage2"
+
+/* Bounds shared with the Go side (shim/run_linux.go: maxPlan;
+ * shim/plan.go: maxPreserveFDs). */
+#define GLOVE_MAX_PLAN (8 << 20)
+#define GLOVE_MAX_PRESERVE_FDS 1024
+
+/* Layer names (shim/run_linux.go: Layer*). */
+#define GLOVE_LAYER_MOUNTLOCK "mountlock"
+#define GLOVE_LAYER_SECCOMP "seccomp"
+#define GLOVE_LAYER_LANDLOCK "landlock"
+#define GLOVE_LAYER_CAPS "caps"
+#define GLOVE_LAYER_PROCMASK "procmask"
+
+/* gp_read_plan does what readPlan does in Go: it checks the stage
+ * arguments, makes every inherited descriptor close-on-exec, reads the
+ * plan from the control socket named by argv[2] until end of file and
+ * decodes it. It returns 0, or -1 with a reason in err. *ctl is the
+ * control socket, or -1 when the arguments did not name one. */
+int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *err, size_t errlen);
+
+/* gp_fail reports "STAGE: message" to the parent stage on ctl (or, when
+ * that fails, "glove-shim: STAGE: message" on standard error) and exits
+ * with status 1, as the Go stages' fail does. */
+void gp_fail(int ctl, const char *stage, const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 3, 4)));
+
+/* gp_errno is errno's text as the Go stages print it ("no such file or
+ * directory"), so that a stage's report reads the same whichever
+ * language made it. */
+const char *gp_errno(int e);
+
+/* gp_off reports whether a layer is switched off. Always 0 in production
+ * builds: only a glove-shim built with the glove_testlayers tag (which
+ * defines GLOVE_TESTLAYERS for this C code) reads the plan's list. */
+int gp_off(const struct glove_plan *p, const char *layer);
+
+#endif
