@@ -901,8 +901,9 @@ func killChild(pid, parent, parentFD int) error {
 	return nil
 }
 
-// childrenOf lists the processes whose parent is pid (/proc/PID/stat;
-// this kernel has no /proc/PID/task/TID/children).
+// childrenOf lists the processes whose parent is pid, by reading every
+// process's /proc/PID/stat: it finds another process's children, and is
+// ownChildren's fallback on a kernel without /proc/PID/task/TID/children.
 func childrenOf(pid int) ([]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -1032,18 +1033,15 @@ const orphanWait = 5 * time.Second
 // reapOrphansOnce reaps this session's zombie children of ours and counts
 // those that are still exiting.
 func reapOrphansOnce(name string) (int, error) {
-	self := strconv.Itoa(os.Getpid())
-	ents, err := os.ReadDir("/proc")
+	kids, err := ownChildren()
 	if err != nil {
-		return 0, fmt.Errorf("list processes: %w", err)
+		return 0, err
 	}
+	self := strconv.Itoa(os.Getpid())
 	left := 0
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+	for _, pid := range kids {
+		d := strconv.Itoa(pid)
+		stat, err := os.ReadFile("/proc/" + d + "/stat")
 		if err != nil {
 			continue // gone since the listing
 		}
@@ -1055,7 +1053,7 @@ func reapOrphansOnce(name string) (int, error) {
 		if len(f) < 2 || f[1] != self {
 			continue
 		}
-		cg, err := os.ReadFile("/proc/" + d.Name() + "/cgroup")
+		cg, err := os.ReadFile("/proc/" + d + "/cgroup")
 		if err != nil || !inSessionCgroup(string(cg), name) {
 			continue
 		}
@@ -1069,6 +1067,46 @@ func reapOrphansOnce(name string) (int, error) {
 		}
 	}
 	return left, nil
+}
+
+// ownChildren lists this process's children from the kernel's own lists
+// (/proc/self/task/TID/children: an orphan re-parented to a subreaper
+// joins one of its threads' lists). It reads one small file per thread,
+// where a scan of every /proc/PID/stat costs about 16 us per process on
+// the host, on every session's end: 1.3 ms with 83 processes, more on a
+// busy host. A kernel without CONFIG_PROC_CHILDREN has no such file; then
+// every process's parent is read instead.
+func ownChildren() ([]int, error) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("list own threads: %w", err)
+	}
+	var out []int
+	found := false // a children file was read: the kernel has them
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if errors.Is(err, os.ErrNotExist) && !found {
+			if _, serr := os.Stat("/proc/self/task/" + t.Name()); serr == nil {
+				return childrenOf(os.Getpid()) // no CONFIG_PROC_CHILDREN
+			}
+			continue // the thread has exited since the listing
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, fmt.Errorf("list own children: %w", err)
+		}
+		found = true
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				return nil, fmt.Errorf("list own children: %q is not a pid", f)
+			}
+			out = append(out, pid)
+		}
+	}
+	return out, nil
 }
 
 // inSessionCgroup reports whether a /proc/PID/cgroup text puts the process
