@@ -429,8 +429,11 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// From here the session is starting, which the store does not record
 	// (no fdatasync of its own on the start path): the store still says
 	// preparing, and session_status reports starting for a session this
-	// gloved runs (reportedState). A crash now is recovered exactly as
-	// one before the reservation: the same clean-up, no runtime to check.
+	// gloved runs (reportedState). A crash from here until drive records
+	// the session running is recovered exactly as a crash just after the
+	// reservation: the same clean-up (cgroups, images, bundles), the
+	// failed receipt, and no runtime to check, so nothing it could have
+	// released is left unbounded.
 	// The managed-launch digest (recorded with the runtime identity, see
 	// drive): the resolved launch and, with a stream,
 	// its transport, descriptor map, both endpoint identities and the
