@@ -155,15 +155,15 @@ func (d *Daemon) sessionStatus(_ *conn, k *call, ps *sessionParams) (any, *Error
 	if e != nil {
 		return nil, e
 	}
-	st := Status{SessionID: sess.ID, State: string(sess.State), Reason: sess.Reason,
+	d.mu.Lock()
+	l := d.sessions[sess.ID]
+	d.mu.Unlock()
+	st := Status{SessionID: sess.ID, State: string(reportedState(sess, l != nil)), Reason: sess.Reason,
 		ControllerPlanDigest: sess.ControllerPlanDigest, PlanContentDigest: sess.PlanContentDigest,
 		CreatedAtMS: sess.CreatedAt.UnixMilli(), UpdatedAtMS: sess.UpdatedAt.UnixMilli()}
 	if sess.Runtime != nil {
 		st.LaunchDigest = sess.Runtime.LaunchDigest
 	}
-	d.mu.Lock()
-	l := d.sessions[sess.ID]
-	d.mu.Unlock()
 	if l != nil {
 		if end := l.ended(); end != nil {
 			st.Termination = end.Termination
@@ -171,6 +171,18 @@ func (d *Daemon) sessionStatus(_ *conn, k *call, ps *sessionParams) (any, *Error
 		}
 	}
 	return st, nil
+}
+
+// reportedState is the state a client is told: the store's, except that
+// a session this gloved runs (live) while the store still says preparing
+// is starting. Starting has no record of its own (it would be an
+// fdatasync on every start that recovery does not need: a crash in it is
+// recovered exactly as one in preparing), so it is known only here.
+func reportedState(sess store.Session, live bool) store.State {
+	if live && sess.State == store.Preparing {
+		return store.Starting
+	}
+	return sess.State
 }
 
 type pageParams struct {

@@ -52,6 +52,12 @@ const (
 //     and only then is the session recorded as failed.
 //
 // Sessions still created were never started and are left as they are.
+//
+// This version records no starting state (a session it was starting is
+// still preparing in the store) and records the runtime with running;
+// starting, with or without a runtime, is in stores of earlier versions
+// only. All are handled alike: whatever the state, the runtime, if there
+// is one, decides between killed and gone, and the clean-up is the same.
 func (d *Daemon) recoverSessions() error {
 	boot, err := session.BootID()
 	if err != nil {

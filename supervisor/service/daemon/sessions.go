@@ -426,15 +426,14 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
 		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel}
-	if _, err := d.store.Transition(sess.ID, store.Starting, ""); err != nil {
-		cancel()
-		closeHelpers()
-		releaseStream()
-		if ferr := d.finalize(sess, time.Now(), nil, nil, "failed"); ferr != nil {
-			d.log.WithField("session_id", sess.ID).WithField("error", oneLine(ferr.Error())).Error("terminal receipt not sealed")
-		}
-		return fail("store", d.storeError(sess.ID, "start", err))
-	}
+	// From here the session is starting, which the store does not record
+	// (no fdatasync of its own on the start path): the store still says
+	// preparing, and session_status reports starting for a session this
+	// gloved runs (reportedState). A crash from here until drive records
+	// the session running is recovered exactly as a crash just after the
+	// reservation: the same clean-up (cgroups, images, bundles), the
+	// failed receipt, and no runtime to check, so nothing it could have
+	// released is left unbounded.
 	// The managed-launch digest (recorded with the runtime identity, see
 	// drive): the resolved launch and, with a stream,
 	// its transport, descriptor map, both endpoint identities and the
@@ -525,10 +524,11 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 }
 
 // drive runs the session's stages. The program is released only once
-// its identity is durable and the session is recorded as running: a
-// gloved killed at any point finds, on restart, either no runtime
-// (nothing ran) or one it can check. The identity is recorded with the
-// managed-launch digest.
+// its identity is durable and the session is recorded as running, both
+// in one record: a gloved killed at any point finds, on restart, either
+// a session still preparing with no runtime (nothing was released) or a
+// running one whose runtime it can check. The identity is recorded with
+// the managed-launch digest.
 func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch *session.Launch, pins *session.Pins, launchDigest string, pio session.IO) (*session.Result, error) {
 	h, err := session.Prepare(env, launch, pins, pio)
 	if h == nil {
@@ -566,14 +566,11 @@ func (d *Daemon) drive(ctx context.Context, id string, env *session.Env, launch 
 	return h.Close(err)
 }
 
-// recordRuntime makes the running session's identity durable and moves
-// it to running.
+// recordRuntime makes the session's identity durable and moves it to
+// running: one store record, one fdatasync.
 func (d *Daemon) recordRuntime(id string, who session.Identity, launchDigest string) error {
-	if _, err := d.store.SetRuntime(id, store.Runtime{BootID: who.BootID, PID: who.PID,
-		StartTicks: who.StartTicks, CgroupInode: who.CgroupInode, LaunchDigest: launchDigest}); err != nil {
-		return err
-	}
-	_, err := d.store.Transition(id, store.Running, "")
+	_, err := d.store.Run(id, store.Runtime{BootID: who.BootID, PID: who.PID,
+		StartTicks: who.StartTicks, CgroupInode: who.CgroupInode, LaunchDigest: launchDigest})
 	return err
 }
 
@@ -834,11 +831,13 @@ func (d *Daemon) stopSession(_ *conn, k *call, ps *stopParams) (any, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	// A session still starting becomes running as soon as its program is
-	// released (or fails): wait for that, boundedly, then stop it.
+	// A session still starting (its store state still preparing: this
+	// gloved runs it, so it is past its claim) becomes running as soon
+	// as its program is released (or fails): wait for that, boundedly,
+	// then stop it.
 	for deadline := time.Now().Add(startWait); ; {
 		sess, err := d.store.Get(l.id)
-		if err != nil || sess.State != store.Starting || time.Now().After(deadline) {
+		if err != nil || sess.State != store.Preparing || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

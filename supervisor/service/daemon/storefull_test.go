@@ -13,7 +13,8 @@ import (
 
 // TestGlovedStoreFull fills the session store through gloved with the
 // journals bounded to 40..47 records (a glove_testfaults build), so that
-// the bound falls at each of the 8 positions a session's records take:
+// the bound falls at each of the 6 positions a session's records take
+// (creation, preparing, running, stopping, exited, cleanup), some twice:
 // sessions are created and left unstarted until gloved refuses the next
 // with "session store full"; then the admitted ones are started and run
 // (their records were reserved), gloved is killed with one of them

@@ -12,8 +12,9 @@ import (
 )
 
 // maxLifecyclePayload bounds every record but a creation and a snapshot
-// (a transition, a runtime identity, a cleanup: each a few hundred bytes,
-// their fields all bounded); it is what a creation reserves per record.
+// (a transition, a move to running with its runtime identity, a cleanup:
+// each a few hundred bytes, their fields all bounded); it is what a
+// creation reserves per record.
 const maxLifecyclePayload = 1024
 
 // snapBatchBytes is how much encoded session state one snapshot record
@@ -21,19 +22,21 @@ const maxLifecyclePayload = 1024
 const snapBatchBytes = 192 << 10
 
 // future is how many records the session can still write: each forward
-// transition to exited and the cleanup (a failure from any state takes
-// one record, then the cleanup: never more).
+// record to exited and the cleanup (a failure from any state takes one
+// record, then the cleanup: never more). Starting has no record, and
+// running's carries the runtime identity (Run).
 func future(sess *Session) int {
 	switch sess.State {
 	case Created:
-		return 7 // preparing, starting, runtime, running, stopping, exited, cleanup
+		return 5 // preparing, running, stopping, exited, cleanup
 	case Preparing:
-		return 6
-	case Starting:
-		if sess.Runtime == nil {
-			return 5
-		}
 		return 4
+	case Starting:
+		// Only an earlier version's session is durably starting, and
+		// only recovery's failure and the cleanup can follow it
+		// (Transition does not write running, and Run starts from
+		// preparing).
+		return 2
 	case Running:
 		return 3
 	case Stopping:

@@ -46,15 +46,17 @@ func fastDir(t testing.TB) string {
 
 var testRT = Runtime{BootID: "01234567-89ab-cdef-0123-456789abcdef", PID: 42, StartTicks: 7, CgroupInode: 9}
 
+// lifecycleSteps is how many records a session writes after its creation
+// (preparing, running with its runtime, stopping, exited, cleanup).
+const lifecycleSteps = 5
+
 // lifecycle walks a created session to exited and cleans it up, checking
 // every write succeeds: a session once created never meets a full store.
 func lifecycle(t testing.TB, s *Store, id string, steps int) {
 	t.Helper()
 	do := []func() error{
 		func() error { _, err := s.Transition(id, Preparing, ""); return err },
-		func() error { _, err := s.Transition(id, Starting, ""); return err },
-		func() error { _, err := s.SetRuntime(id, testRT); return err },
-		func() error { _, err := s.Transition(id, Running, ""); return err },
+		func() error { _, err := s.Run(id, testRT); return err },
 		func() error { _, err := s.Transition(id, Stopping, "stop"); return err },
 		func() error { _, err := s.Transition(id, Exited, "exited"); return err },
 		func() error { _, err := s.Cleanup(id); return err },
@@ -75,7 +77,7 @@ func TestCompactRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for steps := 0; steps <= 7; steps++ {
+	for steps := 0; steps <= lifecycleSteps; steps++ {
 		id := fmt.Sprintf("s%d", steps)
 		if _, _, err := s.Create(req(id, "k"+id)); err != nil {
 			t.Fatal(err)
@@ -101,7 +103,9 @@ func TestCompactRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Sessions != 9 || info.Dropped != 0 || info.RecordsAfter != 2 || info.RecordsBefore != 8+(0+1+2+3+4+5+6+7)+2 {
+	// Records before: a creation and steps records for each of s0..s5,
+	// and f1's creation and failure.
+	if info.Sessions != lifecycleSteps+2 || info.Dropped != 0 || info.RecordsAfter != 2 || info.RecordsBefore != (lifecycleSteps+1)+(0+1+2+3+4+5)+2 {
 		t.Fatalf("compact: %+v", info)
 	}
 	check := func(s *Store) {
@@ -136,10 +140,10 @@ func TestCompactRoundTrip(t *testing.T) {
 	if _, _, err := s.Create(req("s3", "other")); !errors.Is(err, ErrConflict) {
 		t.Fatalf("reused id after compaction: %v", err)
 	}
-	if _, err := s.Transition("s4", Stopping, "stop"); err != nil {
+	if _, err := s.Transition("s2", Stopping, "stop"); err != nil { // s2 is running
 		t.Fatal(err)
 	}
-	lifecycle(t, s, "s0", 7)
+	lifecycle(t, s, "s0", lifecycleSteps)
 }
 
 // TestRetention: a cleaned-up session answers retries for the retention
@@ -155,7 +159,7 @@ func TestRetention(t *testing.T) {
 	if _, _, err := s.Create(req("s1", "k1")); err != nil {
 		t.Fatal(err)
 	}
-	lifecycle(t, s, "s1", 7)
+	lifecycle(t, s, "s1", lifecycleSteps)
 	c.t = c.t.Add(59 * time.Minute)
 	if info, err := s.Compact(); err != nil || info.Dropped != 0 {
 		t.Fatalf("compaction inside the window: %+v %v", info, err)
@@ -185,7 +189,7 @@ func TestCleanupRules(t *testing.T) {
 	if _, err := s.Cleanup("nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("cleanup of an unknown session: %v", err)
 	}
-	lifecycle(t, s, "s1", 7)
+	lifecycle(t, s, "s1", lifecycleSteps)
 	n := s.j.Count()
 	if _, err := s.Cleanup("s1"); err != nil || s.j.Count() != n {
 		t.Fatalf("second cleanup: %v (records %d→%d)", err, n, s.j.Count())
@@ -221,7 +225,7 @@ func TestEndurance(t *testing.T) {
 		if _, _, err := s.Create(req(id, "k"+id)); err != nil {
 			t.Fatalf("session %d: %v", i, err)
 		}
-		lifecycle(t, s, id, 7)
+		lifecycle(t, s, id, lifecycleSteps)
 		c.t = c.t.Add(time.Second)
 		st := s.j.Stats()
 		maxRecords, maxBytes = max(maxRecords, st.Records), max(maxBytes, st.Bytes)
@@ -232,12 +236,14 @@ func TestEndurance(t *testing.T) {
 	if compactions == 0 || failed != 0 || maxRecords > st.Journal.MaxRecords || maxBytes > st.Journal.MaxBytes {
 		t.Fatalf("%d compactions (%d failed), peak %d records %d bytes", compactions, failed, maxRecords, maxBytes)
 	}
-	// Every record ever written is in the chain: 8 per session.
-	if st.Journal.Seq < 8*n {
-		t.Fatalf("chain at %d, want at least %d", st.Journal.Seq, 8*n)
+	// Every record ever written is in the chain: a creation and
+	// lifecycleSteps more per session.
+	perSession := 1 + lifecycleSteps
+	if st.Journal.Seq < uint64(perSession*n) {
+		t.Fatalf("chain at %d, want at least %d", st.Journal.Seq, perSession*n)
 	}
 	// The retention window holds 3,600 of them.
-	if st.Cleaned > 3601+st.Journal.MaxRecords/2/8 || st.Cleaned < 3600 {
+	if st.Cleaned > 3601+st.Journal.MaxRecords/2/perSession || st.Cleaned < 3600 {
 		t.Fatalf("%d cleaned-up sessions kept", st.Cleaned)
 	}
 	live := s.List()
@@ -255,13 +261,13 @@ func TestEndurance(t *testing.T) {
 }
 
 // TestFillPositions: with the journal's record bound placed at each of the
-// 8 positions a session's records can land, sessions are refused at
+// 6 positions a session's records can land, sessions are refused at
 // creation, never stopped in the middle: every admitted session reaches
 // its end and its cleanup, a session interrupted at any step can be
 // recorded as failed after a reopen (what gloved's recovery does), and
 // the refusal says the store is full.
 func TestFillPositions(t *testing.T) {
-	for pos := range 8 {
+	for pos := range 1 + lifecycleSteps {
 		t.Run(fmt.Sprint(pos), func(t *testing.T) {
 			d := dir(t)
 			o := Options{Dir: d, MaxRecords: 40 + pos}
@@ -282,9 +288,9 @@ func TestFillPositions(t *testing.T) {
 				admitted++
 				// No cleanup: the journal only fills. The last session
 				// stops part-way (a crash), at a step set by pos.
-				steps := 6
+				steps := lifecycleSteps - 1
 				if i%3 == 2 {
-					steps = pos % 7
+					steps = pos % lifecycleSteps
 				}
 				lifecycle(t, s, id, steps)
 			}
@@ -322,7 +328,7 @@ func TestFillPositions(t *testing.T) {
 }
 
 // BenchmarkSessions runs whole store-level sessions (create to cleanup,
-// 8 records each, on tmpfs when there is one; GLOVE_STORE_BENCH_DIR names
+// 6 records each, on tmpfs when there is one; GLOVE_STORE_BENCH_DIR names
 // another directory) and reports records, bytes and time per session.
 // A million: go test -run=NONE -bench=Sessions -benchtime=1000000x ./supervisor/state/store/
 func BenchmarkSessions(b *testing.B) {
@@ -347,7 +353,7 @@ func BenchmarkSessions(b *testing.B) {
 		if _, _, err := s.Create(req(id, "k"+id)); err != nil {
 			b.Fatal(err)
 		}
-		lifecycle(b, s, id, 7)
+		lifecycle(b, s, id, lifecycleSteps)
 		c.t = c.t.Add(time.Second)
 	}
 	b.StopTimer()
@@ -430,7 +436,7 @@ func TestOpenBrickedStore(t *testing.T) {
 	if _, _, err := s.Create(req("new", "knew")); err != nil {
 		t.Fatalf("a new session: %v", err)
 	}
-	lifecycle(t, s, "new", 7)
+	lifecycle(t, s, "new", lifecycleSteps)
 	st := s.Stats()
 	t.Logf("opened a store of 10,000 records (1,429 sessions): compacted to %d records, %d bytes", st.Journal.Records, st.Journal.Bytes)
 }

@@ -22,8 +22,19 @@ func FuzzReplay(f *testing.F) {
 	cl, _ := json.Marshal(record{Type: "cleanup", Session: "s1", AtMS: 3})
 	cp, _ := json.Marshal(record{Type: "checkpoint", AtMS: 4, Checkpoint: &checkpoint{PrevSeq: 9, PrevHead: hex.EncodeToString(make([]byte, 32)), Snapshots: 1, Sessions: 1}})
 	sn, _ := json.Marshal(record{Type: "snapshot", Snapshot: []snap{{ID: "s2", Key: "k2", Controller: hexA, Content: hexB, State: Exited, Reason: "exited", CreatedMS: 1, UpdatedMS: 2, CleanedMS: 3}}})
+	// A session started by this version (preparing, then the merged
+	// running record) and by an earlier one (starting, its runtime,
+	// then running: the records that one merges).
+	prep, _ := json.Marshal(record{Type: "transition", Session: "s1", AtMS: 2, From: Created, To: Preparing})
+	rt := testRT
+	run, _ := json.Marshal(record{Type: "running", Session: "s1", AtMS: 3, From: Preparing, Runtime: &rt})
+	st, _ := json.Marshal(record{Type: "transition", Session: "s1", AtMS: 3, From: Preparing, To: Starting})
+	ort, _ := json.Marshal(record{Type: "runtime", Session: "s1", AtMS: 4, Runtime: &rt})
+	orun, _ := json.Marshal(record{Type: "transition", Session: "s1", AtMS: 5, From: Starting, To: Running})
 	f.Add(bytes.Join([][]byte{cr, tr, cl}, []byte("\n")))
 	f.Add(bytes.Join([][]byte{append([]byte("+"), cp...), sn, cr}, []byte("\n")))
+	f.Add(bytes.Join([][]byte{cr, prep, run}, []byte("\n")))
+	f.Add(bytes.Join([][]byte{cr, prep, st, ort, orun}, []byte("\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lines := bytes.Split(data, []byte("\n"))
 		if len(lines) > 64 {
@@ -46,6 +57,12 @@ func FuzzReplay(f *testing.F) {
 			}
 			if !sess.CleanedAt.IsZero() && !sess.State.Terminal() {
 				t.Fatalf("accepted a cleaned-up session in state %s", sess.State)
+			}
+			// A runtime is recorded with running (or, by an earlier
+			// version, while starting), never before, and always one
+			// recovery can use.
+			if sess.Runtime != nil && (sess.State == Created || sess.State == Preparing || sess.Runtime.check() != nil) {
+				t.Fatalf("accepted a runtime %+v in state %s", *sess.Runtime, sess.State)
 			}
 		}
 	})

@@ -16,6 +16,16 @@
 // Transitions are append-only and idempotent: asking for the state a
 // session is already in succeeds without writing.
 //
+// Two steps of it have no record of their own (issue 19: every record
+// is an fdatasync on the start path). Starting is gloved's, in memory: a
+// crash in it is recovered exactly as one in preparing (the same clean-up,
+// no runtime to check in either), so its record bought nothing. Running
+// is entered by Run, whose one record carries the runtime identity too:
+// the identity and the state are durable together, and no new store holds
+// a session starting with a runtime but not running. Stores written by
+// earlier versions (a starting transition, then a runtime record, then a
+// transition to running) still replay to the same sessions.
+//
 // # Capacity and compaction
 //
 // The journal is bounded (10,000 records, 64 MiB), so the store keeps
@@ -178,7 +188,9 @@ func (r *Runtime) check() error {
 
 // record is one journal entry. Exactly the fields of its Type are set.
 type record struct {
-	Type    string `json:"type"` // "create", "transition", "runtime", "cleanup", "checkpoint" or "snapshot"
+	// "create", "transition", "running", "cleanup", "checkpoint" or
+	// "snapshot"; "runtime" only in stores of earlier versions.
+	Type    string `json:"type"`
 	Session string `json:"session"`
 	AtMS    int64  `json:"at_ms"`
 	// create
@@ -192,7 +204,7 @@ type record struct {
 	From   State  `json:"from,omitempty"`
 	To     State  `json:"to,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// runtime
+	// running (with From), and runtime (earlier versions)
 	Runtime *Runtime `json:"runtime,omitempty"`
 	// checkpoint (the first record of a compacted journal)
 	Checkpoint *checkpoint `json:"checkpoint,omitempty"`
@@ -361,7 +373,21 @@ func (s *Store) replay(r journal.Record, first bool) error {
 			return fmt.Errorf("session %s: transition %s→%s recorded in state %s", rec.Session, rec.From, rec.To, sess.State)
 		}
 		sess.State, sess.Reason, sess.UpdatedAt = rec.To, rec.Reason, time.UnixMilli(rec.AtMS)
+	case "running":
+		sess, ok := s.sessions[rec.Session]
+		if !ok {
+			return fmt.Errorf("running of unknown session %s", rec.Session)
+		}
+		if err := runAllowed(sess, rec.From, rec.Runtime); err != nil {
+			return err
+		}
+		rt := *rec.Runtime
+		sess.State, sess.Reason, sess.Runtime, sess.UpdatedAt = Running, "", &rt, time.UnixMilli(rec.AtMS)
 	case "runtime":
+		// Written by earlier versions only, between their starting and
+		// running transitions: still replayed, so that an operator's
+		// store opens after an upgrade, and a session it left starting
+		// with a runtime is recovered through that runtime as before.
 		sess, ok := s.sessions[rec.Session]
 		if !ok {
 			return fmt.Errorf("runtime of unknown session %s", rec.Session)
@@ -377,7 +403,8 @@ func (s *Store) replay(r journal.Record, first bool) error {
 	return nil
 }
 
-// runtimeAllowed: one identity per session, recorded while it starts.
+// runtimeAllowed checks an earlier version's runtime record: one identity
+// per session, recorded while it starts.
 func runtimeAllowed(sess *Session, rt *Runtime) error {
 	if rt == nil {
 		return fmt.Errorf("%w: session %s: runtime record without identity", ErrInvalid, sess.ID)
@@ -394,23 +421,49 @@ func runtimeAllowed(sess *Session, rt *Runtime) error {
 	return nil
 }
 
-// SetRuntime records, durably, the identity of a starting session's
-// processes (state starting, once).
-func (s *Store) SetRuntime(id string, rt Runtime) (Session, error) {
+// runAllowed checks a move to running: from preparing, the state it is
+// in (from), with a valid identity and none recorded before. Threat: a
+// running session whose processes gloved cannot identify would be one a
+// restarted gloved cannot check, and one recorded for a session that has
+// ended (or that an earlier version left starting, which only recovery
+// may end) would name processes that are no session's.
+func runAllowed(sess *Session, from State, rt *Runtime) error {
+	if rt == nil {
+		return fmt.Errorf("%w: session %s: running without its runtime identity", ErrInvalid, sess.ID)
+	}
+	if err := rt.check(); err != nil {
+		return err
+	}
+	if sess.Runtime != nil {
+		return fmt.Errorf("%w: session %s: runtime recorded twice", ErrConflict, sess.ID)
+	}
+	if from != Preparing || sess.State != from {
+		return fmt.Errorf("%w: session %s: running from %s recorded in state %s", ErrTransition, sess.ID, from, sess.State)
+	}
+	return nil
+}
+
+// Run records, in one durable record, the identity of a preparing
+// session's processes and its move to running (once). gloved calls it
+// before it releases the program: a crash before the record leaves a
+// session recovery ends with no runtime to check (nothing was released),
+// a crash after it one whose processes recovery can identify and kill
+// through its cgroup.
+func (s *Store) Run(id string, rt Runtime) (Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess, ok := s.sessions[id]
 	if !ok {
-		return Session{}, fmt.Errorf("set runtime %q: %w", id, ErrNotFound)
+		return Session{}, fmt.Errorf("record %q running: %w", id, ErrNotFound)
 	}
-	if err := runtimeAllowed(sess, &rt); err != nil {
-		return Session{}, fmt.Errorf("set runtime %s: %w", id, err)
+	if err := runAllowed(sess, sess.State, &rt); err != nil {
+		return Session{}, fmt.Errorf("record %s running: %w", id, err)
 	}
 	at := s.now()
-	if err := s.append(record{Type: "runtime", Session: id, AtMS: at.UnixMilli(), Runtime: &rt}); err != nil {
-		return Session{}, fmt.Errorf("set runtime %s: %w", id, err)
+	if err := s.append(record{Type: "running", Session: id, AtMS: at.UnixMilli(), From: sess.State, Runtime: &rt}); err != nil {
+		return Session{}, fmt.Errorf("record %s running: %w", id, err)
 	}
-	sess.Runtime, sess.UpdatedAt = &rt, time.UnixMilli(at.UnixMilli())
+	sess.State, sess.Reason, sess.Runtime, sess.UpdatedAt = Running, "", &rt, time.UnixMilli(at.UnixMilli())
 	return sess.copy(), nil
 }
 
@@ -507,7 +560,9 @@ func (s *Store) List() []string {
 
 // Transition moves a session to state to, durably, and returns it. Asking
 // for the current state is a no-op success; anything the lifecycle does
-// not allow is ErrTransition and writes nothing.
+// not allow is ErrTransition and writes nothing, and so is a move to
+// starting (never recorded) or to running (Run records it, with the
+// runtime identity).
 func (s *Store) Transition(id string, to State, reason string) (Session, error) {
 	if !reasonRe.MatchString(reason) {
 		return Session{}, fmt.Errorf("transition %s: %w: reason %q", id, ErrInvalid, reason)
@@ -523,6 +578,11 @@ func (s *Store) Transition(id string, to State, reason string) (Session, error) 
 	}
 	if !legal(sess.State, to) {
 		return Session{}, fmt.Errorf("transition %s: %w: %s→%s", id, ErrTransition, sess.State, to)
+	}
+	if to == Starting || to == Running {
+		// legal still allows both for the records of earlier versions;
+		// this version writes neither as a transition.
+		return Session{}, fmt.Errorf("transition %s: %w: %s→%s is not a recorded transition (running is recorded by Run)", id, ErrTransition, sess.State, to)
 	}
 	at := s.now()
 	rec := record{Type: "transition", Session: id, AtMS: at.UnixMilli(), From: sess.State, To: to, Reason: reason}
