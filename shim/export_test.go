@@ -1,0 +1,7 @@
+package shim
+
+// For the external tests, which plant cache entries in a real run.
+var (
+	EncodeCacheEntry = encodeCacheEntry
+	DecodeCacheEntry = decodeCacheEntry
+)
