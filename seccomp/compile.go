@@ -394,3 +394,10 @@ func export(f *libseccomp.ScmpFilter, write func(*libseccomp.ScmpFilter, *os.Fil
 	}
 	return b, nil
 }
+
+// LibraryVersion is the version of the libseccomp linked in, such as
+// "2.5.4": glove-shim's seccomp cache keys entries by it, among others.
+func LibraryVersion() string {
+	major, minor, micro := libseccomp.GetLibraryVersion()
+	return fmt.Sprintf("%d.%d.%d", major, minor, micro)
+}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkStartTrue measures the wall time of starting /bin/true, as the
@@ -15,7 +18,13 @@ import (
 // run so that the numbers are comparable:
 //
 //	plain       /bin/true
-//	glove-shim  the installed glove-shim on the standard bundle
+//	glove-shim  the installed glove-shim on the standard bundle, with a
+//	            warm seccomp cache (--seccomp-cache-fd): gloved always
+//	            passes one, and the probe's start fills it (the key is
+//	            the profile's, not the program's), so every timed start
+//	            reads the compiled filter instead of compiling it
+//	glove-shim-cold  the same without the cache (glove run's case):
+//	            every start compiles the profile with libseccomp
 //	bwrap       bwrap --ro-bind / / --unshare-all /bin/true
 //	runc        runc run, rootless, on the same spec (see testenv's RuncSpec)
 //	crun        crun run, rootless, on the same spec as glove-shim
@@ -45,14 +54,16 @@ func BenchmarkStartTrue(b *testing.B) {
 	crunBundle.Spec.Version = "1.0.2"
 	runcBundle := e.NewBundle(b)
 	runcBundle.Spec = e.RuncSpec(runcBundle.Spec)
+	cacheFile := seccompCacheDir(b, e)
 
 	// Each runtime: how to start iteration i, and how to make it run
 	// args instead of /bin/true (for the probe, see probeExit).
 	type runtimeCase struct {
 		argv    func(b *testing.B, i int) []string
 		program func(b *testing.B, args []string)
-		ns      bool     // fork from the mount namespace crun needs
-		state   []string // --root directories, empty between iterations
+		ns      bool       // fork from the mount namespace crun needs
+		state   []string   // --root directories, empty between iterations
+		extra   []*os.File // descriptors 3, 4, ... of every start
 	}
 	inBundle := func(bu *testenv.Bundle) func(*testing.B, []string) {
 		return func(b *testing.B, args []string) {
@@ -68,6 +79,13 @@ func BenchmarkStartTrue(b *testing.B) {
 			program: func(_ *testing.B, args []string) { plainArgs = args },
 		},
 		"glove-shim": {
+			argv: func(_ *testing.B, i int) []string {
+				return []string{e.HelperPath("glove-shim"), "run", "--bundle", shimBundle.Dir, "--seccomp-cache-fd", "3", fmt.Sprintf("bench-%d", i)}
+			},
+			program: inBundle(shimBundle),
+			extra:   []*os.File{cacheFile},
+		},
+		"glove-shim-cold": {
 			argv: func(_ *testing.B, i int) []string {
 				return []string{e.HelperPath("glove-shim"), "run", "--bundle", shimBundle.Dir, fmt.Sprintf("bench-%d", i)}
 			},
@@ -96,7 +114,7 @@ func BenchmarkStartTrue(b *testing.B) {
 		},
 	}
 
-	results := &testenv.Results{Baseline: "glove-shim", Order: []string{"glove-shim", "plain", "bwrap", "runc", "crun"}}
+	results := &testenv.Results{Baseline: "glove-shim", Order: []string{"glove-shim", "glove-shim-cold", "plain", "bwrap", "runc", "crun"}}
 	for _, name := range results.Order {
 		c := cases[name]
 		b.Run(name, func(b *testing.B) {
@@ -108,11 +126,18 @@ func BenchmarkStartTrue(b *testing.B) {
 			// return its status. A crun that cannot start here is
 			// skipped with its reason; any other runtime fails.
 			c.program(b, []string{"/bin/sh", "-c", fmt.Sprintf("exit %d", probeExit)})
-			if r := runOnce(e, ns, c.argv(b, -1)); r.err != nil || r.code != probeExit {
+			if r := runOnce(e, ns, c.extra, c.argv(b, -1)); r.err != nil || r.code != probeExit {
 				testenv.ProbeFailed(b, name, fmt.Sprintf("%s cannot run a program here: exit %d (want %d), %v\nstderr: %s", name, r.code, probeExit, r.err, r.stderr))
 			}
+			if name == "glove-shim" {
+				// The probe's start must have filled the cache, or the
+				// timed starts would measure a cold one.
+				if ents, err := os.ReadDir(cacheFile.Name()); err != nil || len(ents) != 1 {
+					b.Fatalf("seccomp cache after the probe: %d entries, %v; want 1", len(ents), err)
+				}
+			}
 			c.program(b, []string{"/bin/true"})
-			results.Report(b, name, benchLoop(b, e, ns, func(i int) []string { return c.argv(b, i) }, c.state...))
+			results.Report(b, name, benchLoop(b, e, ns, c.extra, func(i int) []string { return c.argv(b, i) }, c.state...))
 		})
 	}
 	b.Logf("%s", results.Table("start-up of /bin/true as the service user (last run of each sub-benchmark):"))
@@ -126,14 +151,15 @@ type runResult struct {
 }
 
 // benchLoop runs argv(i) b.N times as the service user (on ns's thread
-// when ns is not nil), fails on a non-zero exit, and returns the wall
-// times. Each of stateDirs must be empty after every iteration.
-func benchLoop(b *testing.B, e *testenv.Env, ns *testenv.NSThread, argv func(i int) []string, stateDirs ...string) []time.Duration {
+// when ns is not nil, with extra from descriptor 3 on), fails on a
+// non-zero exit, and returns the wall times. Each of stateDirs must be
+// empty after every iteration.
+func benchLoop(b *testing.B, e *testenv.Env, ns *testenv.NSThread, extra []*os.File, argv func(i int) []string, stateDirs ...string) []time.Duration {
 	b.Helper()
 	ds := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r := runOnce(e, ns, argv(i))
+		r := runOnce(e, ns, extra, argv(i))
 		if r.err != nil || r.code != 0 {
 			b.Fatalf("%v: exit %d, %v\nstderr: %s", argv(i), r.code, r.err, r.stderr)
 		}
@@ -147,14 +173,15 @@ func benchLoop(b *testing.B, e *testenv.Env, ns *testenv.NSThread, argv func(i i
 // probeExit is the status the probe program exits with.
 const probeExit = 3
 
-// runOnce runs argv as the service user and times it from before the fork
-// to the reaping.
-func runOnce(e *testenv.Env, ns *testenv.NSThread, argv []string) runResult {
+// runOnce runs argv as the service user, with extra from descriptor 3
+// on, and times it from before the fork to the reaping.
+func runOnce(e *testenv.Env, ns *testenv.NSThread, extra []*os.File, argv []string) runResult {
 	var r runResult
 	ns.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		cmd := e.RuntimeCommand(ctx, argv)
+		cmd.ExtraFiles = extra
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		start := time.Now()
@@ -168,4 +195,24 @@ func runOnce(e *testenv.Env, ns *testenv.NSThread, argv []string) runResult {
 		}
 	})
 	return r
+}
+
+// seccompCacheDir makes a seccomp cache directory as gloved does (the
+// service user's, mode 0700) and returns it open O_PATH, closed when b
+// ends.
+func seccompCacheDir(b *testing.B, e *testenv.Env) *os.File {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "seccomp-cache")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Chown(dir, e.UID, e.GID); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		b.Fatalf("open the seccomp cache: %v", err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return f
 }

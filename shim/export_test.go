@@ -2,13 +2,15 @@ package shim
 
 import "testing"
 
-// For the tests of package shim_test (cplan_test.go), which import the C
-// stages' package; that package imports shim, so these tests cannot live
-// in package shim itself.
+// For the tests of package shim_test: cplan_test.go imports the C stages'
+// package, which imports shim, so those tests cannot live in package shim
+// itself; the seccomp cache's tests plant entries in a real run.
 var (
-	EncodePlan = encodePlan
-	DecodePlan = decodePlan
-	FillPlan   = fillPlan
+	EncodePlan       = encodePlan
+	DecodePlan       = decodePlan
+	FillPlan         = fillPlan
+	EncodeCacheEntry = encodeCacheEntry
+	DecodeCacheEntry = decodeCacheEntry
 )
 
 // PlanRefusals is the decoders' bad-input table, as names and bytes.

@@ -306,17 +306,20 @@ func TestParseRun(t *testing.T) {
 		bundle   string
 		preserve int
 		sync     int
+		cache    int
 		id       string
 	}{
-		{[]string{"--bundle", "/b", "x"}, "/b", 0, -1, "x"},
-		{[]string{"-b", "/b", "--preserve-fds", "2", "x"}, "/b", 2, -1, "x"},
-		{[]string{"--bundle=/b", "--preserve-fds=3", "id-1.a_b"}, "/b", 3, -1, "id-1.a_b"},
-		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "x"}, ".", 2, 5, "x"},
-		{[]string{"x"}, ".", 0, -1, "x"},
+		{[]string{"--bundle", "/b", "x"}, "/b", 0, -1, -1, "x"},
+		{[]string{"-b", "/b", "--preserve-fds", "2", "x"}, "/b", 2, -1, -1, "x"},
+		{[]string{"--bundle=/b", "--preserve-fds=3", "id-1.a_b"}, "/b", 3, -1, -1, "id-1.a_b"},
+		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "x"}, ".", 2, 5, -1, "x"},
+		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "--seccomp-cache-fd", "6", "x"}, ".", 2, 5, 6, "x"},
+		{[]string{"--seccomp-cache-fd=3", "x"}, ".", 0, -1, 3, "x"},
+		{[]string{"x"}, ".", 0, -1, -1, "x"},
 	}
 	for _, g := range good {
 		r, err := parseRun(g.args)
-		if err != nil || r.bundle != g.bundle || r.preserve != g.preserve || r.syncFD != g.sync || r.id != g.id {
+		if err != nil || r.bundle != g.bundle || r.preserve != g.preserve || r.syncFD != g.sync || r.cacheFD != g.cache || r.id != g.id {
 			t.Errorf("parseRun(%q) = %+v %v", g.args, r, err)
 		}
 	}
@@ -327,6 +330,9 @@ func TestParseRun(t *testing.T) {
 		{"--console-socket", "/s", "id"}, {"--pid-file=/p", "id"},
 		{"--sync-fd", "2", "id"}, {"--preserve-fds", "2", "--sync-fd", "4", "id"}, {"--sync-fd", "x", "id"},
 		{"--sync-fd", "5", "--sync-fd", "6", "id"},
+		{"--seccomp-cache-fd", "2", "id"}, {"--preserve-fds", "2", "--seccomp-cache-fd", "4", "id"},
+		{"--seccomp-cache-fd", "x", "id"}, {"--seccomp-cache-fd", "5", "--seccomp-cache-fd", "6", "id"},
+		{"--sync-fd", "5", "--seccomp-cache-fd", "5", "id"}, {"--seccomp-cache-fd", "id"},
 	}
 	for _, a := range bad {
 		if _, err := parseRun(a); err == nil {

@@ -65,7 +65,7 @@ func Main(args []string) int {
 		case "run":
 			ra, err := parseRun(args[2:])
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim run --bundle DIR [--preserve-fds N] [--sync-fd N] ID\n", err)
+				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim run --bundle DIR [--preserve-fds N] [--sync-fd N] [--seccomp-cache-fd N] ID\n", err)
 				return ExitUsage
 			}
 			code, err := run(ra)
@@ -92,13 +92,19 @@ type runArgs struct {
 	// must happen before the shim forks anything (children inherit their
 	// cgroups at fork). -1 when absent.
 	syncFD int
-	id     string
+	// cacheFD, a Glove extension too, is a directory descriptor beyond
+	// the preserved range: the seccomp cache (seccompcache.go), which
+	// gloved opens once and passes to every shim. -1 when absent: the
+	// profile is compiled at every start.
+	cacheFD int
+	id      string
 }
 
 // parseRun parses runc's `run` subset: --bundle/-b DIR, --preserve-fds N
-// (both also as --flag=value), Glove's --sync-fd N, and one container id.
+// (both also as --flag=value), Glove's --sync-fd N and --seccomp-cache-fd
+// N, and one container id.
 func parseRun(args []string) (runArgs, error) {
-	r := runArgs{syncFD: -1}
+	r := runArgs{syncFD: -1, cacheFD: -1}
 	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -109,7 +115,7 @@ func parseRun(args []string) (runArgs, error) {
 			}
 		}
 		switch name {
-		case "--bundle", "-b", "--preserve-fds", "--sync-fd":
+		case "--bundle", "-b", "--preserve-fds", "--sync-fd", "--seccomp-cache-fd":
 			if seen[name] {
 				return r, fmt.Errorf("%s given twice", name)
 			}
@@ -122,13 +128,15 @@ func parseRun(args []string) (runArgs, error) {
 				value = args[i]
 			}
 			switch name {
-			case "--preserve-fds", "--sync-fd":
+			case "--preserve-fds", "--sync-fd", "--seccomp-cache-fd":
 				n, perr := strconv.Atoi(value)
 				if perr != nil || n < 0 || n > maxPreserveFDs+3 || strconv.Itoa(n) != value {
 					return r, fmt.Errorf("%s %q: want a number 0..%d", name, value, maxPreserveFDs)
 				}
 				if name == "--sync-fd" {
 					r.syncFD = n
+				} else if name == "--seccomp-cache-fd" {
+					r.cacheFD = n
 				} else if n > maxPreserveFDs {
 					return r, fmt.Errorf("%s %q: want a number 0..%d", name, value, maxPreserveFDs)
 				} else {
@@ -155,6 +163,12 @@ func parseRun(args []string) (runArgs, error) {
 	}
 	if r.syncFD >= 0 && r.syncFD < 3+r.preserve {
 		return r, fmt.Errorf("--sync-fd %d: must lie beyond stdio and the preserved range 3..%d", r.syncFD, 2+r.preserve)
+	}
+	if r.cacheFD >= 0 && r.cacheFD < 3+r.preserve {
+		return r, fmt.Errorf("--seccomp-cache-fd %d: must lie beyond stdio and the preserved range 3..%d", r.cacheFD, 2+r.preserve)
+	}
+	if r.cacheFD >= 0 && r.cacheFD == r.syncFD {
+		return r, fmt.Errorf("--seccomp-cache-fd %d: also the --sync-fd", r.cacheFD)
 	}
 	if r.bundle == "" {
 		r.bundle = "."
@@ -189,7 +203,9 @@ func validID(id string) bool {
 func run(ra runArgs) (int, error) {
 	bundle, preserve := ra.bundle, ra.preserve
 	// Whatever the caller leaked beyond the preserved range goes no
-	// further than this process.
+	// further than this process; so do --sync-fd and --seccomp-cache-fd
+	// (threat: the seccomp cache's directory in a sandbox would let it
+	// poison the filter of later sandboxes, see seccompcache.go).
 	if err := unix.CloseRange(uint(3+preserve), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, fmt.Errorf("close_range: %w", err)
 	}
@@ -203,6 +219,21 @@ func run(ra runArgs) (int, error) {
 			return 0, fmt.Errorf("--sync-fd %d: %w", ra.syncFD, err)
 		}
 		defer unix.Close(ra.syncFD)
+	}
+	var cache *seccompCache
+	if ra.cacheFD >= 0 {
+		// A bad directory is refused, not ignored: gloved creates it
+		// mode 0700, so another owner or mode means tampering or a
+		// broken installation, which a quiet compile would hide.
+		if _, err := unix.FcntlInt(uintptr(ra.cacheFD), unix.F_GETFD, 0); err != nil {
+			return 0, fmt.Errorf("--seccomp-cache-fd %d: %w", ra.cacheFD, err)
+		}
+		defer unix.Close(ra.cacheFD)
+		c, err := openSeccompCache(ra.cacheFD)
+		if err != nil {
+			return 0, fmt.Errorf("--seccomp-cache-fd %d: %w", ra.cacheFD, err)
+		}
+		cache = c
 	}
 	for fd := 3; fd < 3+preserve; fd++ {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
@@ -247,21 +278,28 @@ func run(ra runArgs) (int, error) {
 	// The profile is compiled here, where every refusal of it happens
 	// before any namespace exists; libseccomp's BPF generation from the
 	// compiled rules, which refuses nothing, runs while stage 1 is cloned
-	// and executed (exportSeccomp).
+	// and executed (exportSeccomp). With a cache, a profile compiled
+	// before is read from it instead (seccompcache.go says why skipping
+	// CheckRoutes and the compile then is sound).
 	var compiled *seccomp.Compiled
+	var store func(prog []byte) error
 	if s.Linux.Seccomp != nil {
-		// A profile that denies a call natively while a foreign
-		// architecture it lists reaches the same call through a
-		// multiplexer is refused, unless the bundle says it means it.
-		if s.Annotations[seccomp.RoutesAnnotation] != "intended" {
-			if err := seccomp.CheckRoutes(s.Linux.Seccomp); err != nil {
-				return 0, fmt.Errorf("config.json: linux.seccomp: %w", err)
+		p.Process.SeccompFlags = seccompFlags(s.Linux.Seccomp)
+		p.Process.Seccomp, store = cache.lookup(s, p.Process.SeccompFlags)
+		if p.Process.Seccomp == nil {
+			// A profile that denies a call natively while a foreign
+			// architecture it lists reaches the same call through a
+			// multiplexer is refused, unless the bundle says it means it.
+			if s.Annotations[seccomp.RoutesAnnotation] != "intended" {
+				if err := seccomp.CheckRoutes(s.Linux.Seccomp); err != nil {
+					return 0, fmt.Errorf("config.json: linux.seccomp: %w", err)
+				}
 			}
+			if compiled, err = compileSeccomp(s.Linux.Seccomp); err != nil {
+				return 0, err
+			}
+			defer compiled.Release()
 		}
-		if compiled, p.Process.SeccompFlags, err = compileSeccomp(s.Linux.Seccomp); err != nil {
-			return 0, err
-		}
-		defer compiled.Release()
 	}
 	if err := checkSources(p, bundleFD, s.Root.Path); err != nil {
 		return 0, err
@@ -284,7 +322,18 @@ func run(ra runArgs) (int, error) {
 	// stays there, waiting, for the whole session.
 	warmed()
 	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1, func() error {
-		return exportSeccomp(compiled, &p.Process)
+		if err := exportSeccomp(compiled, &p.Process); err != nil {
+			return err
+		}
+		if store != nil && p.Process.Seccomp != nil {
+			if err := store(p.Process.Seccomp); err != nil {
+				// Unreported: stage 0's stderr is the program's. A
+				// store that failed (a full disk, say) costs the next
+				// start of this profile a compile, nothing more.
+				return nil
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -333,13 +382,19 @@ func awaitPlacement(fd int) error {
 }
 
 // compileSeccomp compiles the profile with libseccomp (exact translation or
-// refusal, see package seccomp) and returns it, for exportSeccomp, and the
-// kernel flags stage 2 loads it with.
-func compileSeccomp(s *specs.LinuxSeccomp) (*seccomp.Compiled, uint, error) {
+// refusal, see package seccomp) and returns it, for exportSeccomp.
+func compileSeccomp(s *specs.LinuxSeccomp) (*seccomp.Compiled, error) {
 	c, err := seccomp.CompileForExport(s)
 	if err != nil {
-		return nil, 0, fmt.Errorf("config.json: linux.seccomp: %w", err)
+		return nil, fmt.Errorf("config.json: linux.seccomp: %w", err)
 	}
+	return c, nil
+}
+
+// seccompFlags are the kernel flags stage 2 loads the profile's program
+// with. An unknown flag is refused by the compile, or was when the cached
+// program was made.
+func seccompFlags(s *specs.LinuxSeccomp) uint {
 	flags := uint(unix.SECCOMP_FILTER_FLAG_TSYNC)
 	for _, f := range s.Flags {
 		switch f {
@@ -349,7 +404,7 @@ func compileSeccomp(s *specs.LinuxSeccomp) (*seccomp.Compiled, uint, error) {
 			flags |= unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW
 		}
 	}
-	return c, flags, nil
+	return flags
 }
 
 // exportSeccomp puts the compiled profile's BPF program, if there is a

@@ -58,7 +58,7 @@ func run(args []string) int {
 	var cfg daemon.Config
 	var uids uidList
 	fs.StringVar(&cfg.PolicyFile, "session-policy", "", "session policy file (mode 0600, owned by the service user)")
-	fs.StringVar(&cfg.StoreDir, "session-store", "", "session store and receipt journal directory (mode 0700)")
+	fs.StringVar(&cfg.StoreDir, "session-store", "", "session store, receipt journal and seccomp cache directory (mode 0700)")
 	fs.StringVar(&cfg.MaterializationRoot, "materialization-root", "", "directory of session bundles (mode 0700)")
 	fs.StringVar(&cfg.RuntimeDir, "runtime-dir", "", "runtime directory (mode 0700); holds the socket by default")
 	fs.StringVar(&cfg.Socket, "socket", "", "control socket path (default: RUNTIME-DIR/gloved.sock)")

@@ -94,6 +94,12 @@ type Env struct {
 	// gloved refuses its own state this way (ownpaths), by identity, at
 	// every launch, as policy validation did by name.
 	Guard func(fd int) error
+	// SeccompCache, if set, is glove-shim's seccomp cache directory
+	// (an O_PATH descriptor the caller keeps and closes), passed to every
+	// shim with --seccomp-cache-fd beyond the release pipe: the shim then
+	// compiles a profile once rather than at every start. Without it the
+	// shim compiles as before (glove run has none).
+	SeccompCache *os.File
 }
 
 // guard applies Env.Guard to the host tree of mount target open at fd.

@@ -106,10 +106,17 @@ func (h *Handle) Spawn() (Identity, error) {
 	}
 	extra := append(append([]*os.File(nil), p.shimFiles...), sp.syncR)
 	n := len(extra) - 1
+	args := []string{"glove-shim", "run", "--bundle", p.bundle, "--preserve-fds", strconv.Itoa(n),
+		"--sync-fd", strconv.Itoa(3 + n)}
+	if p.env.SeccompCache != nil {
+		// Beyond the preserved range, so the program never receives it:
+		// the shim makes it close-on-exec before it starts anything.
+		extra = append(extra, p.env.SeccompCache)
+		args = append(args, "--seccomp-cache-fd", strconv.Itoa(3+n+1))
+	}
 	cmd := &exec.Cmd{
-		Path: p.env.ShimPath,
-		Args: []string{"glove-shim", "run", "--bundle", p.bundle, "--preserve-fds", strconv.Itoa(n),
-			"--sync-fd", strconv.Itoa(3 + n), l.Name},
+		Path:       p.env.ShimPath,
+		Args:       append(args, l.Name),
 		Env:        []string{},
 		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{

@@ -94,6 +94,10 @@ type Daemon struct {
 	// stream is the inherited-stream-v1 upstream, when configured and
 	// its helper works; sessions then get the stream at descriptor 3.
 	stream *endpoint
+	// seccompCache is glove-shim's seccomp cache directory in the session
+	// store (O_PATH), made and opened once at start-up, passed to every
+	// shim, closed at shutdown (openSeccompCache).
+	seccompCache *os.File
 	// libraries is the pinned library bundle root (--library-bundle-root),
 	// opened once at start-up; without it, plans with library
 	// projections are refused.
@@ -239,6 +243,16 @@ func New(cfg Config) (*Daemon, error) {
 		if err := d.openOwnState(); err != nil {
 			return nil, err
 		}
+		if d.seccompCache, err = openSeccompCache(cfg.StoreDir); err != nil {
+			if errors.Is(err, errUnsafeCache) {
+				return nil, fmt.Errorf("--session-store: %w", err)
+			}
+			// The cache only saves time: without it each shim compiles
+			// its profile. A store that cannot take a directory (full,
+			// read-only) must not stop gloved, which serves on a full
+			// disk (TestGlovedDiskFull).
+			d.log.WithFields(logrus.Fields{"event": "seccomp_cache", "error": err.Error()}).Warn("no seccomp cache: every start compiles its profile")
+		}
 		if err := d.recoverSessions(); err != nil {
 			return nil, err
 		}
@@ -367,6 +381,54 @@ func (d *Daemon) startHelper(name string) (*helperproc.Proc, error) {
 	return helperproc.StartReady(helperproc.Options{Path: filepath.Join(d.cfg.Libexec, name), Name: name, Stderr: d.cfg.HelperLog})
 }
 
+// SeccompCacheDir is glove-shim's seccomp cache, beneath the session
+// store: compiled BPF programs, one per profile (shim/seccompcache.go).
+const SeccompCacheDir = "seccomp-cache"
+
+// errUnsafeCache is wrapped by a refusal of the cache directory's owner
+// or mode, which stops gloved: someone else changed what gloved made.
+var errUnsafeCache = errors.New("seccomp cache directory not the service user's alone")
+
+// openSeccompCache makes the seccomp cache directory in the session store
+// if it is missing and opens it O_PATH; a directory of another owner or
+// mode is refused with errUnsafeCache. Threat: an entry planted there
+// would weaken the filter of every later sandbox of its profile. So it
+// must be writable by the service user alone (mode 0700, ours, refused
+// otherwise, as CheckDir refuses the store itself) and reachable from no
+// sandbox: it lies beneath the session store, which ownpaths refuses to
+// every mount, and the shim gets it beyond its preserved range.
+func openSeccompCache(storeDir string) (*os.File, error) {
+	sfd, err := unix.Open(storeDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	defer unix.Close(sfd)
+	if err := unix.Mkdirat(sfd, SeccompCacheDir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, fmt.Errorf("make %s: %w", SeccompCacheDir, err)
+	}
+	fd, err := unix.Openat(sfd, SeccompCacheDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", SeccompCacheDir, err)
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(storeDir, SeccompCacheDir))
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", SeccompCacheDir, err)
+	}
+	switch {
+	case int(st.Uid) != os.Geteuid():
+		err = fmt.Errorf("%s: %w: owned by uid %d, not by uid %d", SeccompCacheDir, errUnsafeCache, st.Uid, os.Geteuid())
+	case st.Mode&0o7777 != 0o700:
+		err = fmt.Errorf("%s: %w: mode %04o, want 0700", SeccompCacheDir, errUnsafeCache, st.Mode&0o7777)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // CheckDir checks a runtime, materialization or store directory: an
 // absolute path to a directory (not a symbolic link) owned by the
 // current user, mode 0700.
@@ -440,6 +502,10 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 func (d *Daemon) closeComponents() error {
 	var errs []error
 	d.own.Close()
+	if d.seccompCache != nil {
+		errs = append(errs, d.seccompCache.Close())
+		d.seccompCache = nil
+	}
 	if d.stream != nil {
 		unix.Close(d.stream.parent)
 		d.stream = nil

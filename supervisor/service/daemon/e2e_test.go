@@ -222,10 +222,25 @@ func TestGlovedEndToEnd(t *testing.T) {
 		t.Errorf("glove call attach: %v, output %q", err, callOut.String())
 	}
 
+	// gloved passed its seccomp cache to the shim: the session's start
+	// left one entry there, the service user's, in a 0700 directory.
+	cacheDir := filepath.Join(f.storeDir, daemon.SeccompCacheDir)
+	firstEntry := seccompCacheEntries(t, e, cacheDir)
+	if len(firstEntry) != 1 {
+		t.Errorf("seccomp cache after one session: %v, want one entry", firstEntry)
+	}
+
 	// A session ended by its wall time.
 	tok = f.create(c, "s-wall", f.plan("sleeper", "short"))
 	c.ok("start_session", map[string]any{"session_id": "s-wall", "start_token": tok}, nil)
 	end = attach(t, c, "s-wall")
+	// The first entry was not written again (a start with that profile
+	// reads it; TestShimSeccompCache proves the shim uses what it reads).
+	for name, ino := range firstEntry {
+		if again := seccompCacheEntries(t, e, cacheDir); again[name] != ino {
+			t.Errorf("seccomp cache entry %s: inode %d, then %d", name, ino, again[name])
+		}
+	}
 	if end.Termination != "limit:wall_time_ms" || end.State != "exited" {
 		t.Errorf("wall: ended %+v output %q\nlog: %s", end.End, end.output, g.log)
 	}
@@ -351,4 +366,33 @@ func TestGlovedCopyOverQuota(t *testing.T) {
 		t.Errorf("receipts %+v, want one with termination limit:disk_bytes", page.Envelopes)
 	}
 	g.stop(t)
+}
+
+// seccompCacheEntries checks gloved's seccomp cache directory (the
+// service user's, mode 0700) and its entries (the service user's, mode
+// 0600) and returns each entry's inode by name.
+func seccompCacheEntries(t *testing.T, e *testenv.Env, dir string) map[string]uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		t.Fatalf("seccomp cache: %v", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != e.UID || st.Mode&0o7777 != 0o700 {
+		t.Errorf("seccomp cache: mode %o uid %d, want a 0700 directory of uid %d", st.Mode, st.Uid, e.UID)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, ent := range ents {
+		if err := unix.Lstat(filepath.Join(dir, ent.Name()), &st); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(ent.Name(), ".bpf") || int(st.Uid) != e.UID || st.Mode&0o7777 != 0o600 {
+			t.Errorf("seccomp cache: %s mode %o uid %d, want NAME.bpf, 0600, uid %d", ent.Name(), st.Mode, st.Uid, e.UID)
+		}
+		out[ent.Name()] = st.Ino
+	}
+	return out
 }

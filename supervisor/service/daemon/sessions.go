@@ -375,7 +375,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// glove-loopext4 must be configured with the same directory
 	// (loopext4.json materialization_root), which it checks by identity.
 	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
-		MaterializationRoot: d.cfg.MaterializationRoot}
+		MaterializationRoot: d.cfg.MaterializationRoot, SeccompCache: d.seccompCache}
 	// Helpers of the session's own: each serves one request at a time
 	// on one connection, and sessions stay isolated (pool.go: a pooled
 	// helper is given to one session only). The session holds the pool
