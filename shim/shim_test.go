@@ -631,23 +631,7 @@ func TestShimSharesBudgets(t *testing.T) {
 	for sc.Scan() && sc.Text() != "ready" {
 		limits = append(limits, sc.Text())
 	}
-	// Stage 1 is stage 0's only child, forked by any of its threads.
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var children []string
-	for _, task := range tasks {
-		data, err := os.ReadFile(task)
-		if err != nil {
-			t.Fatal(err)
-		}
-		children = append(children, strings.Fields(string(data))...)
-	}
-	stage1, err := strconv.Atoi(strings.Join(children, " "))
-	if err != nil {
-		t.Fatalf("stage 1 not found as the only child of stage 0 (%q, %v); stderr %s", children, err, stderr.String())
-	}
+	stage1 := stage1Of(t, cmd.Process.Pid, &stderr)
 	checked := 0
 	for _, name := range []string{"max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces", "max_net_namespaces",
 		"max_ipc_namespaces", "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
@@ -705,6 +689,103 @@ func TestShimSharesBudgets(t *testing.T) {
 		if !found {
 			t.Errorf("%s not in the program's limits %q", c.name, limits)
 		}
+	}
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done = true
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
+	}
+}
+
+// stage1Of returns the pid of stage 1, stage 0's (stage0's) only child,
+// forked by any of its threads; stderr is the shim's, for the failure.
+func stage1Of(t *testing.T, stage0 int, stderr *strings.Builder) int {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", stage0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for _, task := range tasks {
+		data, err := os.ReadFile(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, strings.Fields(string(data))...)
+	}
+	stage1, err := strconv.Atoi(strings.Join(children, " "))
+	if err != nil {
+		t.Fatalf("stage 1 not found as the only child of stage 0 (%q, %v); stderr %s", children, err, stderr.String())
+	}
+	return stage1
+}
+
+// TestShimStage1OneThread: PID 1 of the sandbox (stage 1, C code that
+// runs before any Go runtime) holds one thread while the program runs,
+// and its only child is stage 2, now the program. A PID 1 that asks the
+// kernel for no task once the program exists cannot be made to fail by a
+// program holding the session's whole pids limit (a fork bomb); a Go
+// PID 1 always runs more than one thread (sysmon at least) and needed
+// idle ones made in advance.
+func TestShimStage1OneThread(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", `echo ready; read x; exit 0`}
+	b.Write(t)
+	cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t")
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	t.Cleanup(func() {
+		if !done {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Errorf("kill the shim: %v", err)
+			}
+			t.Logf("the shim, killed: %v", cmd.Wait())
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("the program did not start: %q; stderr %s", sc.Text(), stderr.String())
+	}
+	stage1 := stage1Of(t, cmd.Process.Pid, &stderr)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", stage1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := ""
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			threads = strings.TrimSpace(v)
+		}
+	}
+	if threads != "1" {
+		t.Errorf("stage 1 (pid %d) runs %q threads while the program runs, want 1", stage1, threads)
+	}
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", stage1, stage1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(children)); len(f) != 1 {
+		t.Errorf("stage 1's children %q, want the program alone", f)
+	} else if comm, err := os.ReadFile("/proc/" + f[0] + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "sh" {
+		t.Errorf("stage 1's child is %q (%v), want the program, sh", comm, err)
 	}
 	if err := stdin.Close(); err != nil {
 		t.Fatal(err)
