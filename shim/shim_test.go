@@ -796,6 +796,104 @@ func TestShimStage1OneThread(t *testing.T) {
 	}
 }
 
+// TestShimSourceSwapped: a bind source replaced on the host between stage
+// 0's check and stage 1's open (a rename and a new directory at the same
+// path) is refused by stage 1, which finds another device and inode than
+// stage 0 recorded: nothing runs, and the one line names the source. The
+// window is held open with --sync-fd: stage 0 checks every source before
+// it waits for the byte. The control swaps nothing, and the program reads
+// the file stage 0 checked.
+func TestShimSourceSwapped(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	for _, swap := range []bool{false, true} {
+		t.Run(map[bool]string{false: "control", true: "swapped"}[swap], func(t *testing.T) {
+			b := e.NewBundle(t)
+			src := filepath.Join(b.Dir, "src")
+			mustMkdir(t, e, src)
+			mustWrite(t, e, filepath.Join(src, "f"), "checked\n")
+			mustMkdir(t, e, filepath.Join(b.Dir, "rootfs", "data"))
+			b.Spec.Mounts = append(b.Spec.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: src, Options: []string{"bind", "ro"}})
+			b.Spec.Process.Args = []string{"/bin/cat", "/data/f"}
+			b.Write(t)
+			rd, wr, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wr.Close()
+			cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "--sync-fd", "3", "t")
+			cmd.Env = []string{}
+			cmd.ExtraFiles = []*os.File{rd}
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			rd.Close()
+			waited := false
+			t.Cleanup(func() {
+				if !waited {
+					if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+						t.Errorf("kill the shim: %v", err)
+					}
+					t.Logf("the shim, killed: %v", cmd.Wait())
+				}
+			})
+			awaitSyncRead(t, cmd.Process.Pid, 3)
+			if swap {
+				if err := os.Rename(src, src+".checked"); err != nil {
+					t.Fatal(err)
+				}
+				mustMkdir(t, e, src)
+				mustWrite(t, e, filepath.Join(src, "f"), "swapped\n")
+			}
+			if _, err := wr.Write([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			code, err := testenv.ExitStatus(cmd.Wait())
+			waited = true
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !swap {
+				if code != 0 || stdout.String() != "checked\n" {
+					t.Errorf("exit %d, stdout %q, want 0 and the checked file\nstderr: %s", code, stdout.String(), stderr.String())
+				}
+				return
+			}
+			line := strings.TrimSpace(stderr.String())
+			if code != 125 || strings.Contains(line, "\n") || !strings.Contains(line, "stage 1: ") ||
+				!strings.Contains(line, "/data: source "+src+": changed since glove-shim checked it") {
+				t.Errorf("exit %d, stderr %q: want 125 and one line from stage 1 naming the changed source", code, line)
+			}
+			if stdout.String() != "" {
+				t.Errorf("the program ran: %q", stdout.String())
+			}
+		})
+	}
+}
+
+// awaitSyncRead waits until a thread of pid is blocked reading descriptor
+// fd (stage 0 waiting for --sync-fd's byte), reading each thread's
+// current system call from /proc.
+func awaitSyncRead(t *testing.T, pid, fd int) {
+	t.Helper()
+	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, fd)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			if b, err := os.ReadFile(task); err == nil && strings.HasPrefix(string(b), want) {
+				return
+			}
+		}
+	}
+	t.Fatalf("stage 0 (pid %d) never blocked reading descriptor %d", pid, fd)
+}
+
 // TestShimSharedDescriptor: one detached tmpfs from glove-mounter is the
 // source of two mounts, each a directory beneath it (a session's scratch:
 // /tmp, the home and the copies share one quota). The program reads and
