@@ -54,7 +54,11 @@ func Main(args []string) int {
 	if len(args) >= 2 {
 		switch args[1] {
 		case argStage1:
-			return stage1()
+			// Stage 1 runs as C code before the Go runtime starts
+			// (shim/cstage, linked into glove-shim): its command line
+			// never reaches Go, and no Go stage 1 exists to run.
+			fmt.Fprintf(os.Stderr, "glove-shim: %s: stage 1 takes exactly one argument, its control descriptor, and runs before the Go runtime (shim/cstage); this command line reached Go\n", argStage1)
+			return ExitFailed
 		case argStage2:
 			return stage2()
 		case "--version":
