@@ -796,6 +796,60 @@ func TestShimStage1OneThread(t *testing.T) {
 	}
 }
 
+// TestShimSignalAtFirstOutput: a SIGTERM sent as soon as the program's
+// first output byte arrives reaches the program, sent to stage 0 (as the
+// supervisor does) or to PID 1 from outside: the program traps it and
+// exits 42. The first byte can come before stage 1 has told stage 0 that
+// the program runs, and before PID 1 is in its reaping loop; a stage
+// that met the signal with its default action there ended the run with
+// 143 (stage 0 or PID 1 killed) or 2 (a Go PID 1's runtime) instead.
+// Each target is tried 20 times: the window is narrow.
+func TestShimSignalAtFirstOutput(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", "trap 'exit 42' TERM; echo ready; sleep 30 & wait"}
+	b.Write(t)
+	for _, target := range []string{"stage 0", "PID 1"} {
+		got := map[int]int{}
+		for range 20 {
+			cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t")
+			cmd.Env = []string{}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var first [1]byte
+			if _, err := io.ReadFull(stdout, first[:]); err != nil {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				t.Fatalf("no output: %v (shim: %v; stderr %s)", err, cmd.Wait(), stderr.String())
+			}
+			pid := cmd.Process.Pid
+			if target == "PID 1" {
+				pid = stage1Of(t, pid, &stderr)
+			}
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				t.Fatalf("TERM to %s: %v", target, err)
+			}
+			code, err := testenv.ExitStatus(cmd.Wait())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[code]++
+			if code != 42 {
+				t.Errorf("TERM to %s at the first output: exit %d, want 42 (the program's trap); stderr %q", target, code, stderr.String())
+			}
+		}
+		t.Logf("TERM to %s at the first output byte: exit statuses %v", target, got)
+	}
+}
+
 // TestShimSourceSwapped: a bind source replaced on the host between stage
 // 0's check and stage 1's open (a rename and a new directory at the same
 // path) is refused by stage 1, which finds another device and inode than
