@@ -13,7 +13,8 @@
 //	    │ clone(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP),
 //	    │ uid 0 ↦ service uid; plan sent over a socketpair
 //	    ▼
-//	stage 1 (PID 1 of the sandbox; root of user namespace 1)
+//	stage 1 (PID 1 of the sandbox; root of user namespace 1; C code that
+//	runs before the Go runtime, shim/cstage)
 //	  makes the mount tree private, clones the root and attaches every
 //	  mount from a descriptor (open_tree/fsmount + mount_setattr +
 //	  move_mount), masks and write-protects /proc paths, makes the root
@@ -37,6 +38,9 @@
 // Why clone flags and not unshare: unshare(CLONE_NEWUSER) fails in a
 // multi-threaded process, and every Go program is one. Each stage is the
 // same executable, re-executed by the previous stage with clone flags.
+// Stage 1 is C run by a constructor before the Go runtime starts (no Go
+// start-up for PID 1, and one thread, so a program using up the pids
+// limit cannot make it fail); it clones stage 2 with a raw clone.
 //
 // Descriptors: the bundle may name a preserved descriptor as a bind
 // source (/proc/self/fd/N, 3 <= N < 3+preserve-fds), or a directory

@@ -349,6 +349,18 @@ func TestMainUsage(t *testing.T) {
 	}
 }
 
+// TestMainStage1IsC: a stage 1 command line that reaches Go is refused
+// with one line. Stage 1 is C code the constructor in shim/cstage runs
+// for a command line of exactly one argument, before the Go runtime;
+// there is no Go stage 1 left to run.
+func TestMainStage1IsC(t *testing.T) {
+	for _, args := range [][]string{{"glove-shim", argStage1}, {"glove-shim", argStage1, "3", "4"}} {
+		if got := Main(args); got != ExitFailed {
+			t.Errorf("Main(%q) = %d, want %d", args, got, ExitFailed)
+		}
+	}
+}
+
 // FuzzValidate feeds arbitrary config.json bytes through the strict
 // decoder and Validate: neither may panic, and an accepted plan must
 // survive the JSON trip unchanged, and the trip between the stages (the

@@ -54,7 +54,11 @@ func Main(args []string) int {
 	if len(args) >= 2 {
 		switch args[1] {
 		case argStage1:
-			return stage1()
+			// Stage 1 runs as C code before the Go runtime starts
+			// (shim/cstage, linked into glove-shim): its command line
+			// never reaches Go, and no Go stage 1 exists to run.
+			fmt.Fprintf(os.Stderr, "glove-shim: %s: stage 1 takes exactly one argument, its control descriptor, and runs before the Go runtime (shim/cstage); this command line reached Go\n", argStage1)
+			return ExitFailed
 		case argStage2:
 			return stage2()
 		case "--version":
@@ -321,6 +325,18 @@ func run(ra runArgs) (int, error) {
 	// Placed in the session's cgroup by now (or created in it): stage 0
 	// stays there, waiting, for the whole session.
 	warmed()
+	// Stage 0 forwards signals (the supervisor's TERM reaches PID 1 of the
+	// sandbox, which passes it on) and waits; it reaps nothing else.
+	// Signals are caught from before stage 1 exists: the program may
+	// print its first output before stage 1 has closed the control
+	// socket (startNext still waiting), and a TERM sent then would meet
+	// the Go runtime's default action, end stage 0 and, through the
+	// parent-death signal, kill the sandbox instead of reaching the
+	// program (4 to 5 in 30 TERMs sent at the first output byte did).
+	// What is caught while startNext runs is forwarded once it returns.
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs)
+	defer signal.Stop(sigs)
 	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1, func() error {
 		if err := exportSeccomp(compiled, &p.Process); err != nil {
 			return err
@@ -339,11 +355,6 @@ func run(ra runArgs) (int, error) {
 		return 0, err
 	}
 	defer ctl.Close()
-	// Stage 0 forwards signals (the supervisor's TERM reaches PID 1 of the
-	// sandbox, which passes it on) and waits; it reaps nothing else.
-	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs)
-	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	// Wait's error is the stage's exit status, which the caller reads
 	// from cmd.ProcessState once done is closed.

@@ -631,23 +631,7 @@ func TestShimSharesBudgets(t *testing.T) {
 	for sc.Scan() && sc.Text() != "ready" {
 		limits = append(limits, sc.Text())
 	}
-	// Stage 1 is stage 0's only child, forked by any of its threads.
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var children []string
-	for _, task := range tasks {
-		data, err := os.ReadFile(task)
-		if err != nil {
-			t.Fatal(err)
-		}
-		children = append(children, strings.Fields(string(data))...)
-	}
-	stage1, err := strconv.Atoi(strings.Join(children, " "))
-	if err != nil {
-		t.Fatalf("stage 1 not found as the only child of stage 0 (%q, %v); stderr %s", children, err, stderr.String())
-	}
+	stage1 := stage1Of(t, cmd.Process.Pid, &stderr)
 	checked := 0
 	for _, name := range []string{"max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces", "max_net_namespaces",
 		"max_ipc_namespaces", "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
@@ -713,6 +697,255 @@ func TestShimSharesBudgets(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
 	}
+}
+
+// stage1Of returns the pid of stage 1, stage 0's (stage0's) only child,
+// forked by any of its threads; stderr is the shim's, for the failure.
+func stage1Of(t *testing.T, stage0 int, stderr *strings.Builder) int {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", stage0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for _, task := range tasks {
+		data, err := os.ReadFile(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, strings.Fields(string(data))...)
+	}
+	stage1, err := strconv.Atoi(strings.Join(children, " "))
+	if err != nil {
+		t.Fatalf("stage 1 not found as the only child of stage 0 (%q, %v); stderr %s", children, err, stderr.String())
+	}
+	return stage1
+}
+
+// TestShimStage1OneThread: PID 1 of the sandbox (stage 1, C code that
+// runs before any Go runtime) holds one thread while the program runs,
+// and its only child is stage 2, now the program. A PID 1 that asks the
+// kernel for no task once the program exists cannot be made to fail by a
+// program holding the session's whole pids limit (a fork bomb); a Go
+// PID 1 always runs more than one thread (sysmon at least) and needed
+// idle ones made in advance.
+func TestShimStage1OneThread(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", `echo ready; read x; exit 0`}
+	b.Write(t)
+	cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t")
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	t.Cleanup(func() {
+		if !done {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Errorf("kill the shim: %v", err)
+			}
+			t.Logf("the shim, killed: %v", cmd.Wait())
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "ready" {
+		t.Fatalf("the program did not start: %q; stderr %s", sc.Text(), stderr.String())
+	}
+	stage1 := stage1Of(t, cmd.Process.Pid, &stderr)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", stage1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := ""
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			threads = strings.TrimSpace(v)
+		}
+	}
+	if threads != "1" {
+		t.Errorf("stage 1 (pid %d) runs %q threads while the program runs, want 1", stage1, threads)
+	}
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", stage1, stage1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(children)); len(f) != 1 {
+		t.Errorf("stage 1's children %q, want the program alone", f)
+	} else if comm, err := os.ReadFile("/proc/" + f[0] + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "sh" {
+		t.Errorf("stage 1's child is %q (%v), want the program, sh", comm, err)
+	}
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done = true
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
+	}
+}
+
+// TestShimSignalAtFirstOutput: a SIGTERM sent as soon as the program's
+// first output byte arrives reaches the program, sent to stage 0 (as the
+// supervisor does) or to PID 1 from outside: the program traps it and
+// exits 42. The first byte can come before stage 1 has told stage 0 that
+// the program runs, and before PID 1 is in its reaping loop; a stage
+// that met the signal with its default action there ended the run with
+// 143 (stage 0 or PID 1 killed) or 2 (a Go PID 1's runtime) instead.
+// Each target is tried 20 times: the window is narrow.
+func TestShimSignalAtFirstOutput(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/sh", "-c", "trap 'exit 42' TERM; echo ready; sleep 30 & wait"}
+	b.Write(t)
+	for _, target := range []string{"stage 0", "PID 1"} {
+		got := map[int]int{}
+		for range 20 {
+			cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t")
+			cmd.Env = []string{}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var first [1]byte
+			if _, err := io.ReadFull(stdout, first[:]); err != nil {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				t.Fatalf("no output: %v (shim: %v; stderr %s)", err, cmd.Wait(), stderr.String())
+			}
+			pid := cmd.Process.Pid
+			if target == "PID 1" {
+				pid = stage1Of(t, pid, &stderr)
+			}
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				t.Fatalf("TERM to %s: %v", target, err)
+			}
+			code, err := testenv.ExitStatus(cmd.Wait())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[code]++
+			if code != 42 {
+				t.Errorf("TERM to %s at the first output: exit %d, want 42 (the program's trap); stderr %q", target, code, stderr.String())
+			}
+		}
+		t.Logf("TERM to %s at the first output byte: exit statuses %v", target, got)
+	}
+}
+
+// TestShimSourceSwapped: a bind source replaced on the host between stage
+// 0's check and stage 1's open (a rename and a new directory at the same
+// path) is refused by stage 1, which finds another device and inode than
+// stage 0 recorded: nothing runs, and the one line names the source. The
+// window is held open with --sync-fd: stage 0 checks every source before
+// it waits for the byte. The control swaps nothing, and the program reads
+// the file stage 0 checked.
+func TestShimSourceSwapped(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	for _, swap := range []bool{false, true} {
+		t.Run(map[bool]string{false: "control", true: "swapped"}[swap], func(t *testing.T) {
+			b := e.NewBundle(t)
+			src := filepath.Join(b.Dir, "src")
+			mustMkdir(t, e, src)
+			mustWrite(t, e, filepath.Join(src, "f"), "checked\n")
+			mustMkdir(t, e, filepath.Join(b.Dir, "rootfs", "data"))
+			b.Spec.Mounts = append(b.Spec.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: src, Options: []string{"bind", "ro"}})
+			b.Spec.Process.Args = []string{"/bin/cat", "/data/f"}
+			b.Write(t)
+			rd, wr, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wr.Close()
+			cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "--sync-fd", "3", "t")
+			cmd.Env = []string{}
+			cmd.ExtraFiles = []*os.File{rd}
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			rd.Close()
+			waited := false
+			t.Cleanup(func() {
+				if !waited {
+					if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+						t.Errorf("kill the shim: %v", err)
+					}
+					t.Logf("the shim, killed: %v", cmd.Wait())
+				}
+			})
+			awaitSyncRead(t, cmd.Process.Pid, 3)
+			if swap {
+				if err := os.Rename(src, src+".checked"); err != nil {
+					t.Fatal(err)
+				}
+				mustMkdir(t, e, src)
+				mustWrite(t, e, filepath.Join(src, "f"), "swapped\n")
+			}
+			if _, err := wr.Write([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			code, err := testenv.ExitStatus(cmd.Wait())
+			waited = true
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !swap {
+				if code != 0 || stdout.String() != "checked\n" {
+					t.Errorf("exit %d, stdout %q, want 0 and the checked file\nstderr: %s", code, stdout.String(), stderr.String())
+				}
+				return
+			}
+			line := strings.TrimSpace(stderr.String())
+			if code != 125 || strings.Contains(line, "\n") || !strings.Contains(line, "stage 1: ") ||
+				!strings.Contains(line, "/data: source "+src+": changed since glove-shim checked it") {
+				t.Errorf("exit %d, stderr %q: want 125 and one line from stage 1 naming the changed source", code, line)
+			}
+			if stdout.String() != "" {
+				t.Errorf("the program ran: %q", stdout.String())
+			}
+		})
+	}
+}
+
+// awaitSyncRead waits until a thread of pid is blocked reading descriptor
+// fd (stage 0 waiting for --sync-fd's byte), reading each thread's
+// current system call from /proc.
+func awaitSyncRead(t *testing.T, pid, fd int) {
+	t.Helper()
+	want := fmt.Sprintf("%d 0x%x ", unix.SYS_READ, fd)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			if b, err := os.ReadFile(task); err == nil && strings.HasPrefix(string(b), want) {
+				return
+			}
+		}
+	}
+	t.Fatalf("stage 0 (pid %d) never blocked reading descriptor %d", pid, fd)
 }
 
 // TestShimSharedDescriptor: one detached tmpfs from glove-mounter is the

@@ -105,6 +105,12 @@ static int parse_fd(const char *s)
 
 int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *err, size_t errlen)
 {
+	return gp_read_plan_raw(argc, argv, p, ctl, NULL, NULL, err, errlen);
+}
+
+int gp_read_plan_raw(int argc, char **argv, struct glove_plan *p, int *ctl, unsigned char **raw, size_t *rawlen,
+		     char *err, size_t errlen)
+{
 	unsigned char *buf;
 	size_t len = 0, cap = 64 << 10;
 	int n;
@@ -172,11 +178,17 @@ int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *er
 		snprintf(err, errlen, "decode plan: %s", reason);
 		return -1;
 	}
-	free(buf);
 	if (p->preserve_fds != n - 3) {
+		free(buf);
 		glove_plan_free(p);
 		snprintf(err, errlen, "plan does not match the stage arguments");
 		return -1;
+	}
+	if (raw != NULL) {
+		*raw = buf;
+		*rawlen = len;
+	} else {
+		free(buf);
 	}
 	return 0;
 }

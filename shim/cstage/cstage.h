@@ -33,6 +33,12 @@
  * control socket, or -1 when the arguments did not name one. */
 int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *err, size_t errlen);
 
+/* gp_read_plan_raw is gp_read_plan that also hands back the plan's bytes
+ * as read (*raw, *rawlen bytes, to free), for a stage that passes the
+ * plan on unchanged. */
+int gp_read_plan_raw(int argc, char **argv, struct glove_plan *p, int *ctl, unsigned char **raw, size_t *rawlen,
+		     char *err, size_t errlen);
+
 /* gp_fail reports "STAGE: message" to the parent stage on ctl (or, when
  * that fails, "glove-shim: STAGE: message" on standard error) and exits
  * with status 1, as the Go stages' fail does. */

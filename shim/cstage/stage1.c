@@ -1,0 +1,596 @@
+/*
+ * Stage 1 in C: PID 1 of the sandbox, in the seven new namespaces stage 0
+ * cloned it into (user, mount, pid, net, ipc, uts, cgroup). It shares
+ * the per-user budgets, builds the mount tree (mount.c), pivots, names
+ * the host, brings lo up, then starts stage 2 in a new user and mount
+ * namespace, forwards signals to it, reaps every process that ends in
+ * the sandbox and exits with the program's status.
+ *
+ * It runs from the constructor in cstage.c, before the Go runtime
+ * exists, and never returns: no Go start-up is paid for PID 1, and PID 1
+ * has one thread and creates none. Threat: a Go PID 1 needs new OS
+ * threads at times the program decides (a fork bomb holding the
+ * session's pids limit made the runtime die with "failed to create new
+ * OS thread", and the session end "exited 2"); this one never asks the
+ * kernel for a task after stage 2 exists, so the limit cannot stop it.
+ *
+ * Every step, its order and its error text are those of the Go stage 1
+ * this replaces (shim/stage1_linux.go and shim/mount_linux.go before
+ * this file); rerun shim's TestShim* and TestAttack* after any change to
+ * the order of the calls.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cstage.h"
+#include "stage1.h"
+
+/* shim/run_linux.go: ExitFailed, the status when nothing was executed. */
+#define EXIT_FAILED 125
+
+/* How much of a child's report is read (shim/run_linux.go: exchange). */
+#define REPORT_MAX 4096
+
+/* The kernel's signal set, one bit per signal 1..64, as rt_sigprocmask
+ * and rt_sigtimedwait take it. They are called raw, not through glibc,
+ * because glibc leaves its two internal real-time signals (32 and 33)
+ * out of every set it passes: PID 1 must block and forward those too,
+ * as the Go stage 1 (which caught every signal) did. */
+typedef uint64_t ksigset;
+
+static int block_signals(ksigset *old)
+{
+	ksigset all = ~(ksigset)0;
+
+	return (int)syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, old, sizeof(all));
+}
+
+/* wait_signal returns the next pending signal, waiting for one; 0 when
+ * waiting failed for a reason other than an interruption. */
+static int wait_signal(void)
+{
+	ksigset all = ~(ksigset)0;
+	siginfo_t si;
+	long s;
+
+	do
+		s = syscall(SYS_rt_sigtimedwait, &all, &si, NULL, sizeof(all));
+	while (s < 0 && errno == EINTR);
+	return s < 0 ? 0 : (int)s;
+}
+
+/* forwarded says which signals PID 1 passes on to the program: all but
+ * the one about its own children (SIGCHLD) and SIGURG, which stage 0,
+ * being Go, never forwards (the Go runtime's preemption signal), as
+ * shim/run_linux.go's forwarded. */
+static int forwarded(int sig)
+{
+	return sig != SIGCHLD && sig != SIGURG;
+}
+
+/* exit_status is shim/run_linux.go's exitStatus: the program's status, or
+ * 128+N when signal N killed it. */
+static int exit_status(int ws)
+{
+	if (WIFEXITED(ws))
+		return WEXITSTATUS(ws);
+	if (WIFSIGNALED(ws))
+		return 128 + WTERMSIG(ws);
+	return EXIT_FAILED;
+}
+
+/* write_file writes s to path, which must take it whole. */
+static int write_file(const char *path, const char *s, char *e)
+{
+	size_t n = strlen(s);
+	ssize_t w;
+	int fd, er;
+
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0) {
+		s1_err(e, "open %s: %s", path, gp_errno(errno));
+		return -1;
+	}
+	w = write(fd, s, n);
+	er = errno;
+	if (w != (ssize_t)n) {
+		close(fd);
+		s1_err(e, "write %s: %s", path, w < 0 ? gp_errno(er) : "short write");
+		return -1;
+	}
+	if (close(fd) != 0) {
+		s1_err(e, "close %s: %s", path, gp_errno(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* read_small reads up to max-1 bytes of fd until end of file into buf,
+ * NUL-terminated; it returns the length, or -1. */
+static ssize_t read_small(int fd, char *buf, size_t max)
+{
+	size_t n = 0;
+
+	while (n < max - 1) {
+		ssize_t r = read(fd, buf + n, max - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = 0;
+	return (ssize_t)n;
+}
+
+/* share_budgets gives user namespace 1, this stage's, a share of each of
+ * the service user's per-user budgets: everything the program takes is
+ * counted in this namespace and every ancestor, so with the namespace's
+ * own limit below the host's, one sandbox cannot use up what gloved and
+ * the other sessions of the same user need (threat: 128 inotify_init1 in
+ * a sandbox made the host user's fail with EMFILE, attack case
+ * inotify-user-budget; the namespaces, watches and fanotify marks are
+ * the same kind of count). A new user namespace starts unlimited
+ * (bounded by its ancestors only); stage 1 holds CAP_SYS_RESOURCE in it,
+ * and the files under /proc/sys/user are those of the opener's user
+ * namespace. Stage 0 computed the shares in its own namespace
+ * (readBudgetShares); the plan lists them by name, sorted. Stage 2's own
+ * user and mount namespaces are the first charged against these shares.
+ * Each value is read back: a write the kernel took only in part would
+ * leave the namespace unlimited. */
+static int share_budgets(const struct glove_plan *p, char *e)
+{
+	size_t i;
+
+	for (i = 0; i < p->nbudgets; i++) {
+		char path[256], share[32], got[64];
+		ssize_t n;
+		int fd;
+
+		snprintf(path, sizeof(path), "/proc/sys/user/%s", p->budgets[i].name);
+		snprintf(share, sizeof(share), "%" PRId64, p->budgets[i].value);
+		if (write_file(path, share, e) != 0) {
+			s1_wrap(e, "per-user budget");
+			return -1;
+		}
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : read_small(fd, got, sizeof(got));
+		if (n < 0) {
+			int er = errno;
+
+			if (fd >= 0)
+				close(fd);
+			s1_err(e, "per-user budget: %s reads \"\" after writing %s (%s)", path, share, gp_errno(er));
+			return -1;
+		}
+		close(fd);
+		while (n > 0 && (got[n - 1] == '\n' || got[n - 1] == ' ' || got[n - 1] == '\t'))
+			got[--n] = 0;
+		if (strcmp(got, share) != 0) {
+			s1_err(e, "per-user budget: %s reads \"%s\" after writing %s (<nil>)", path, got, share);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* lo_up brings the loopback interface up. A new network namespace has
+ * only lo, and it is down: programs that talk to themselves over
+ * 127.0.0.1 need it up. Nothing else exists. */
+static int lo_up(char *e)
+{
+	struct ifreq ifr;
+	int s, er;
+
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		s1_err(e, "set lo up: socket: %s", gp_errno(errno));
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
+		er = errno;
+		close(s);
+		s1_err(e, "set lo up: SIOCGIFFLAGS: %s", gp_errno(er));
+		return -1;
+	}
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) {
+		er = errno;
+		close(s);
+		s1_err(e, "set lo up: SIOCSIFFLAGS: %s", gp_errno(er));
+		return -1;
+	}
+	close(s);
+	return 0;
+}
+
+/* child_fail reports why stage 2 could not be executed on the start-up
+ * socket, which the parent reads until the execve closes it, and ends
+ * the child. */
+static void child_fail(int sync, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
+static void child_fail(int sync, const char *fmt, ...)
+{
+	char msg[S1_ERRLEN];
+	va_list ap;
+	int off;
+	ssize_t w;
+
+	off = snprintf(msg, sizeof(msg), "start %s: ", GLOVE_ARG_STAGE2);
+	va_start(ap, fmt);
+	vsnprintf(msg + off, sizeof(msg) - (size_t)off, fmt, ap);
+	va_end(ap);
+	/* Nothing is left to do if the parent cannot hear it: it then sees
+	 * end of file without the program's report, and the exit status. */
+	w = write(sync, msg, strlen(msg));
+	(void)w;
+	_exit(1);
+}
+
+/* stage2_child is the child between clone and the execve of stage 2. It
+ * calls nothing of glibc that keeps state (the raw clone left glibc's
+ * idea of the thread as the parent's): system calls and snprintf. */
+static void stage2_child(const struct glove_plan *p, int sync, int theirs, const char *exe, ksigset orig, int lock)
+	__attribute__((noreturn));
+
+static void stage2_child(const struct glove_plan *p, int sync, int theirs, const char *exe, ksigset orig, int lock)
+{
+	char go, fdarg[16];
+	char *argv[4], *envp[1] = { NULL };
+	int target = 3 + (int)p->preserve_fds;
+	ssize_t r;
+	size_t i;
+
+	/* The parent writes the ID maps, then one byte: until then this
+	 * process has no identity in its new user namespace. End of file
+	 * means the parent gave up (and kills this process). */
+	do
+		r = read(sync, &go, 1);
+	while (r < 0 && errno == EINTR);
+	if (r != 1)
+		_exit(1);
+	/* A new session: the program has no controlling terminal unless
+	 * process.terminal gives it its standard input (threat: TIOCSTI
+	 * pushing input into a terminal outside the sandbox, and signals to
+	 * the caller's process group). */
+	if (setsid() < 0)
+		child_fail(sync, "setsid: %s", gp_errno(errno));
+	if (lock) {
+		/* CAP_SETPCAP survives the execve of stage 2 (as ambient) only
+		 * so that stage 2 can empty the bounding set even when the
+		 * program's uid is not 0; stage 2 drops it with every other
+		 * capability. An ambient capability must be permitted and
+		 * inheritable first. */
+		struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+		struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+		if (syscall(SYS_capget, &h, d) != 0)
+			child_fail(sync, "capget: %s", gp_errno(errno));
+		d[CAP_TO_INDEX(CAP_SETPCAP)].permitted |= CAP_TO_MASK(CAP_SETPCAP);
+		d[CAP_TO_INDEX(CAP_SETPCAP)].inheritable |= CAP_TO_MASK(CAP_SETPCAP);
+		if (syscall(SYS_capset, &h, d) != 0)
+			child_fail(sync, "capset: %s", gp_errno(errno));
+		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETPCAP, 0, 0) != 0)
+			child_fail(sync, "prctl(PR_CAP_AMBIENT_RAISE): %s", gp_errno(errno));
+	}
+	/* Threat: a stage outliving PID 1 would run the program without the
+	 * process that reaps and forwards to it. PID 1's death kills the
+	 * whole PID namespace anyway; this says so for stage 2 explicitly,
+	 * and a parent already gone (the parent is PID 1 of this namespace)
+	 * ends the child here. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		child_fail(sync, "prctl(PR_SET_PDEATHSIG): %s", gp_errno(errno));
+	if (getppid() != 1)
+		_exit(1);
+	/* The passed descriptors stay at their numbers (every inherited
+	 * descriptor is close-on-exec since the plan was read), and the
+	 * control socket goes to 3+preserve_fds, where stage 0's was: that
+	 * copy closes at the execve, so stage 2 never holds it. */
+	for (i = 0; i < p->process.npass_fds; i++)
+		if (fcntl((int)p->process.pass_fds[i], F_SETFD, 0) != 0)
+			child_fail(sync, "pass descriptor %d: %s", (int)p->process.pass_fds[i], gp_errno(errno));
+	if (theirs != target ? dup2(theirs, target) != target : fcntl(target, F_SETFD, 0) != 0)
+		child_fail(sync, "control socket to descriptor %d: %s", target, gp_errno(errno));
+	if (p->process.terminal && ioctl(0, TIOCSCTTY, 1) != 0)
+		child_fail(sync, "TIOCSCTTY: %s", gp_errno(errno));
+	/* Stage 2 starts with the signal mask stage 1 was started with, as a
+	 * Go parent's child did. */
+	if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &orig, NULL, sizeof(orig)) != 0)
+		child_fail(sync, "restore the signal mask: %s", gp_errno(errno));
+	snprintf(fdarg, sizeof(fdarg), "%d", target);
+	argv[0] = "glove-shim";
+	argv[1] = GLOVE_ARG_STAGE2;
+	argv[2] = fdarg;
+	argv[3] = NULL;
+	execve(exe, argv, envp);
+	child_fail(sync, "fork/exec %s: %s", exe, gp_errno(errno));
+}
+
+/* kill_child ends a stage 2 that failed or refused its plan, and reaps
+ * it. ESRCH means it has exited already; waitpid then reaps it. Any
+ * other failure to kill is added to e. */
+static void kill_child(pid_t pid, char *e)
+{
+	int ws;
+
+	if (kill(pid, SIGKILL) != 0 && errno != ESRCH) {
+		size_t n = strlen(e);
+
+		snprintf(e + n, S1_ERRLEN - n, "\nkill %s: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+	}
+	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* send_all writes n bytes of b on the stream socket s. MSG_NOSIGNAL: a
+ * stage 2 that died leaves EPIPE here, not a SIGPIPE queued for the
+ * program. */
+static int send_all(int s, const unsigned char *b, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(s, b, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* write_maps gives stage 2 its identity in user namespace 2: the sandbox
+ * user and group map to user namespace 1's root, which is the invoking
+ * user on the host, and to nothing else. setgroups stays denied (threat:
+ * the program dropping a supplementary group that a host file denies
+ * access to); it must be written before gid_map. */
+static int write_maps(const struct glove_plan *p, pid_t pid, char *e)
+{
+	char path[64], map[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	snprintf(map, sizeof(map), "%" PRIu32 " 0 1\n", p->uid);
+	if (write_file(path, map, e) != 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+	if (write_file(path, "deny", e) != 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	snprintf(map, sizeof(map), "%" PRIu32 " 0 1\n", p->gid);
+	return write_file(path, map, e);
+}
+
+/* start_stage2 starts stage 2 (the executable at exe) with the plan and
+ * waits for its report, as shim/run_linux.go's startNext and exchange:
+ * the plan is sent, the sending side shut, and the report read until end
+ * of file; an empty report means the program is executing (stage 2's
+ * end of the socket closed at its execve). It returns stage 2's pid, and
+ * in *mine this end of the control socket, or -1 with the reason in e,
+ * stage 2 then killed and reaped. */
+static pid_t start_stage2(const struct glove_plan *p, const char *exe, ksigset orig, const unsigned char *raw,
+			  size_t rawlen, int *mine, char *e)
+{
+	char report[REPORT_MAX + 1];
+	int lock = !gp_off(p, GLOVE_LAYER_MOUNTLOCK);
+	unsigned long flags = SIGCHLD;
+	int ctl[2], sync[2];
+	ssize_t n;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+		s1_err(e, "socketpair: %s", gp_errno(errno));
+		return -1;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
+		s1_err(e, "socketpair: %s", gp_errno(errno));
+		close(ctl[0]);
+		close(ctl[1]);
+		return -1;
+	}
+	/* User namespace 2 and mount namespace 2: every mount stage 1 built
+	 * is locked there (threat: the program unmounting a mask or a bind
+	 * to reveal what is below, or clearing a read-only attribute).
+	 * Unless the mountlock layer is off in a test build. */
+	if (lock)
+		flags |= CLONE_NEWUSER | CLONE_NEWNS;
+	/* A raw clone, as fork with namespace flags: this process has one
+	 * thread and no Go runtime, so the child may run C until its
+	 * execve. */
+	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+	if (pid < 0) {
+		s1_err(e, "start %s: fork/exec %s: %s", GLOVE_ARG_STAGE2, exe, gp_errno(errno));
+		close(ctl[0]);
+		close(ctl[1]);
+		close(sync[0]);
+		close(sync[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(ctl[0]);
+		close(sync[0]);
+		stage2_child(p, sync[1], ctl[1], exe, orig, lock);
+	}
+	close(ctl[1]);
+	close(sync[1]);
+	if (lock && write_maps(p, pid, e) != 0) {
+		s1_wrap(e, "start %s", GLOVE_ARG_STAGE2);
+		goto fail;
+	}
+	if (send_all(sync[0], (const unsigned char *)"g", 1) != 0) {
+		s1_err(e, "start %s: release the child: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		goto fail;
+	}
+	/* Until the execve closes the child's end: empty, or why it failed. */
+	n = read_small(sync[0], report, sizeof(report));
+	if (n != 0) {
+		if (n < 0)
+			s1_err(e, "start %s: read the start-up report: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		else
+			s1_err(e, "%s", report);
+		goto fail;
+	}
+	close(sync[0]);
+	sync[0] = -1;
+	if (send_all(ctl[0], raw, rawlen) != 0) {
+		s1_err(e, "%s: send plan: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		goto fail;
+	}
+	if (shutdown(ctl[0], SHUT_WR) != 0) {
+		s1_err(e, "%s: send plan: shutdown: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		goto fail;
+	}
+	n = read_small(ctl[0], report, sizeof(report));
+	if (n < 0) {
+		s1_err(e, "%s: read report: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		goto fail;
+	}
+	if (n > 0) {
+		/* Stage 2 refused its plan or failed: its own words. */
+		s1_err(e, "%s", report);
+		goto fail;
+	}
+	*mine = ctl[0];
+	return pid;
+fail:
+	/* The socket closes after the kill, so that a child still waiting
+	 * for its plan is gone before it could read end of file and print
+	 * an error of its own. */
+	kill_child(pid, e);
+	if (sync[0] >= 0)
+		close(sync[0]);
+	close(ctl[0]);
+	return -1;
+}
+
+/* reap is PID 1's loop. When the program (pid) ends, PID 1 exits with its
+ * status, and the kernel kills what is left in the namespace. Every other
+ * process that ends in the sandbox is reaped as it ends. */
+static void reap(pid_t pid) __attribute__((noreturn));
+
+static void reap(pid_t pid)
+{
+	for (;;) {
+		int sig;
+
+		for (;;) {
+			int ws;
+			pid_t w = waitpid(-1, &ws, WNOHANG);
+
+			if (w < 0 && errno == ECHILD)
+				_exit(EXIT_FAILED);
+			if (w <= 0)
+				break;
+			if (w == pid)
+				_exit(exit_status(ws));
+		}
+		sig = wait_signal();
+		if (sig == 0) {
+			/* Cannot happen (every signal is blocked, the set is
+			 * valid); were it to, PID 1 still reaps, waiting for a
+			 * child instead of spinning. */
+			int ws;
+			pid_t w = waitpid(-1, &ws, 0);
+
+			if (w == pid)
+				_exit(exit_status(ws));
+			continue;
+		}
+		if (forwarded(sig)) {
+			/* ESRCH only: the program has just exited, and the next
+			 * waitpid reaps it; nothing is left unbounded by a lost
+			 * signal. */
+			(void)kill(pid, sig);
+		}
+	}
+}
+
+void glove_stage1(int argc, char **argv) __attribute__((noreturn));
+
+void glove_stage1(int argc, char **argv)
+{
+	static char e[S1_ERRLEN];
+	struct glove_plan p;
+	unsigned char *raw = NULL;
+	size_t rawlen = 0, i;
+	ksigset orig = 0;
+	char exe_path[32];
+	int ctl = -1, block_err = 0, exe, high, root, mine = -1;
+	pid_t pid;
+
+	/* Signals are blocked first, before the plan is read, before the
+	 * program exists and before stage 0 hears that it runs: a signal
+	 * forwarded to PID 1 in between would otherwise meet the default
+	 * action (a PID 1 with no handler is killed by a signal from stage
+	 * 0's namespace) and end the session as "exited 2" or "killed"
+	 * instead of reaching the program (seen with a SIGTERM sent right
+	 * after the program's first output). Blocked, a signal stays
+	 * pending, and reap forwards it once the program exists. */
+	if (block_signals(&orig) != 0)
+		block_err = errno;
+	memset(&p, 0, sizeof(p));
+	if (gp_read_plan_raw(argc, argv, &p, &ctl, &raw, &rawlen, e, sizeof(e)) != 0)
+		gp_fail(ctl, "stage 1", "%s", e);
+	if (block_err != 0)
+		gp_fail(ctl, "stage 1", "block signals: %s", gp_errno(block_err));
+	if (getpid() != 1)
+		gp_fail(ctl, "stage 1", "not PID 1 of a new PID namespace");
+	/* Stage 2 is executed through this descriptor, since the binary is
+	 * not inside the new root. It is placed well above the numbers the
+	 * child's descriptors take (the passed ones below 3+preserve_fds,
+	 * the control socket at 3+preserve_fds), as the Go stage did. */
+	exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (exe < 0)
+		gp_fail(ctl, "stage 1", "open /proc/self/exe: %s", gp_errno(errno));
+	high = fcntl(exe, F_DUPFD_CLOEXEC, 2 * (4 + (int)p.preserve_fds) + 16);
+	if (high < 0)
+		gp_fail(ctl, "stage 1", "move executable descriptor: %s", gp_errno(errno));
+	close(exe);
+	if (share_budgets(&p, e) != 0)
+		gp_fail(ctl, "stage 1", "%s", e);
+	root = s1_build_root(&p, e);
+	if (root < 0)
+		gp_fail(ctl, "stage 1", "%s", e);
+	if (s1_pivot(root, e) != 0)
+		gp_fail(ctl, "stage 1", "%s", e);
+	close(root);
+	if (sethostname(p.hostname, strlen(p.hostname)) != 0)
+		gp_fail(ctl, "stage 1", "sethostname: %s", gp_errno(errno));
+	if (lo_up(e) != 0)
+		gp_fail(ctl, "stage 1", "%s", e);
+	snprintf(exe_path, sizeof(exe_path), "/proc/self/fd/%d", high);
+	pid = start_stage2(&p, exe_path, orig, raw, rawlen, &mine, e);
+	/* The passed descriptors belong to the program now: PID 1 keeps no
+	 * copy (a stream socket must have one holder inside the sandbox). */
+	for (i = 0; i < p.process.npass_fds; i++)
+		close((int)p.process.pass_fds[i]);
+	close(high);
+	if (pid < 0)
+		gp_fail(ctl, "stage 1", "%s", e);
+	free(raw);
+	close(mine);
+	close(ctl); /* tells stage 0 that the program is executing */
+	reap(pid);
+}
