@@ -56,7 +56,7 @@ func Main(args []string) int {
 		case argStage1:
 			return stage1()
 		case argStage2:
-			return stage2()
+			return noStage2()
 		case "--version":
 			if len(args) == 2 {
 				fmt.Println("glove-shim dev")
@@ -241,6 +241,12 @@ func run(ra runArgs) (int, error) {
 	// refused here, before anything of the sandbox is built.
 	if !p.off(LayerLandlock) {
 		if _, err := landlockABI(); err != nil {
+			return 0, err
+		}
+	}
+	// The terminal ioctl filter, which stage 2 stacks under the bundle's.
+	if !p.off(LayerSeccomp) {
+		if p.Process.DenyIoctls, err = denyIoctlsProgram(); err != nil {
 			return 0, err
 		}
 	}

@@ -292,3 +292,17 @@ func loUp() error {
 	}
 	return nil
 }
+
+// noStage2 is reached only in a glove-shim linked without package cstage:
+// stage 2 is C (shim/cstage/stage2.c), which that package's constructor
+// runs before the Go runtime starts, and there is no Go stage 2 to fall
+// back on. It is reported to stage 1 like any failure of stage 2, and
+// nothing is executed.
+func noStage2() int {
+	err := errors.New("not linked into this glove-shim (its C stages, package shim/cstage, are missing)")
+	_, ctl, perr := readPlan()
+	if perr != nil {
+		err = fmt.Errorf("%w; %w", err, perr)
+	}
+	return fail(ctl, "stage 2", err)
+}
