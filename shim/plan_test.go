@@ -412,3 +412,12 @@ func TestValidateSharedDescriptor(t *testing.T) {
 		t.Errorf("PassFDs %v, want [4]: 3 is a mount source", p.Process.PassFDs)
 	}
 }
+
+// TestMainNoStage2: this test binary has no C stage 2 (package cstage is
+// not linked), and Main refuses to run one rather than fall back on
+// anything: a failed stage, not a usage error and not a success.
+func TestMainNoStage2(t *testing.T) {
+	if got := Main([]string{"glove-shim", argStage2, "3"}); got != 1 {
+		t.Errorf("Main(--glove-stage2 3) = %d, want 1 (a failed stage)", got)
+	}
+}

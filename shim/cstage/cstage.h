@@ -44,6 +44,13 @@ void gp_fail(int ctl, const char *stage, const char *fmt, ...)
  * language made it. */
 const char *gp_errno(int e);
 
+/* gp_stage2 is stage 2 (stage2.c): it applies every restriction of the
+ * plan's process to this process, which must have one thread, and
+ * execve's the program; any failure is reported on ctl. glove_stage2
+ * calls it after reading the plan; a stage 1 in C may call it in a child
+ * it cloned into user namespace 2, without executing glove-shim again. */
+void gp_stage2(int ctl, const struct glove_plan *p) __attribute__((noreturn));
+
 /* gp_off reports whether a layer is switched off. Always 0 in production
  * builds: only a glove-shim built with the glove_testlayers tag (which
  * defines GLOVE_TESTLAYERS for this C code) reads the plan's list. */

@@ -397,16 +397,21 @@ static const char *prepare(int ctl, const struct glove_plan *p)
 	return path;
 }
 
+void gp_stage2(int ctl, const struct glove_plan *p)
+{
+	const char *path = prepare(ctl, p);
+
+	execve(path, p->process.args.v, p->process.env.v);
+	gp_fail(ctl, STAGE, "execve %s: %s", path, gp_errno(errno));
+}
+
 void glove_stage2(int argc, char **argv)
 {
 	struct glove_plan p;
-	const char *path;
 	char err[512];
 	int ctl;
 
 	if (gp_read_plan(argc, argv, &p, &ctl, err, sizeof(err)) != 0)
 		gp_fail(ctl, STAGE, "%s", err);
-	path = prepare(ctl, &p);
-	execve(path, p.process.args.v, p.process.env.v);
-	gp_fail(ctl, STAGE, "execve %s: %s", path, gp_errno(errno));
+	gp_stage2(ctl, &p);
 }
