@@ -11,11 +11,12 @@
  * order matters; rerun shim's TestAttack* after any change to it.
  *
  * Every step's failure ends the stage with a report to stage 1 (gp_fail)
- * before anything is executed; the texts are those of the Go stage 2 this
- * file replaced, which tests and docs match.
+ * before anything is executed, naming the operation; the texts are those
+ * of the Go stage 2 this file replaced wherever tests or docs match them.
  *
- * Raw system calls where glibc 2.36 (Debian 12) has no wrapper: openat2,
- * close_range, landlock_*, seccomp, capget/capset.
+ * Raw system calls where glibc 2.36 (Debian 12) declares no wrapper:
+ * openat2, close_range, landlock_*, seccomp, capget/capset, getcwd (see
+ * enter_cwd).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,9 +59,14 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
-/* The highest capability number stage 0 knows (shim/plan.go: capNames,
- * CAP_CHECKPOINT_RESTORE); a bundle cannot name a higher one. */
-#define GLOVE_CAP_LAST 40
+/* The highest capability number the plan's 64-bit masks can hold. Stage 0
+ * knows 0 to 40 (shim/plan.go: capNames), so a bundle never keeps a
+ * higher one; the bounding set is still emptied up to here, so that a
+ * newer kernel's capabilities are dropped too (threat: a capability
+ * added after this code was written, left in the bounding set of a
+ * program whose uid is 0). PR_CAPBSET_DROP answers EINVAL for numbers
+ * the kernel does not have. */
+#define GLOVE_CAP_MAX 63
 
 /* The PATH searched when the sandbox's environment has none. */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -197,7 +203,7 @@ static void set_capabilities(int ctl, const struct gp_process *pp)
 	if (syscall(SYS_capget, &hdr, data) != 0)
 		gp_fail(ctl, STAGE, "capget: %s", gp_errno(errno));
 	if (data[0].effective & (1U << CAP_SETPCAP)) {
-		for (c = 0; c <= GLOVE_CAP_LAST; c++) {
+		for (c = 0; c <= GLOVE_CAP_MAX; c++) {
 			if (pp->cap_bounding & (1ULL << c))
 				continue;
 			/* EINVAL: a capability this kernel does not have. */
@@ -224,7 +230,7 @@ static void set_capabilities(int ctl, const struct gp_process *pp)
 	data[1].inheritable = (uint32_t)(pp->cap_inheritable >> 32);
 	if (syscall(SYS_capset, &hdr, data) != 0)
 		gp_fail(ctl, STAGE, "capset: %s", gp_errno(errno));
-	for (c = 0; c <= GLOVE_CAP_LAST; c++)
+	for (c = 0; c <= GLOVE_CAP_MAX; c++)
 		if ((pp->cap_ambient & (1ULL << c)) &&
 		    xprctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, (unsigned long)c) != 0)
 			gp_fail(ctl, STAGE, "prctl(PR_CAP_AMBIENT_RAISE, capability %d): %s", c, gp_errno(errno));
