@@ -17,7 +17,8 @@ import (
 // Integers are varints (signed) or uvarints (unsigned), booleans one byte
 // 0 or 1, strings and byte slices a uvarint length and the bytes, lists a
 // uvarint count and the elements, optional values (Umask, Seccomp) a
-// presence byte 0 or 1 and the value. Nothing may follow the last field.
+// presence byte 0 or 1 and the value. DenyIoctls is a plain byte slice:
+// empty and absent are one value, nil. Nothing may follow the last field.
 //
 // The bytes come from the parent stage, which is trusted, but a decoder
 // is where a mistake in either stage would turn into a wrong sandbox: it
