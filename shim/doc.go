@@ -22,11 +22,13 @@
 //	  forwards signals, reaps, exits with the program's status
 //	    │ clone(NEWUSER|NEWNS), sandbox uid ↦ 0 of namespace 1
 //	    ▼
-//	stage 2 (user namespace 2: every mount is now locked)
+//	stage 2 (user namespace 2: every mount is now locked), in C before
+//	the Go runtime starts (shim/cstage/stage2.c)
 //	  working directory re-checked inside the root, rlimits, umask, no
 //	  capability (bounding set emptied, SECBIT_NOROOT), no_new_privs,
 //	  every descriptor but stdio and the passed ones close-on-exec,
-//	  Landlock (best effort), seccomp last, execve
+//	  Landlock (as the kernel's ABI allows), the terminal ioctl filter,
+//	  the bundle's seccomp filter last, execve
 //
 // Why two user namespaces: a mount that a process attached in a user
 // namespace it owns can still be made writable (mount_setattr clearing

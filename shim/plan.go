@@ -118,6 +118,11 @@ type ProcessPlan struct {
 	Rlimits      []Rlimit
 	Seccomp      []byte // classic BPF, compiled by stage 0; nil: no filter
 	SeccompFlags uint
+	// DenyIoctls is the deniedIoctls filter (seccomp_extra.go) in the
+	// kernel's struct sock_filter layout, built once by stage 0 and
+	// loaded by stage 2 under Seccomp; nil when the seccomp layer is off
+	// (test builds).
+	DenyIoctls   []byte
 	PassFDs      []int // preserved descriptors the program receives
 	Caps         CapSets
 	Writable     []string

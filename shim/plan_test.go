@@ -349,12 +349,14 @@ func TestMainUsage(t *testing.T) {
 	}
 }
 
-// TestMainStage1IsC: a stage 1 command line that reaches Go is refused
-// with one line. Stage 1 is C code the constructor in shim/cstage runs
-// for a command line of exactly one argument, before the Go runtime;
-// there is no Go stage 1 left to run.
-func TestMainStage1IsC(t *testing.T) {
-	for _, args := range [][]string{{"glove-shim", argStage1}, {"glove-shim", argStage1, "3", "4"}} {
+// TestMainStagesAreC: a stage 1 or stage 2 command line that reaches Go
+// is refused with one line, as a failed start: both stages are C code the
+// constructor in shim/cstage runs for a command line of exactly one
+// argument, before the Go runtime (Main is called here without it); there
+// is no Go stage left to fall back on.
+func TestMainStagesAreC(t *testing.T) {
+	for _, args := range [][]string{{"glove-shim", argStage1}, {"glove-shim", argStage1, "3", "4"},
+		{"glove-shim", argStage2, "3"}, {"glove-shim", argStage2}} {
 		if got := Main(args); got != ExitFailed {
 			t.Errorf("Main(%q) = %d, want %d", args, got, ExitFailed)
 		}

@@ -17,14 +17,15 @@ import (
 // Integers are varints (signed) or uvarints (unsigned), booleans one byte
 // 0 or 1, strings and byte slices a uvarint length and the bytes, lists a
 // uvarint count and the elements, optional values (Umask, Seccomp) a
-// presence byte 0 or 1 and the value. Nothing may follow the last field.
+// presence byte 0 or 1 and the value. DenyIoctls is a plain byte slice:
+// empty and absent are one value, nil. Nothing may follow the last field.
 //
 // The bytes come from the parent stage, which is trusted, but a decoder
 // is where a mistake in either stage would turn into a wrong sandbox: it
 // refuses anything it would not have written, and any string holding a
 // NUL (FuzzDecodePlan checks that
 // what it accepts encodes back to the same bytes).
-const planMagic = "glove-plan-1\n"
+const planMagic = "glove-plan-2\n"
 
 // encodePlan is the plan's binary form (see planMagic).
 func encodePlan(p *Plan) []byte {
@@ -79,6 +80,7 @@ func encodePlan(p *Plan) []byte {
 		e.b = append(e.b, pp.Seccomp...)
 	}
 	e.uint(uint64(pp.SeccompFlags))
+	e.bytes(pp.DenyIoctls)
 	e.uint(uint64(len(pp.PassFDs)))
 	for _, fd := range pp.PassFDs {
 		e.int(fd)
@@ -113,9 +115,10 @@ func encodePlan(p *Plan) []byte {
 
 type planEncoder struct{ b []byte }
 
-func (e *planEncoder) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
-func (e *planEncoder) int(v int)     { e.b = binary.AppendVarint(e.b, int64(v)) }
-func (e *planEncoder) str(s string)  { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *planEncoder) uint(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
+func (e *planEncoder) int(v int)      { e.b = binary.AppendVarint(e.b, int64(v)) }
+func (e *planEncoder) str(s string)   { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *planEncoder) bytes(b []byte) { e.uint(uint64(len(b))); e.b = append(e.b, b...) }
 func (e *planEncoder) ident(id Ident) {
 	e.uint(id.Dev)
 	e.uint(id.Ino)
@@ -202,6 +205,10 @@ func decodePlan(b []byte) (*Plan, error) {
 		}
 	}
 	pp.SeccompFlags = uint(d.uint())
+	// Empty is absent (nil): one plan, one encoding.
+	if b := d.bytes(); len(b) > 0 {
+		pp.DenyIoctls = slices.Clone(b)
+	}
 	if n := d.count(); n > 0 {
 		pp.PassFDs = make([]int, n)
 		for i := range pp.PassFDs {

@@ -33,9 +33,6 @@ const (
 	argStage2 = "--glove-stage2"
 )
 
-// maxPlan bounds the plan a stage reads from its parent.
-const maxPlan = 8 << 20
-
 // Layer names (see layers.go): each protection the attack table switches
 // off on its own in a test build.
 const (
@@ -53,14 +50,12 @@ var Layers = []string{LayerMountLock, LayerSeccomp, LayerLandlock, LayerCaps, La
 func Main(args []string) int {
 	if len(args) >= 2 {
 		switch args[1] {
-		case argStage1:
-			// Stage 1 runs as C code before the Go runtime starts
-			// (shim/cstage, linked into glove-shim): its command line
-			// never reaches Go, and no Go stage 1 exists to run.
-			fmt.Fprintf(os.Stderr, "glove-shim: %s: stage 1 takes exactly one argument, its control descriptor, and runs before the Go runtime (shim/cstage); this command line reached Go\n", argStage1)
+		case argStage1, argStage2:
+			// Stages 1 and 2 run as C code before the Go runtime starts
+			// (shim/cstage, linked into glove-shim): their command lines
+			// never reach Go, and no Go stage exists to fall back on.
+			fmt.Fprintf(os.Stderr, "glove-shim: %s: a stage takes exactly one argument, its control descriptor, and runs before the Go runtime (shim/cstage); this command line reached Go\n", args[1])
 			return ExitFailed
-		case argStage2:
-			return stage2()
 		case "--version":
 			if len(args) == 2 {
 				fmt.Println("glove-shim dev")
@@ -276,6 +271,12 @@ func run(ra runArgs) (int, error) {
 	// refused here, before anything of the sandbox is built.
 	if !p.off(LayerLandlock) {
 		if _, err := landlockABI(); err != nil {
+			return 0, err
+		}
+	}
+	// The terminal ioctl filter, which stage 2 stacks under the bundle's.
+	if !p.off(LayerSeccomp) {
+		if p.Process.DenyIoctls, err = denyIoctlsProgram(); err != nil {
 			return 0, err
 		}
 	}

@@ -1,10 +1,10 @@
 package shim
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/glove-sandbox/glove/seccomp"
-	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,15 +27,21 @@ import (
 //     changes, and a program has no need of them on its own terminal.
 var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCSETD, unix.TIOCEXCL, unix.TIOCNXCL, unix.TIOCCONS}
 
-// loadDeniedIoctls installs the deniedIoctls filter on every thread.
-// no_new_privs must be set.
-func loadDeniedIoctls() error {
+// denyIoctlsProgram is the deniedIoctls filter as stage 2 loads it
+// (shim/cstage/stage2.c, under the bundle's filter): the kernel's struct
+// sock_filter array, in native byte order. Stage 0 builds it once and the
+// plan carries it (ProcessPlan.DenyIoctls), so that no stage builds it
+// again.
+func denyIoctlsProgram() ([]byte, error) {
 	prog, err := seccomp.DenyIoctls(deniedIoctls, unix.EPERM)
 	if err != nil {
-		return fmt.Errorf("seccomp: %w", err)
+		return nil, fmt.Errorf("seccomp: %w", err)
 	}
-	if err := bpf.Install(prog); err != nil {
-		return fmt.Errorf("seccomp: %w", err)
+	b := make([]byte, 0, 8*len(prog))
+	for _, ins := range prog {
+		b = binary.NativeEndian.AppendUint16(b, ins.Code)
+		b = append(b, ins.Jt, ins.Jf)
+		b = binary.NativeEndian.AppendUint32(b, ins.K)
 	}
-	return nil
+	return b, nil
 }

@@ -38,7 +38,11 @@ func TestMain(m *testing.M) {
 // wrapEnv makes the test binary a wrapper that executes its arguments,
 // after a seccomp filter that answers ENOSYS to landlock_create_ruleset
 // when the value is "no-landlock" (a kernel without Landlock, as every
-// stage and the program see it), with no filter when it is "none".
+// stage and the program see it), with no filter when it is "none", and
+// with a filter that makes the Landlock ABI version query answer N when
+// it is "landlock-abi=N" (an older kernel's ABI, as every stage sees it;
+// the other Landlock calls reach this kernel, which accepts what an
+// older one would).
 const wrapEnv = "GLOVE_SHIM_TEST_WRAP"
 
 func wrapExec(mode string, argv []string) int {
@@ -48,6 +52,9 @@ func wrapExec(mode string, argv []string) int {
 	}
 	// The filter is this thread's (no TSYNC), and execve must run on it.
 	runtime.LockOSThread()
+	if abi, ok := strings.CutPrefix(mode, "landlock-abi="); ok {
+		return wrapLandlockABI(abi, argv)
+	}
 	switch mode {
 	case "no-landlock":
 		f, err := libseccomp.NewFilter(libseccomp.ActAllow)
@@ -69,6 +76,101 @@ func wrapExec(mode string, argv []string) int {
 	err := syscall.Exec(argv[0], argv, []string{})
 	fmt.Fprintln(os.Stderr, "wrap: exec:", err)
 	return 2
+}
+
+// wrapLandlockABI runs argv in a child whose Landlock ABI version query
+// (landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION))
+// this process answers with abi, through a seccomp user notification,
+// and exits with the child's status.
+func wrapLandlockABI(abi string, argv []string) int {
+	n, err := strconv.ParseUint(abi, 10, 8)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wrap: landlock-abi:", err)
+		return 2
+	}
+	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	if err == nil {
+		err = f.AddRuleConditional(libseccomp.ScmpSyscall(unix.SYS_LANDLOCK_CREATE_RULESET), libseccomp.ActNotify,
+			[]libseccomp.ScmpCondition{{Argument: 2, Op: libseccomp.CompareEqual, Operand1: unix.LANDLOCK_CREATE_RULESET_VERSION}})
+	}
+	if err == nil {
+		err = f.Load() // on this thread, which forks the child below
+	}
+	var fd libseccomp.ScmpFd
+	if err == nil {
+		fd, err = f.GetNotifFd()
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
+		return 2
+	}
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: []string{}, Files: []uintptr{0, 1, 2}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wrap: exec:", err)
+		return 2
+	}
+	go func() {
+		for {
+			req, err := libseccomp.NotifReceive(fd)
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINTR) {
+					continue // the caller was gone before the answer
+				}
+				return
+			}
+			// An error here is a caller that has gone: nothing to answer.
+			_ = libseccomp.NotifRespond(fd, &libseccomp.ScmpNotifResp{ID: req.ID, Val: n})
+		}
+	}()
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "wrap: wait:", err)
+		return 2
+	}
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// TestShimLandlockABIs: stage 2 builds its ruleset for the Landlock ABI
+// the kernel reports (Debian 12's 6.1 has 2, Debian 13's 6.12 has 6):
+// the sandbox runs, and the program writes beneath a writable mount, at
+// ABI 1, 2, 3 (handled_access_fs only), 4 (with the network member) and
+// 6 (with the scopes). The scopes are set from ABI 6 and not before:
+// from 6 the program cannot signal PID 1, which is outside its Landlock
+// domain (and the same user, so nothing else refuses it); before, it can.
+// This kernel accepts every attribute size; only an older kernel (the VM
+// lane) shows that it would refuse a member it does not know.
+func TestShimLandlockABIs(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	if abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION); errno != 0 || abi < 6 {
+		t.Skipf("skipped: this kernel's Landlock ABI is %d (%v); the test emulates older ABIs on a kernel with 6 or more", abi, errno)
+	}
+	wrapper := testenv.CopyTestBinary(t)
+	for _, abi := range []int{1, 2, 3, 4, 6} {
+		t.Run(fmt.Sprint("abi", abi), func(t *testing.T) {
+			b := e.NewBundle(t)
+			b.Spec.Process.Args = []string{"/bin/sh", "-c", `echo ok > /workspace/w && echo wrote; if kill -0 1 2>/dev/null; then echo signal-pid1; else echo no-signal-pid1; fi`}
+			b.Write(t)
+			r := e.RunAs(t, testenv.ShimRun{
+				Shim: wrapper,
+				Args: []string{e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t"},
+				Env:  []string{wrapEnv + "=landlock-abi=" + strconv.Itoa(abi)},
+			})
+			want := "wrote\nsignal-pid1\n"
+			if abi >= 6 {
+				want = "wrote\nno-signal-pid1\n"
+			}
+			if r.Code != 0 || r.Stdout != want {
+				t.Errorf("exit %d, stdout %q, want 0 and %q\nstderr: %s", r.Code, r.Stdout, want, r.Stderr)
+			}
+		})
+	}
 }
 
 // TestShimRefusesWithoutLandlock: on a kernel without Landlock the shim

@@ -1,65 +1,16 @@
 package shim
 
 // Stage 1, PID 1 of the sandbox, is C code that runs before the Go
-// runtime (shim/cstage/stage1.c and mount.c). What is left here: the
-// plan reading and failure report of the Go stage 2, and stage 0's half
-// of the per-user budgets.
+// runtime (shim/cstage/stage1.c and mount.c). What is left here is stage
+// 0's half of the per-user budgets.
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
-
-// readPlan reads the plan from the control socket named by argv[2]. Every
-// inherited descriptor is made close-on-exec first, so that nothing the
-// stage did not choose to pass reaches the next one.
-func readPlan() (*Plan, *os.File, error) {
-	if len(os.Args) != 3 {
-		return nil, nil, errors.New("bad stage arguments")
-	}
-	n, err := strconv.Atoi(os.Args[2])
-	if err != nil || n < 3 || n > 3+maxPreserveFDs {
-		return nil, nil, errors.New("bad stage arguments")
-	}
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return nil, nil, fmt.Errorf("close_range: %w", err)
-	}
-	ctl := os.NewFile(uintptr(n), "control")
-	b, err := io.ReadAll(io.LimitReader(ctl, maxPlan+1))
-	if err != nil {
-		return nil, ctl, fmt.Errorf("read plan: %w", err)
-	}
-	if len(b) > maxPlan {
-		return nil, ctl, errors.New("read plan: too large")
-	}
-	p, err := decodePlan(b)
-	if err != nil {
-		return nil, ctl, fmt.Errorf("decode plan: %w", err)
-	}
-	if p.PreserveFDs != n-3 {
-		return nil, ctl, errors.New("plan does not match the stage arguments")
-	}
-	return p, ctl, nil
-}
-
-// fail reports err to the parent stage, which prints it; the stage then
-// exits without running anything.
-func fail(ctl *os.File, stage string, err error) int {
-	msg := fmt.Sprintf("%s: %v", stage, err)
-	if ctl != nil {
-		if _, werr := ctl.Write([]byte(msg)); werr == nil {
-			return 1
-		}
-	}
-	fmt.Fprintf(os.Stderr, "glove-shim: %s\n", msg)
-	return 1
-}
 
 // budgetShares is how many sandboxes one service user's per-user kernel
 // budget is divided among: gloved runs at most 32 sessions at once

@@ -80,6 +80,9 @@ func Decode(b []byte) (*shim.Plan, error) {
 		pp.Seccomp = C.GoBytes(unsafe.Pointer(cpp.seccomp), C.int(cpp.seccomp_len))
 	}
 	pp.SeccompFlags = uint(cpp.seccomp_flags)
+	if cpp.deny_ioctls_len > 0 {
+		pp.DenyIoctls = C.GoBytes(unsafe.Pointer(cpp.deny_ioctls), C.int(cpp.deny_ioctls_len))
+	}
 	for _, fd := range unsafe.Slice(cpp.pass_fds, cpp.npass_fds) {
 		pp.PassFDs = append(pp.PassFDs, int(fd))
 	}

@@ -14,8 +14,8 @@
 #define GLOVE_ARG_STAGE1 "--glove-stage1"
 #define GLOVE_ARG_STAGE2 "--glove-stage2"
 
-/* Bounds shared with the Go side (shim/run_linux.go: maxPlan;
- * shim/plan.go: maxPreserveFDs). */
+/* The largest plan a stage reads, and the bound shared with the Go side
+ * on preserved descriptors (shim/plan.go: maxPreserveFDs). */
 #define GLOVE_MAX_PLAN (8 << 20)
 #define GLOVE_MAX_PRESERVE_FDS 1024
 
@@ -49,6 +49,13 @@ void gp_fail(int ctl, const char *stage, const char *fmt, ...)
  * directory"), so that a stage's report reads the same whichever
  * language made it. */
 const char *gp_errno(int e);
+
+/* gp_stage2 is stage 2 (stage2.c): it applies every restriction of the
+ * plan's process to this process, which must have one thread, and
+ * execve's the program; any failure is reported on ctl. glove_stage2
+ * calls it after reading the plan; a stage 1 in C may call it in a child
+ * it cloned into user namespace 2, without executing glove-shim again. */
+void gp_stage2(int ctl, const struct glove_plan *p) __attribute__((noreturn));
 
 /* gp_off reports whether a layer is switched off. Always 0 in production
  * builds: only a glove-shim built with the glove_testlayers tag (which

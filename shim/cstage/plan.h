@@ -65,6 +65,8 @@ struct gp_process {
 	unsigned char *seccomp; /* classic BPF, seccomp_len bytes */
 	size_t seccomp_len;
 	uint64_t seccomp_flags;
+	unsigned char *deny_ioctls; /* classic BPF, deny_ioctls_len bytes; 0: none */
+	size_t deny_ioctls_len;
 	size_t npass_fds;
 	int64_t *pass_fds;
 	uint64_t cap_bounding, cap_effective, cap_inheritable, cap_permitted, cap_ambient;

@@ -237,7 +237,7 @@ func startInUserns() error {
 }
 
 // probeLandlock reports the ABI and what glove-shim's ruleset lacks at
-// it (shim/landlock_unsafe.go), each gap naming the layer that still
+// it (shim/cstage/stage2.c), each gap naming the layer that still
 // holds. Without Landlock at all glove-shim refuses every sandbox.
 func probeLandlock() statusItem {
 	it := statusItem{Name: "landlock", Required: true}
