@@ -26,12 +26,11 @@ const (
 	ExitFailed = 125 // the sandbox could not be built; nothing was executed
 )
 
-// Stage arguments: the re-executed binary's argv[1]. A user who runs
-// `glove-shim stage1` by hand gains nothing: a stage only restricts.
-const (
-	argStage1 = "--glove-stage1"
-	argStage2 = "--glove-stage2"
-)
+// argStage1 is the re-executed binary's argv[1] for stage 1 (stage 2 is
+// never executed: stage 1 runs it in the child it clones). A user who
+// runs `glove-shim --glove-stage1 N` by hand gains nothing: a stage only
+// restricts.
+const argStage1 = "--glove-stage1"
 
 // Layer names (see layers.go): each protection the attack table switches
 // off on its own in a test build.
@@ -50,10 +49,11 @@ var Layers = []string{LayerMountLock, LayerSeccomp, LayerLandlock, LayerCaps, La
 func Main(args []string) int {
 	if len(args) >= 2 {
 		switch args[1] {
-		case argStage1, argStage2:
+		case argStage1:
 			// Stages 1 and 2 run as C code before the Go runtime starts
-			// (shim/cstage, linked into glove-shim): their command lines
-			// never reach Go, and no Go stage exists to fall back on.
+			// (shim/cstage, linked into glove-shim): stage 1's command
+			// line never reaches Go, and no Go stage exists to fall back
+			// on.
 			fmt.Fprintf(os.Stderr, "glove-shim: %s: a stage takes exactly one argument, its control descriptor, and runs before the Go runtime (shim/cstage); this command line reached Go\n", args[1])
 			return ExitFailed
 		case "--version":

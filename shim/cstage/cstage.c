@@ -9,9 +9,11 @@
  * program costs 1.5 ms or more (docs/shim-startup.md). A stage that is
  * run here pays for none.
  *
- * A user who runs `glove-shim --glove-stage2 N` by hand gains nothing: a
- * stage only restricts itself, then executes what the plan read from
- * descriptor N names, as that user.
+ * Only stage 1 is entered here (stage 2 runs in the child stage 1
+ * clones). A user who runs `glove-shim --glove-stage1 N` by hand gains
+ * nothing: stage 1 refuses to run unless it is PID 1 of a new PID
+ * namespace, and a stage only restricts itself, then executes what the
+ * plan read from descriptor N names, as that user.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -29,20 +31,18 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-/* Each stage defines its entry in its own file; a stage whose file is not
- * linked is left to Go. */
-extern void glove_stage1(int argc, char **argv) __attribute__((weak, noreturn));
-extern void glove_stage2(int argc, char **argv) __attribute__((weak, noreturn));
+/* Stage 1's entry (stage1.c). Stage 2 has none: stage 1 runs it in the
+ * child it clones (gp_stage2), and glove-shim is never executed as stage
+ * 2. */
+extern void glove_stage1(int argc, char **argv) __attribute__((noreturn));
 
 __attribute__((constructor)) static void glove_cstage(int argc, char **argv, char **envp)
 {
 	(void)envp;
 	if (argc != 3 || argv == NULL || argv[1] == NULL)
 		return;
-	if (strcmp(argv[1], GLOVE_ARG_STAGE1) == 0 && glove_stage1 != NULL)
+	if (strcmp(argv[1], GLOVE_ARG_STAGE1) == 0)
 		glove_stage1(argc, argv);
-	if (strcmp(argv[1], GLOVE_ARG_STAGE2) == 0 && glove_stage2 != NULL)
-		glove_stage2(argc, argv);
 }
 
 const char *gp_errno(int e)
@@ -104,12 +104,6 @@ static int parse_fd(const char *s)
 }
 
 int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *err, size_t errlen)
-{
-	return gp_read_plan_raw(argc, argv, p, ctl, NULL, NULL, err, errlen);
-}
-
-int gp_read_plan_raw(int argc, char **argv, struct glove_plan *p, int *ctl, unsigned char **raw, size_t *rawlen,
-		     char *err, size_t errlen)
 {
 	unsigned char *buf;
 	size_t len = 0, cap = 64 << 10;
@@ -184,11 +178,6 @@ int gp_read_plan_raw(int argc, char **argv, struct glove_plan *p, int *ctl, unsi
 		snprintf(err, errlen, "plan does not match the stage arguments");
 		return -1;
 	}
-	if (raw != NULL) {
-		*raw = buf;
-		*rawlen = len;
-	} else {
-		free(buf);
-	}
+	free(buf);
 	return 0;
 }

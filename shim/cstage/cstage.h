@@ -10,9 +10,8 @@
 
 #include "plan.h"
 
-/* The stage arguments (shim/run_linux.go: argStage1, argStage2). */
+/* Stage 1's argument (shim/run_linux.go: argStage1). */
 #define GLOVE_ARG_STAGE1 "--glove-stage1"
-#define GLOVE_ARG_STAGE2 "--glove-stage2"
 
 /* The largest plan a stage reads, and the bound shared with the Go side
  * on preserved descriptors (shim/plan.go: maxPreserveFDs). */
@@ -33,12 +32,6 @@
  * control socket, or -1 when the arguments did not name one. */
 int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *err, size_t errlen);
 
-/* gp_read_plan_raw is gp_read_plan that also hands back the plan's bytes
- * as read (*raw, *rawlen bytes, to free), for a stage that passes the
- * plan on unchanged. */
-int gp_read_plan_raw(int argc, char **argv, struct glove_plan *p, int *ctl, unsigned char **raw, size_t *rawlen,
-		     char *err, size_t errlen);
-
 /* gp_fail reports "STAGE: message" to the parent stage on ctl (or, when
  * that fails, "glove-shim: STAGE: message" on standard error) and exits
  * with status 1, as the Go stages' fail does. */
@@ -52,9 +45,9 @@ const char *gp_errno(int e);
 
 /* gp_stage2 is stage 2 (stage2.c): it applies every restriction of the
  * plan's process to this process, which must have one thread, and
- * execve's the program; any failure is reported on ctl. glove_stage2
- * calls it after reading the plan; a stage 1 in C may call it in a child
- * it cloned into user namespace 2, without executing glove-shim again. */
+ * execve's the program; any failure is reported on ctl. Stage 1 calls it
+ * in the child it cloned into user namespace 2, without executing
+ * glove-shim again. */
 void gp_stage2(int ctl, const struct glove_plan *p) __attribute__((noreturn));
 
 /* gp_off reports whether a layer is switched off. Always 0 in production

@@ -238,7 +238,7 @@ static void child_fail(int sync, const char *fmt, ...)
 	int off;
 	ssize_t w;
 
-	off = snprintf(msg, sizeof(msg), "start %s: ", GLOVE_ARG_STAGE2);
+	off = snprintf(msg, sizeof(msg), "start %s: ", "stage 2");
 	va_start(ap, fmt);
 	vsnprintf(msg + off, sizeof(msg) - (size_t)off, fmt, ap);
 	va_end(ap);
@@ -249,19 +249,25 @@ static void child_fail(int sync, const char *fmt, ...)
 	_exit(1);
 }
 
-/* stage2_child is the child between clone and the execve of stage 2. It
- * calls nothing of glibc that keeps state (the raw clone left glibc's
- * idea of the thread as the parent's): system calls and snprintf. */
-static void stage2_child(const struct glove_plan *p, int sync, int theirs, const char *exe, ksigset orig, int lock)
-	__attribute__((noreturn));
+/* stage2_child is stage 2: the child stage 1 cloned into user namespace 2
+ * and mount namespace 2. It runs stage 2's steps (gp_stage2, stage2.c)
+ * itself and execve's the program: glove-shim is not executed again, so
+ * stage 2 pays for no execve of the shim, no libc start-up and no plan
+ * decoding (it has stage 1's decoded plan, as a copy). Until the program's
+ * execve it runs only code of this binary, on memory nothing of the
+ * sandbox has touched. It calls nothing of glibc that keeps state (the
+ * raw clone left glibc's idea of the thread as the parent's): system
+ * calls and snprintf.
+ *
+ * The child has every capability in user namespace 2, which it created
+ * (clone(CLONE_NEWUSER)); gp_stage2 leaves it with exactly the bundle's,
+ * none for Glove's own bundles, before the program's execve. */
+static void stage2_child(const struct glove_plan *p, int sync, int theirs, ksigset orig) __attribute__((noreturn));
 
-static void stage2_child(const struct glove_plan *p, int sync, int theirs, const char *exe, ksigset orig, int lock)
+static void stage2_child(const struct glove_plan *p, int sync, int theirs, ksigset orig)
 {
-	char go, fdarg[16];
-	char *argv[4], *envp[1] = { NULL };
-	int target = 3 + (int)p->preserve_fds;
+	char go;
 	ssize_t r;
-	size_t i;
 
 	/* The parent writes the ID maps, then one byte: until then this
 	 * process has no identity in its new user namespace. End of file
@@ -277,24 +283,6 @@ static void stage2_child(const struct glove_plan *p, int sync, int theirs, const
 	 * the caller's process group). */
 	if (setsid() < 0)
 		child_fail(sync, "setsid: %s", gp_errno(errno));
-	if (lock) {
-		/* CAP_SETPCAP survives the execve of stage 2 (as ambient) only
-		 * so that stage 2 can empty the bounding set even when the
-		 * program's uid is not 0; stage 2 drops it with every other
-		 * capability. An ambient capability must be permitted and
-		 * inheritable first. */
-		struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-		struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-
-		if (syscall(SYS_capget, &h, d) != 0)
-			child_fail(sync, "capget: %s", gp_errno(errno));
-		d[CAP_TO_INDEX(CAP_SETPCAP)].permitted |= CAP_TO_MASK(CAP_SETPCAP);
-		d[CAP_TO_INDEX(CAP_SETPCAP)].inheritable |= CAP_TO_MASK(CAP_SETPCAP);
-		if (syscall(SYS_capset, &h, d) != 0)
-			child_fail(sync, "capset: %s", gp_errno(errno));
-		if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETPCAP, 0, 0) != 0)
-			child_fail(sync, "prctl(PR_CAP_AMBIENT_RAISE): %s", gp_errno(errno));
-	}
 	/* Threat: a stage outliving PID 1 would run the program without the
 	 * process that reaps and forwards to it. PID 1's death kills the
 	 * whole PID namespace anyway; this says so for stage 2 explicitly,
@@ -304,28 +292,18 @@ static void stage2_child(const struct glove_plan *p, int sync, int theirs, const
 		child_fail(sync, "prctl(PR_SET_PDEATHSIG): %s", gp_errno(errno));
 	if (getppid() != 1)
 		_exit(1);
-	/* The passed descriptors stay at their numbers (every inherited
-	 * descriptor is close-on-exec since the plan was read), and the
-	 * control socket goes to 3+preserve_fds, where stage 0's was: that
-	 * copy closes at the execve, so stage 2 never holds it. */
-	for (i = 0; i < p->process.npass_fds; i++)
-		if (fcntl((int)p->process.pass_fds[i], F_SETFD, 0) != 0)
-			child_fail(sync, "pass descriptor %d: %s", (int)p->process.pass_fds[i], gp_errno(errno));
-	if (theirs != target ? dup2(theirs, target) != target : fcntl(target, F_SETFD, 0) != 0)
-		child_fail(sync, "control socket to descriptor %d: %s", target, gp_errno(errno));
 	if (p->process.terminal && ioctl(0, TIOCSCTTY, 1) != 0)
 		child_fail(sync, "TIOCSCTTY: %s", gp_errno(errno));
-	/* Stage 2 starts with the signal mask stage 1 was started with, as a
-	 * Go parent's child did. */
+	/* Stage 2 and the program start with the signal mask stage 1 was
+	 * started with, as a Go parent's child did. */
 	if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &orig, NULL, sizeof(orig)) != 0)
 		child_fail(sync, "restore the signal mask: %s", gp_errno(errno));
-	snprintf(fdarg, sizeof(fdarg), "%d", target);
-	argv[0] = "glove-shim";
-	argv[1] = GLOVE_ARG_STAGE2;
-	argv[2] = fdarg;
-	argv[3] = NULL;
-	execve(exe, argv, envp);
-	child_fail(sync, "fork/exec %s: %s", exe, gp_errno(errno));
+	/* From here every failure is stage 2's, reported on its control
+	 * socket; the parent reads that once this end of the start-up
+	 * socket is closed. */
+	if (close(sync) != 0)
+		_exit(1);
+	gp_stage2(theirs, p);
 }
 
 /* kill_child ends a stage 2 that failed or refused its plan, and reaps
@@ -338,7 +316,7 @@ static void kill_child(pid_t pid, char *e)
 	if (kill(pid, SIGKILL) != 0 && errno != ESRCH) {
 		size_t n = strlen(e);
 
-		snprintf(e + n, S1_ERRLEN - n, "\nkill %s: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		snprintf(e + n, S1_ERRLEN - n, "\nkill %s: %s", "stage 2", gp_errno(errno));
 	}
 	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
 		;
@@ -383,15 +361,12 @@ static int write_maps(const struct glove_plan *p, pid_t pid, char *e)
 	return write_file(path, map, e);
 }
 
-/* start_stage2 starts stage 2 (the executable at exe) with the plan and
- * waits for its report, as shim/run_linux.go's startNext and exchange:
- * the plan is sent, the sending side shut, and the report read until end
- * of file; an empty report means the program is executing (stage 2's
- * end of the socket closed at its execve). It returns stage 2's pid, and
- * in *mine this end of the control socket, or -1 with the reason in e,
- * stage 2 then killed and reaped. */
-static pid_t start_stage2(const struct glove_plan *p, const char *exe, ksigset orig, const unsigned char *raw,
-			  size_t rawlen, int *mine, char *e)
+/* start_stage2 starts stage 2 (stage2_child) and waits for its report,
+ * read until end of file: an empty report means the program is executing
+ * (stage 2's end of the control socket closed at its execve). It returns
+ * stage 2's pid, and in *mine this end of the control socket, or -1 with
+ * the reason in e, stage 2 then killed and reaped. */
+static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, char *e)
 {
 	char report[REPORT_MAX + 1];
 	int lock = !gp_off(p, GLOVE_LAYER_MOUNTLOCK);
@@ -421,7 +396,7 @@ static pid_t start_stage2(const struct glove_plan *p, const char *exe, ksigset o
 	 * execve. */
 	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
 	if (pid < 0) {
-		s1_err(e, "start %s: fork/exec %s: %s", GLOVE_ARG_STAGE2, exe, gp_errno(errno));
+		s1_err(e, "start stage 2: clone: %s", gp_errno(errno));
 		close(ctl[0]);
 		close(ctl[1]);
 		close(sync[0]);
@@ -431,40 +406,32 @@ static pid_t start_stage2(const struct glove_plan *p, const char *exe, ksigset o
 	if (pid == 0) {
 		close(ctl[0]);
 		close(sync[0]);
-		stage2_child(p, sync[1], ctl[1], exe, orig, lock);
+		stage2_child(p, sync[1], ctl[1], orig);
 	}
 	close(ctl[1]);
 	close(sync[1]);
 	if (lock && write_maps(p, pid, e) != 0) {
-		s1_wrap(e, "start %s", GLOVE_ARG_STAGE2);
+		s1_wrap(e, "start %s", "stage 2");
 		goto fail;
 	}
 	if (send_all(sync[0], (const unsigned char *)"g", 1) != 0) {
-		s1_err(e, "start %s: release the child: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		s1_err(e, "start %s: release the child: %s", "stage 2", gp_errno(errno));
 		goto fail;
 	}
 	/* Until the execve closes the child's end: empty, or why it failed. */
 	n = read_small(sync[0], report, sizeof(report));
 	if (n != 0) {
 		if (n < 0)
-			s1_err(e, "start %s: read the start-up report: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+			s1_err(e, "start %s: read the start-up report: %s", "stage 2", gp_errno(errno));
 		else
 			s1_err(e, "%s", report);
 		goto fail;
 	}
 	close(sync[0]);
 	sync[0] = -1;
-	if (send_all(ctl[0], raw, rawlen) != 0) {
-		s1_err(e, "%s: send plan: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
-		goto fail;
-	}
-	if (shutdown(ctl[0], SHUT_WR) != 0) {
-		s1_err(e, "%s: send plan: shutdown: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
-		goto fail;
-	}
 	n = read_small(ctl[0], report, sizeof(report));
 	if (n < 0) {
-		s1_err(e, "%s: read report: %s", GLOVE_ARG_STAGE2, gp_errno(errno));
+		s1_err(e, "stage 2: read report: %s", gp_errno(errno));
 		goto fail;
 	}
 	if (n > 0) {
@@ -533,11 +500,9 @@ void glove_stage1(int argc, char **argv)
 {
 	static char e[S1_ERRLEN];
 	struct glove_plan p;
-	unsigned char *raw = NULL;
-	size_t rawlen = 0, i;
+	size_t i;
 	ksigset orig = 0;
-	char exe_path[32];
-	int ctl = -1, block_err = 0, exe, high, root, mine = -1;
+	int ctl = -1, block_err = 0, root, mine = -1;
 	pid_t pid;
 
 	/* Signals are blocked first, before the plan is read, before the
@@ -551,23 +516,12 @@ void glove_stage1(int argc, char **argv)
 	if (block_signals(&orig) != 0)
 		block_err = errno;
 	memset(&p, 0, sizeof(p));
-	if (gp_read_plan_raw(argc, argv, &p, &ctl, &raw, &rawlen, e, sizeof(e)) != 0)
+	if (gp_read_plan(argc, argv, &p, &ctl, e, sizeof(e)) != 0)
 		gp_fail(ctl, "stage 1", "%s", e);
 	if (block_err != 0)
 		gp_fail(ctl, "stage 1", "block signals: %s", gp_errno(block_err));
 	if (getpid() != 1)
 		gp_fail(ctl, "stage 1", "not PID 1 of a new PID namespace");
-	/* Stage 2 is executed through this descriptor, since the binary is
-	 * not inside the new root. It is placed well above the numbers the
-	 * child's descriptors take (the passed ones below 3+preserve_fds,
-	 * the control socket at 3+preserve_fds), as the Go stage did. */
-	exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (exe < 0)
-		gp_fail(ctl, "stage 1", "open /proc/self/exe: %s", gp_errno(errno));
-	high = fcntl(exe, F_DUPFD_CLOEXEC, 2 * (4 + (int)p.preserve_fds) + 16);
-	if (high < 0)
-		gp_fail(ctl, "stage 1", "move executable descriptor: %s", gp_errno(errno));
-	close(exe);
 	if (share_budgets(&p, e) != 0)
 		gp_fail(ctl, "stage 1", "%s", e);
 	root = s1_build_root(&p, e);
@@ -580,16 +534,13 @@ void glove_stage1(int argc, char **argv)
 		gp_fail(ctl, "stage 1", "sethostname: %s", gp_errno(errno));
 	if (lo_up(e) != 0)
 		gp_fail(ctl, "stage 1", "%s", e);
-	snprintf(exe_path, sizeof(exe_path), "/proc/self/fd/%d", high);
-	pid = start_stage2(&p, exe_path, orig, raw, rawlen, &mine, e);
+	pid = start_stage2(&p, orig, &mine, e);
 	/* The passed descriptors belong to the program now: PID 1 keeps no
 	 * copy (a stream socket must have one holder inside the sandbox). */
 	for (i = 0; i < p.process.npass_fds; i++)
 		close((int)p.process.pass_fds[i]);
-	close(high);
 	if (pid < 0)
 		gp_fail(ctl, "stage 1", "%s", e);
-	free(raw);
 	close(mine);
 	close(ctl); /* tells stage 0 that the program is executing */
 	reap(pid);

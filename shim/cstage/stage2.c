@@ -1,9 +1,10 @@
 /*
  * Stage 2 of glove-shim, in C: it runs in user namespace 2, where every
  * mount stage 1 built is locked, restricts itself as the plan says and
- * execve's the program. cstage.c's constructor calls glove_stage2 before
- * the Go runtime exists, so this stage pays for no Go start-up
- * (docs/shim-startup.md, "Stage 2 in C").
+ * execve's the program. Stage 1 (stage1.c) calls gp_stage2 in the child
+ * it cloned into user namespace 2: no Go start-up, and no execve of
+ * glove-shim, on this stage's path (docs/shim-startup.md, "Stage 2 in
+ * C").
  *
  * The process has one thread and creates none: every restriction below
  * applies to the thread that calls execve, and so to the program, which
@@ -409,15 +410,4 @@ void gp_stage2(int ctl, const struct glove_plan *p)
 
 	execve(path, p->process.args.v, p->process.env.v);
 	gp_fail(ctl, STAGE, "execve %s: %s", path, gp_errno(errno));
-}
-
-void glove_stage2(int argc, char **argv)
-{
-	struct glove_plan p;
-	char err[512];
-	int ctl;
-
-	if (gp_read_plan(argc, argv, &p, &ctl, err, sizeof(err)) != 0)
-		gp_fail(ctl, STAGE, "%s", err);
-	gp_stage2(ctl, &p);
 }
