@@ -213,6 +213,24 @@ func run(ra runArgs) (int, error) {
 	// supervisor's placement (--sync-fd), they move with the process:
 	// writing a pid to cgroup.procs moves every thread of it.
 	warmed := warmThreadsAsync(warmedThreads)
+	// Stage 0 forwards signals (the supervisor's TERM reaches PID 1 of the
+	// sandbox, which passes it on) and waits; it reaps nothing else.
+	// Signals are caught from before stage 1 exists: the program may
+	// print its first output before stage 1 has closed the control
+	// socket (startNext still waiting), and a TERM sent then would meet
+	// the Go runtime's default action, end stage 0 and, through the
+	// parent-death signal, kill the sandbox instead of reaching the
+	// program (4 to 5 in 30 TERMs sent at the first output byte did).
+	// What is caught while startNext runs is forwarded once it returns.
+	// Catching every signal is one round trip to the runtime's signal
+	// thread per signal, about 1 ms in all: it runs beside the reading
+	// and checking below, and is waited for before stage 1 is started.
+	sigs := make(chan os.Signal, 64)
+	caught := make(chan struct{})
+	go func() {
+		signal.Notify(sigs)
+		close(caught)
+	}()
 	if ra.syncFD >= 0 {
 		if _, err := unix.FcntlInt(uintptr(ra.syncFD), unix.F_GETFD, 0); err != nil {
 			return 0, fmt.Errorf("--sync-fd %d: %w", ra.syncFD, err)
@@ -326,18 +344,11 @@ func run(ra runArgs) (int, error) {
 	// Placed in the session's cgroup by now (or created in it): stage 0
 	// stays there, waiting, for the whole session.
 	warmed()
-	// Stage 0 forwards signals (the supervisor's TERM reaches PID 1 of the
-	// sandbox, which passes it on) and waits; it reaps nothing else.
-	// Signals are caught from before stage 1 exists: the program may
-	// print its first output before stage 1 has closed the control
-	// socket (startNext still waiting), and a TERM sent then would meet
-	// the Go runtime's default action, end stage 0 and, through the
-	// parent-death signal, kill the sandbox instead of reaching the
-	// program (4 to 5 in 30 TERMs sent at the first output byte did).
-	// What is caught while startNext runs is forwarded once it returns.
-	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs)
-	defer signal.Stop(sigs)
+	<-caught
+	// Never stopped: stage 0 exits once the program has, and stopping
+	// would cost as much as catching (the round trips above) only to let
+	// a late signal meet the default action before stage 0 reports the
+	// program's status.
 	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1, func() error {
 		if err := exportSeccomp(compiled, &p.Process); err != nil {
 			return err
