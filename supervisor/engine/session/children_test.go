@@ -38,7 +38,7 @@ func TestOwnChildren(t *testing.T) {
 			_ = c.Wait() // the kill's own status
 		}
 	}()
-	got, err := ownChildren()
+	got, err := ownChildren(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestOwnChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = last.Wait() // the kill's own status
-	got, err = ownChildren()
+	got, err = ownChildren(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
