@@ -20,7 +20,7 @@ type Identity struct {
 
 // BootID returns this boot's identifier.
 func BootID() (string, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	b, err := procRead("/proc/sys/kernel/random/boot_id", make([]byte, 64))
 	if err != nil {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
@@ -37,7 +37,7 @@ var ErrNoProcess = errors.New("no such process")
 // StartTicks returns when process pid started (/proc/PID/stat field 22,
 // clock ticks since boot).
 func StartTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := procRead("/proc/"+strconv.Itoa(pid)+"/stat", make([]byte, 512))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
 	}

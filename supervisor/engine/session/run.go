@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -1038,8 +1039,20 @@ const orphanWait = 5 * time.Second
 
 // reapOrphansOnce reaps this session's zombie children of ours and counts
 // those that are still exiting.
+//
+// It runs at every session's end and looks at every child of gloved:
+// the helpers and shims of all the sessions running (24 at a concurrency
+// of 8), of which none is normally this session's. So each child costs
+// one read, of its cgroup, and only one in the session's cgroup has its
+// stat read too (parent and state); all reads are raw (procRead). That
+// order is as safe as the other: a process in this session's cgroup is
+// reaped by nobody but this scan, so its pid cannot name another process
+// between the two reads, and its stat is read last, just before Wait4.
+// With 24 children of other cgroups this is 0.32 ms a scan instead of
+// 0.83 ms (BenchmarkReapOrphansOnce).
 func reapOrphansOnce(name string) (int, error) {
-	kids, err := ownChildren()
+	buf := make([]byte, 1024)
+	kids, err := ownChildren(buf)
 	if err != nil {
 		return 0, err
 	}
@@ -1047,20 +1060,20 @@ func reapOrphansOnce(name string) (int, error) {
 	left := 0
 	for _, pid := range kids {
 		d := strconv.Itoa(pid)
-		stat, err := os.ReadFile("/proc/" + d + "/stat")
-		if err != nil {
-			continue // gone since the listing
+		cg, err := procRead("/proc/"+d+"/cgroup", buf)
+		if err != nil || !inSessionCgroup(string(cg), name) {
+			continue // gone since the listing, or not this session's
 		}
-		i := strings.LastIndexByte(string(stat), ')')
+		stat, err := procRead("/proc/"+d+"/stat", buf)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
 		if i < 0 {
 			continue
 		}
 		f := strings.Fields(string(stat[i+1:]))
 		if len(f) < 2 || f[1] != self {
-			continue
-		}
-		cg, err := os.ReadFile("/proc/" + d + "/cgroup")
-		if err != nil || !inSessionCgroup(string(cg), name) {
 			continue
 		}
 		if f[0] != "Z" {
@@ -1075,14 +1088,43 @@ func reapOrphansOnce(name string) (int, error) {
 	return left, nil
 }
 
+// procRead reads a small /proc file whole into buf (grown if it is too
+// small) with open, read and close only: os.ReadFile also stats the file
+// and offers it to the runtime's poller (two more system calls, refused
+// or unneeded here), which at one file per child and per thread on every
+// session's end is most of reapOrphans' cost. The result aliases buf.
+func procRead(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	n := 0
+	for {
+		if n == len(buf) {
+			buf = append(buf, make([]byte, len(buf)+512)...)
+		}
+		k, err := unix.Read(fd, buf[n:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case k == 0:
+			return buf[:n], nil
+		}
+		n += k
+	}
+}
+
 // ownChildren lists this process's children from the kernel's own lists
 // (/proc/self/task/TID/children: an orphan re-parented to a subreaper
 // joins one of its threads' lists). It reads one small file per thread,
 // where a scan of every /proc/PID/stat costs about 16 us per process on
 // the host, on every session's end: 1.3 ms with 83 processes, more on a
 // busy host. A kernel without CONFIG_PROC_CHILDREN has no such file; then
-// every process's parent is read instead.
-func ownChildren() ([]int, error) {
+// every process's parent is read instead. buf is scratch space.
+func ownChildren(buf []byte) ([]int, error) {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return nil, fmt.Errorf("list own threads: %w", err)
@@ -1090,7 +1132,7 @@ func ownChildren() ([]int, error) {
 	var out []int
 	found := false // a children file was read: the kernel has them
 	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		b, err := procRead("/proc/self/task/"+t.Name()+"/children", buf)
 		if errors.Is(err, os.ErrNotExist) && !found {
 			if _, serr := os.Stat("/proc/self/task/" + t.Name()); serr == nil {
 				return childrenOf(os.Getpid()) // no CONFIG_PROC_CHILDREN

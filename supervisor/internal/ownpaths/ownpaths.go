@@ -140,6 +140,12 @@ func (s *Set) Check(fd int) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil
 	}
+	// Glove's paths share most of their ancestors (all of gloved's state
+	// is usually in one directory): a walk that reaches a directory an
+	// earlier walk of this same check passed stops there, as the rest of
+	// the way up was just compared. Nothing is remembered from one check
+	// to the next.
+	seen := map[[2]uint64]bool{}
 	for _, it := range s.items {
 		from, err := dirOf(int(it.f.Fd()), nil)
 		if err != nil {
@@ -149,14 +155,21 @@ func (s *Set) Check(fd int) error {
 			if dev == st.Dev && ino == st.Ino {
 				return fmt.Errorf("%w: the tree contains %s", ErrOwn, it.what)
 			}
+			if seen[[2]uint64{dev, ino}] {
+				return errWalked
+			}
+			seen[[2]uint64{dev, ino}] = true
 			return nil
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errWalked) {
 			return err
 		}
 	}
 	return nil
 }
+
+// errWalked stops a walk up at a directory already walked from.
+var errWalked = errors.New("already walked from here")
 
 // dirOf returns a new O_PATH descriptor of fd's directory: fd itself for
 // a directory, its parent for anything else (found through the name the
@@ -199,11 +212,15 @@ func dirOf(fd int, st *unix.Stat_t) (int, error) {
 func walkUp(dir int, visit func(dev, ino uint64) error) error {
 	cur := dir
 	defer func() { unix.Close(cur) }()
+	// Each directory is stat'ed once, as the parent of the one before
+	// (the stat of an open descriptor is that of the directory it names):
+	// a launch checks every mount's tree and walks from each of Glove's
+	// own paths, so a second stat per level was a quarter of the calls.
+	var st unix.Stat_t
+	if err := unix.Fstat(cur, &st); err != nil {
+		return fmt.Errorf("own state: stat an ancestor: %w", err)
+	}
 	for range maxDepth {
-		var st unix.Stat_t
-		if err := unix.Fstat(cur, &st); err != nil {
-			return fmt.Errorf("own state: stat an ancestor: %w", err)
-		}
 		if err := visit(st.Dev, st.Ino); err != nil {
 			return err
 		}
@@ -221,7 +238,7 @@ func walkUp(dir int, visit func(dev, ino uint64) error) error {
 			return nil // the root is its own parent
 		}
 		unix.Close(cur)
-		cur = up
+		cur, st = up, ust
 	}
 	return fmt.Errorf("%w: a directory more than %d levels deep", ErrOwn, maxDepth)
 }
