@@ -52,7 +52,8 @@ var auditGoal = ceiling{own: 800, linked: 1500}
 // ceilings are the audit units still above the goal, at their measured
 // size: they may shrink, and grow only by a change to this table, which
 // its commit justifies (issue 19's blocking server and reused receive
-// buffers added 15 lines to helpers/wire). Every helper links the frame
+// buffers added 15 lines to helpers/wire; its Place without a v2 write
+// for a process born in the session added 29 to glove-cgroup). Every helper links the frame
 // protocol and its server (helpers/wire), the start-up checks and
 // self-restriction (helperkit), its row (captable), the BPF compiler
 // (seccomp/bpf) and the owner-checked walk (trustpath), 1,910 lines
@@ -63,7 +64,7 @@ var ceilings = map[string]ceiling{
 	"glove-mounter":         {own: 800, linked: 1991},
 	"glove-loopext4":        {own: 1040, linked: 2257},
 	"glove-loopext4-format": {own: 800, linked: 1983},
-	"glove-cgroup":          {own: 979, linked: 2063},
+	"glove-cgroup":          {own: 1008, linked: 2063},
 	"glove-streamproxy":     {own: 800, linked: 2016},
 }
 

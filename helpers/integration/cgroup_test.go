@@ -163,7 +163,13 @@ type target struct {
 // EBUSY at clone).
 func startTarget(t testing.TB, env *testenv.Env, argv ...string) *target {
 	t.Helper()
-	leaf := filepath.Join(hierarchies(t)["unified"], testenv.CgroupParent(env.Base), "supervisor")
+	return startTargetIn(t, env, filepath.Join(hierarchies(t)["unified"], testenv.CgroupParent(env.Base), "supervisor"), argv...)
+}
+
+// startTargetIn is startTarget with the process born in the v2 cgroup
+// directory leaf, as gloved starts glove-shim in the session's.
+func startTargetIn(t testing.TB, env *testenv.Env, leaf string, argv ...string) *target {
+	t.Helper()
 	cg, err := unix.Open(leaf, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +299,56 @@ func TestCgroupPlaceAndLimits(t *testing.T) {
 		if procs := readTrim(t, filepath.Join(sessionPath(t, env, hier, "bomb"), "cgroup.procs")); procs != "" {
 			t.Errorf("%s: processes left after Kill: %s", hier, procs)
 		}
+	}
+}
+
+// TestCgroupPlaceBornInSession: a process born in the session's v2
+// cgroup (gloved starts glove-shim there with CLONE_INTO_CGROUP) is
+// placed without a v2 write, which would only wait for an RCU grace
+// period in the kernel; one born elsewhere is still written. Shown with
+// the session's v2 cgroup.procs made read-only: the first Place succeeds
+// (and places it in the v1 hierarchies of a hybrid host), the second
+// fails on the write.
+func TestCgroupPlaceBornInSession(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	h.create("born", 64<<20, 16)
+	dir := sessionPath(t, env, "unified", "born")
+	procs := filepath.Join(dir, "cgroup.procs")
+	var st unix.Stat_t
+	if err := unix.Stat(procs, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(procs, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Chmod(procs, os.FileMode(st.Mode&0o777)); err != nil {
+			t.Errorf("restore the mode of %s: %v", procs, err)
+		}
+		if k := h.mustCall(&cgwire.KillRequest{Session: "born"}).(*cgwire.KillReply); !k.Empty {
+			t.Error("Kill: session not empty")
+		}
+	})
+	in := startTargetIn(t, env, dir, "/bin/sleep", "60")
+	if _, err := h.call(&cgwire.PlaceRequest{Session: "born"}, in.pidfd); err != nil {
+		t.Fatalf("Place of a process born in the session: %v (a v2 write was attempted)", err)
+	}
+	cg := readTrim(t, fmt.Sprintf("/proc/%d/cgroup", in.cmd.Process.Pid))
+	parent := testenv.CgroupParent(env.Base)
+	want := []string{"0::" + parent + "/born", "memory:" + parent + "/born", "pids:" + parent + "/born"}
+	if pureV2(t) {
+		want = want[:1]
+	}
+	for _, w := range want {
+		if !strings.Contains(cg, w) {
+			t.Errorf("/proc/PID/cgroup lacks %q:\n%s", w, cg)
+		}
+	}
+	out := startTarget(t, env, "/bin/sleep", "60")
+	if _, err := h.call(&cgwire.PlaceRequest{Session: "born"}, out.pidfd); err == nil {
+		t.Error("Place of a process born elsewhere succeeded with the session's v2 cgroup.procs read-only")
 	}
 }
 
