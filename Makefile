@@ -23,11 +23,11 @@ NOCGO_CMDS  := ./supervisor/cmd/gloved \
                ./helpers/loopext4format/cmd/glove-loopext4-format
 CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 
-# glove-shim executes itself again inside the sandbox's new root (its
-# stage 2), where neither the dynamic loader nor libseccomp exist unless
-# the bundle happens to mount them: it is linked statically (libseccomp.a
-# from libseccomp-dev, glibc's libc.a), with Go's own resolvers (netgo,
-# osusergo) so that no glibc NSS code is linked in.
+# glove-shim is linked statically (libseccomp.a from libseccomp-dev,
+# glibc's libc.a), with Go's own resolvers (netgo, osusergo) so that no
+# glibc NSS code is linked in: it executes itself again in the sandbox's
+# new namespaces (stage 1), where it loads nothing from the host's
+# library directories, and a host needs no libseccomp to run it.
 STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"'
 # The VM lane's test binaries are linked the same way: its guests have
 # no libseccomp-dev and may have another glibc.
