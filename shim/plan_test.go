@@ -355,7 +355,7 @@ func TestMainUsage(t *testing.T) {
 // Go runtime (Main is called here without it), and stage 2 is C code
 // stage 1 runs in its child; there is no Go stage left to fall back on.
 func TestMainStagesAreC(t *testing.T) {
-	for _, args := range [][]string{{"glove-shim", argStage1}, {"glove-shim", argStage1, "3", "4"}} {
+	for _, args := range [][]string{{"glove-shim", argStage0}, {"glove-shim", argStage0, "3", "4"}} {
 		if got := Main(args); got != ExitFailed {
 			t.Errorf("Main(%q) = %d, want %d", args, got, ExitFailed)
 		}

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/glove-sandbox/glove/seccomp"
 	"github.com/glove-sandbox/glove/spec"
@@ -26,11 +23,11 @@ const (
 	ExitFailed = 125 // the sandbox could not be built; nothing was executed
 )
 
-// argStage1 is the re-executed binary's argv[1] for stage 1 (stage 2 is
-// never executed: stage 1 runs it in the child it clones). A user who
-// runs `glove-shim --glove-stage1 N` by hand gains nothing: a stage only
-// restricts.
-const argStage1 = "--glove-stage1"
+// argStage0 is the re-executed binary's argv[1] for stage 0's waiter
+// (stages 1 and 2 are never executed: each runs in the child the stage
+// before it clones). A user who runs `glove-shim --glove-stage0 N` by
+// hand gains nothing: the stages only restrict.
+const argStage0 = "--glove-stage0"
 
 // Layer names (see layers.go): each protection the attack table switches
 // off on its own in a test build.
@@ -49,10 +46,10 @@ var Layers = []string{LayerMountLock, LayerSeccomp, LayerLandlock, LayerCaps, La
 func Main(args []string) int {
 	if len(args) >= 2 {
 		switch args[1] {
-		case argStage1:
-			// Stages 1 and 2 run as C code before the Go runtime starts
-			// (shim/cstage, linked into glove-shim): stage 1's command
-			// line never reaches Go, and no Go stage exists to fall back
+		case argStage0:
+			// Stage 0's waiter runs as C code before the Go runtime
+			// starts (shim/cstage, linked into glove-shim): its command
+			// line never reaches Go, and no Go waiter exists to fall back
 			// on.
 			fmt.Fprintf(os.Stderr, "glove-shim: %s: a stage takes exactly one argument, its control descriptor, and runs before the Go runtime (shim/cstage); this command line reached Go\n", args[1])
 			return ExitFailed
@@ -212,25 +209,6 @@ func run(ra runArgs) (int, error) {
 	// checked; they exist before stage 1 is forked. Made before the
 	// supervisor's placement (--sync-fd), they move with the process:
 	// writing a pid to cgroup.procs moves every thread of it.
-	warmed := warmThreadsAsync(warmedThreads)
-	// Stage 0 forwards signals (the supervisor's TERM reaches PID 1 of the
-	// sandbox, which passes it on) and waits; it reaps nothing else.
-	// Signals are caught from before stage 1 exists: the program may
-	// print its first output before stage 1 has closed the control
-	// socket (startNext still waiting), and a TERM sent then would meet
-	// the Go runtime's default action, end stage 0 and, through the
-	// parent-death signal, kill the sandbox instead of reaching the
-	// program (4 to 5 in 30 TERMs sent at the first output byte did).
-	// What is caught while startNext runs is forwarded once it returns.
-	// Catching every signal is one round trip to the runtime's signal
-	// thread per signal, about 1 ms in all: it runs beside the reading
-	// and checking below, and is waited for before stage 1 is started.
-	sigs := make(chan os.Signal, 64)
-	caught := make(chan struct{})
-	go func() {
-		signal.Notify(sigs)
-		close(caught)
-	}()
 	if ra.syncFD >= 0 {
 		if _, err := unix.FcntlInt(uintptr(ra.syncFD), unix.F_GETFD, 0); err != nil {
 			return 0, fmt.Errorf("--sync-fd %d: %w", ra.syncFD, err)
@@ -327,10 +305,6 @@ func run(ra runArgs) (int, error) {
 	if err := checkSources(p, bundleFD, s.Root.Path); err != nil {
 		return 0, err
 	}
-	files := make([]*os.File, preserve+1)
-	for i := range preserve {
-		files[i] = os.NewFile(uintptr(3+i), "preserved")
-	}
 	if p.Process.Terminal {
 		if _, err := unix.IoctlGetTermios(0, unix.TCGETS); err != nil {
 			return 0, fmt.Errorf("config.json: process.terminal: standard input is not a terminal: %w", err)
@@ -341,48 +315,74 @@ func run(ra runArgs) (int, error) {
 			return 0, err
 		}
 	}
-	// Placed in the session's cgroup by now (or created in it): stage 0
-	// stays there, waiting, for the whole session.
-	warmed()
-	<-caught
-	// Never stopped: stage 0 exits once the program has, and stopping
-	// would cost as much as catching (the round trips above) only to let
-	// a late signal meet the default action before stage 0 reports the
-	// program's status.
-	cmd, ctl, err := startNext(p, files, stage1Attr(p), "/proc/self/exe", argStage1, func() error {
-		if err := exportSeccomp(compiled, &p.Process); err != nil {
-			return err
-		}
-		if store != nil && p.Process.Seccomp != nil {
-			if err := store(p.Process.Seccomp); err != nil {
-				// Unreported: stage 0's stderr is the program's. A
-				// store that failed (a full disk, say) costs the next
-				// start of this profile a compile, nothing more.
-				return nil
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	// Placed in the session's cgroups by now (or created in them): what
+	// stage 0's waiter starts is too.
+	if err := exportSeccomp(compiled, &p.Process); err != nil {
 		return 0, err
 	}
-	defer ctl.Close()
-	done := make(chan struct{})
-	// Wait's error is the stage's exit status, which the caller reads
-	// from cmd.ProcessState once done is closed.
-	go func() { _ = cmd.Wait(); close(done) }()
-	for {
-		select {
-		case s := <-sigs:
-			if forwarded(s) {
-				// Only ESRCH can fail it (our own child, our uid): the
-				// child has exited, and Wait reports how.
-				_ = unix.Kill(cmd.Process.Pid, s.(syscall.Signal))
-			}
-		case <-done:
-			return exitStatus(cmd.ProcessState.Sys().(syscall.WaitStatus)), nil
+	if store != nil && p.Process.Seccomp != nil {
+		if err := store(p.Process.Seccomp); err != nil {
+			// Unreported: stage 0's stderr is the program's. A store
+			// that failed (a full disk, say) costs the next start of
+			// this profile a compile, nothing more.
+			return 0, execWaiter(p)
 		}
 	}
+	return 0, execWaiter(p)
+}
+
+// execWaiter hands the plan to stage 0's C part, the waiter
+// (shim/cstage/stage0.c): the plan goes into a sealed memfd beyond the
+// preserved descriptors, and glove-shim is executed again with it, as
+// `glove-shim --glove-stage0 N`; the constructor in shim/cstage runs the
+// waiter before the Go runtime starts. The waiter starts stage 1,
+// forwards signals and exits with the program's status, on one thread:
+// this Go process would need idle threads made in advance (threat: a
+// program using up the session's pids limit, which stage 0 shares, and
+// the runtime dying for want of a thread) and a round trip to the
+// runtime's signal thread for each signal it catches, about 3 ms a start
+// together (docs/shim-startup.md, "Stage 0's waiter in C"). Every
+// descriptor but the preserved ones and the plan's is close-on-exec. It
+// returns only the reason the waiter could not be executed.
+func execWaiter(p *Plan) error {
+	plan := encodePlan(p)
+	fd, err := unix.MemfdCreate("glove-plan", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return fmt.Errorf("plan: memfd_create: %w", err)
+	}
+	for b := plan; len(b) > 0; {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("plan: write: %w", err)
+		}
+		b = b[n:]
+	}
+	// Sealed: what the waiter reads is what was written here.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("plan: seal: %w", err)
+	}
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("plan: seek: %w", err)
+	}
+	if fd < 3+p.PreserveFDs {
+		// A number the program's descriptors take: move it beyond them.
+		high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3+p.PreserveFDs)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("plan: move the descriptor: %w", err)
+		}
+		fd = high
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("plan: keep the descriptor across execve: %w", err)
+	}
+	err = unix.Exec("/proc/self/exe", []string{"glove-shim", argStage0, strconv.Itoa(fd)}, []string{})
+	unix.Close(fd)
+	return fmt.Errorf("execute stage 0's waiter: %w", err)
 }
 
 // awaitPlacement blocks until the supervisor writes one byte on fd: then
@@ -601,162 +601,6 @@ func checkSourceFD(fd int) (bool, error) {
 	return false, fmt.Errorf("file type %#o is not a directory, regular file or character device", st.Mode&unix.S_IFMT)
 }
 
-// checkPassFD refuses a descriptor the program must not receive.
-func checkPassFD(fd int) error {
-	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	if err != nil {
-		return fmt.Errorf("fcntl: %w", err)
-	}
-	if fl&unix.O_PATH != 0 {
-		return errors.New("an O_PATH descriptor (only a mount source may be one)")
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("fstat: %w", err)
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return errors.New("a directory (only a mount source may be one)")
-	}
-	return nil
-}
-
-// stage1Attr enters every namespace of the sandbox. Namespace 1's root is
-// the invoking user: it may mount inside its own namespaces and nowhere
-// else.
-func stage1Attr(p *Plan) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
-			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.HostUID), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(p.HostGID), Size: 1}},
-		// setgroups stays denied: with it, the program could drop a
-		// supplementary group that a host file denies access to.
-		GidMappingsEnableSetgroups: false,
-		// Threat: a stage outliving the shim that started it (killed
-		// supervisor) would keep the program running unsupervised.
-		Pdeathsig: unix.SIGKILL,
-	}
-}
-
-// startNext starts the next stage (exe with arg) with the plan and waits
-// for its report. files are the child's descriptors from 3 on; the control
-// socket takes slot p.PreserveFDs, and its number is the stage's second
-// argument. On success the program is executing and the returned socket is
-// still open: closing it is how a stage tells its own parent.
-//
-// complete, if not nil, finishes the plan's process part; it runs, and
-// the plan is encoded, while the child is cloned and executed (a stage's
-// clone, execve and Go start-up take 2 to 4 ms, in which this process
-// would otherwise only wait). The child reads nothing before the plan is
-// sent, and is killed if complete or the encoding fails.
-func startNext(p *Plan, files []*os.File, attr *syscall.SysProcAttr, exe, arg string, complete func() error) (*exec.Cmd, *os.File, error) {
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("socketpair: %w", err)
-	}
-	mine := os.NewFile(uintptr(pair[0]), "control")
-	theirs := os.NewFile(uintptr(pair[1]), "control-child")
-	files[p.PreserveFDs] = theirs
-	// The goroutine writes p.Process only; this one reads p.PreserveFDs.
-	type encoded struct {
-		plan []byte
-		err  error
-	}
-	enc := make(chan encoded, 1)
-	go func() {
-		var e encoded
-		if complete != nil {
-			e.err = complete()
-		}
-		if e.err == nil {
-			e.plan = encodePlan(p)
-		}
-		enc <- e
-	}()
-	cmd := &exec.Cmd{
-		Path:        exe,
-		Args:        []string{"glove-shim", arg, strconv.Itoa(3 + p.PreserveFDs)},
-		Stdin:       os.Stdin,
-		Stdout:      os.Stdout,
-		Stderr:      os.Stderr,
-		ExtraFiles:  files,
-		SysProcAttr: attr,
-		Env:         []string{},
-	}
-	err = cmd.Start()
-	theirs.Close()
-	files[p.PreserveFDs] = nil
-	// Waited for even when Start failed: p is the goroutine's until then.
-	e := <-enc
-	if err != nil {
-		mine.Close()
-		return nil, nil, errors.Join(fmt.Errorf("start %s: %w", arg, err), e.err)
-	}
-	report, err := []byte(nil), e.err
-	if err == nil {
-		if report, err = exchange(mine, e.plan); err != nil {
-			err = fmt.Errorf("%s: %w", arg, err)
-		}
-	}
-	if err != nil || len(report) > 0 {
-		// The next stage failed or refused its plan, or its plan could
-		// not be completed: end it. ESRCH means it has exited already;
-		// Wait then reaps it, and its error is the exit we caused (the
-		// stage's report says why). The socket closes after the kill, so
-		// that a child still waiting for its plan is gone before it could
-		// read end of file and print an error of its own.
-		kerr := unix.Kill(cmd.Process.Pid, unix.SIGKILL)
-		if errors.Is(kerr, unix.ESRCH) {
-			kerr = nil
-		}
-		_ = cmd.Wait() // the exit we caused: see above
-		mine.Close()
-		if kerr != nil {
-			kerr = fmt.Errorf("kill %s: %w", arg, kerr)
-		}
-		if err != nil {
-			return nil, nil, errors.Join(err, kerr)
-		}
-		return nil, nil, errors.Join(errors.New(string(report)), kerr)
-	}
-	return cmd, mine, nil
-}
-
-// exchange sends the plan, then reads the child's report until EOF. An
-// empty report means the program is executing (the child's end of the
-// socket closed on execve); anything else is the error that stopped it.
-func exchange(c *os.File, plan []byte) ([]byte, error) {
-	if _, err := c.Write(plan); err != nil {
-		return nil, fmt.Errorf("send plan: %w", err)
-	}
-	if err := unix.Shutdown(int(c.Fd()), unix.SHUT_WR); err != nil {
-		return nil, fmt.Errorf("send plan: shutdown: %w", err)
-	}
-	b, err := io.ReadAll(io.LimitReader(c, 4096))
-	if err != nil {
-		return nil, fmt.Errorf("read report: %w", err)
-	}
-	return b, nil
-}
-
-// forwarded says which signals a stage passes on to the next: all but the
-// ones about the stage itself (SIGCHLD) and the Go runtime's preemption
-// signal (SIGURG), which is not meant for the program.
-func forwarded(s os.Signal) bool {
-	sig, ok := s.(syscall.Signal)
-	return ok && sig != unix.SIGCHLD && sig != unix.SIGURG
-}
-
-func exitStatus(ws syscall.WaitStatus) int {
-	switch {
-	case ws.Exited():
-		return ws.ExitStatus()
-	case ws.Signaled():
-		return 128 + int(ws.Signal())
-	}
-	return ExitFailed
-}
-
 // readRootEntries lists what a tmpfs root is to hold again: root.path may
 // hold symbolic links (such as a merged /usr's /bin -> usr/bin) and empty
 // directories, nothing else, so that the tmpfs shows exactly what the
@@ -845,6 +689,25 @@ func shareRlimits(pp *ProcessPlan) error {
 		}
 		share := max(cur.Cur/budgetShares, 1)
 		pp.Rlimits = append(pp.Rlimits, Rlimit{Resource: res, Soft: share, Hard: share})
+	}
+	return nil
+}
+
+// checkPassFD refuses a descriptor the program must not receive.
+func checkPassFD(fd int) error {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return fmt.Errorf("fcntl: %w", err)
+	}
+	if fl&unix.O_PATH != 0 {
+		return errors.New("an O_PATH descriptor (only a mount source may be one)")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return errors.New("a directory (only a mount source may be one)")
 	}
 	return nil
 }

@@ -277,7 +277,7 @@ func holdersOf(t *testing.T, dir string) (map[int][]string, bool) {
 			continue // exited
 		}
 		argv := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
-		if len(argv) > 1 && argv[0] == "glove-shim" && argv[1] == "--glove-stage1" {
+		if len(argv) > 1 && argv[0] == "glove-shim" && argv[1] == "--glove-stage0" {
 			stage1 = true
 		}
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))

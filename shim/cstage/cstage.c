@@ -9,11 +9,11 @@
  * program costs 1.5 ms or more (docs/shim-startup.md). A stage that is
  * run here pays for none.
  *
- * Only stage 1 is entered here (stage 2 runs in the child stage 1
- * clones). A user who runs `glove-shim --glove-stage1 N` by hand gains
- * nothing: stage 1 refuses to run unless it is PID 1 of a new PID
- * namespace, and a stage only restricts itself, then executes what the
- * plan read from descriptor N names, as that user.
+ * Only stage 0's waiter is entered here (stage 1 runs in the child it
+ * clones, stage 2 in the child stage 1 clones). A user who runs
+ * `glove-shim --glove-stage0 N` by hand gains nothing: the stages only
+ * restrict themselves, in namespaces any user may create, then execute
+ * what the plan read from descriptor N names, as that user.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -31,18 +31,18 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-/* Stage 1's entry (stage1.c). Stage 2 has none: stage 1 runs it in the
- * child it clones (gp_stage2), and glove-shim is never executed as stage
- * 2. */
-extern void glove_stage1(int argc, char **argv) __attribute__((noreturn));
+/* The waiter's entry (stage0.c). Stages 1 and 2 have none: each runs in
+ * the child the stage before it clones, and glove-shim is never executed
+ * as either. */
+extern void glove_stage0(int argc, char **argv) __attribute__((noreturn));
 
 __attribute__((constructor)) static void glove_cstage(int argc, char **argv, char **envp)
 {
 	(void)envp;
 	if (argc != 3 || argv == NULL || argv[1] == NULL)
 		return;
-	if (strcmp(argv[1], GLOVE_ARG_STAGE1) == 0)
-		glove_stage1(argc, argv);
+	if (strcmp(argv[1], GLOVE_ARG_STAGE0) == 0)
+		glove_stage0(argc, argv);
 }
 
 const char *gp_errno(int e)
@@ -110,7 +110,7 @@ int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *er
 	int n;
 
 	*ctl = -1;
-	if (argc != 3 || (n = parse_fd(argv[2])) < 3 || n > 3 + GLOVE_MAX_PRESERVE_FDS) {
+	if (argc != 3 || (n = parse_fd(argv[2])) < 3) {
 		snprintf(err, errlen, "bad stage arguments");
 		return -1;
 	}
@@ -172,7 +172,9 @@ int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *er
 		snprintf(err, errlen, "decode plan: %s", reason);
 		return -1;
 	}
-	if (p->preserve_fds != n - 3) {
+	/* The plan's descriptor lies beyond the preserved ones, which belong
+	 * to the program. */
+	if (p->preserve_fds < 0 || p->preserve_fds > GLOVE_MAX_PRESERVE_FDS || n < 3 + p->preserve_fds) {
 		free(buf);
 		glove_plan_free(p);
 		snprintf(err, errlen, "plan does not match the stage arguments");

@@ -10,8 +10,8 @@
 
 #include "plan.h"
 
-/* Stage 1's argument (shim/run_linux.go: argStage1). */
-#define GLOVE_ARG_STAGE1 "--glove-stage1"
+/* The argument of stage 0's waiter (shim/run_linux.go: argStage0). */
+#define GLOVE_ARG_STAGE0 "--glove-stage0"
 
 /* The largest plan a stage reads, and the bound shared with the Go side
  * on preserved descriptors (shim/plan.go: maxPreserveFDs). */
@@ -25,11 +25,11 @@
 #define GLOVE_LAYER_CAPS "caps"
 #define GLOVE_LAYER_PROCMASK "procmask"
 
-/* gp_read_plan does what readPlan does in Go: it checks the stage
- * arguments, makes every inherited descriptor close-on-exec, reads the
- * plan from the control socket named by argv[2] until end of file and
- * decodes it. It returns 0, or -1 with a reason in err. *ctl is the
- * control socket, or -1 when the arguments did not name one. */
+/* gp_read_plan checks the stage arguments, makes every inherited
+ * descriptor close-on-exec, reads the plan from the descriptor named by
+ * argv[2] (beyond the preserved ones) until end of file and decodes it.
+ * It returns 0, or -1 with a reason in err. *ctl is that descriptor, or
+ * -1 when the arguments did not name one. */
 int gp_read_plan(int argc, char **argv, struct glove_plan *p, int *ctl, char *err, size_t errlen);
 
 /* gp_fail reports "STAGE: message" to the parent stage on ctl (or, when

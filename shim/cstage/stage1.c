@@ -42,29 +42,16 @@
 #include "cstage.h"
 #include "stage1.h"
 
-/* shim/run_linux.go: ExitFailed, the status when nothing was executed. */
-#define EXIT_FAILED 125
-
-/* How much of a child's report is read (shim/run_linux.go: exchange). */
-#define REPORT_MAX 4096
-
-/* The kernel's signal set, one bit per signal 1..64, as rt_sigprocmask
- * and rt_sigtimedwait take it. They are called raw, not through glibc,
- * because glibc leaves its two internal real-time signals (32 and 33)
- * out of every set it passes: PID 1 must block and forward those too,
- * as the Go stage 1 (which caught every signal) did. */
-typedef uint64_t ksigset;
-
-static int block_signals(ksigset *old)
+int s1_block_signals(ksigset *old)
 {
 	ksigset all = ~(ksigset)0;
 
 	return (int)syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, old, sizeof(all));
 }
 
-/* wait_signal returns the next pending signal, waiting for one; 0 when
+/* s1_wait_signal returns the next pending signal, waiting for one; 0 when
  * waiting failed for a reason other than an interruption. */
-static int wait_signal(void)
+int s1_wait_signal(void)
 {
 	ksigset all = ~(ksigset)0;
 	siginfo_t si;
@@ -76,18 +63,18 @@ static int wait_signal(void)
 	return s < 0 ? 0 : (int)s;
 }
 
-/* forwarded says which signals PID 1 passes on to the program: all but
+/* s1_forwarded says which signals PID 1 passes on to the program: all but
  * the one about its own children (SIGCHLD) and SIGURG, which stage 0,
  * being Go, never forwards (the Go runtime's preemption signal), as
- * shim/run_linux.go's forwarded. */
-static int forwarded(int sig)
+ * shim/run_linux.go's s1_forwarded. */
+int s1_forwarded(int sig)
 {
 	return sig != SIGCHLD && sig != SIGURG;
 }
 
-/* exit_status is shim/run_linux.go's exitStatus: the program's status, or
+/* s1_exit_status is shim/run_linux.go's exitStatus: the program's status, or
  * 128+N when signal N killed it. */
-static int exit_status(int ws)
+int s1_exit_status(int ws)
 {
 	if (WIFEXITED(ws))
 		return WEXITSTATUS(ws);
@@ -96,8 +83,8 @@ static int exit_status(int ws)
 	return EXIT_FAILED;
 }
 
-/* write_file writes s to path, which must take it whole. */
-static int write_file(const char *path, const char *s, char *e)
+/* s1_write_file writes s to path, which must take it whole. */
+int s1_write_file(const char *path, const char *s, char *e)
 {
 	size_t n = strlen(s);
 	ssize_t w;
@@ -122,9 +109,9 @@ static int write_file(const char *path, const char *s, char *e)
 	return 0;
 }
 
-/* read_small reads up to max-1 bytes of fd until end of file into buf,
+/* s1_read_small reads up to max-1 bytes of fd until end of file into buf,
  * NUL-terminated; it returns the length, or -1. */
-static ssize_t read_small(int fd, char *buf, size_t max)
+ssize_t s1_read_small(int fd, char *buf, size_t max)
 {
 	size_t n = 0;
 
@@ -169,12 +156,12 @@ static int share_budgets(const struct glove_plan *p, char *e)
 
 		snprintf(path, sizeof(path), "/proc/sys/user/%s", p->budgets[i].name);
 		snprintf(share, sizeof(share), "%" PRId64, p->budgets[i].value);
-		if (write_file(path, share, e) != 0) {
+		if (s1_write_file(path, share, e) != 0) {
 			s1_wrap(e, "per-user budget");
 			return -1;
 		}
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-		n = fd < 0 ? -1 : read_small(fd, got, sizeof(got));
+		n = fd < 0 ? -1 : s1_read_small(fd, got, sizeof(got));
 		if (n < 0) {
 			int er = errno;
 
@@ -306,10 +293,10 @@ static void stage2_child(const struct glove_plan *p, int sync, int theirs, ksigs
 	gp_stage2(theirs, p);
 }
 
-/* kill_child ends a stage 2 that failed or refused its plan, and reaps
+/* s1_kill_child ends a stage 2 that failed or refused its plan, and reaps
  * it. ESRCH means it has exited already; waitpid then reaps it. Any
  * other failure to kill is added to e. */
-static void kill_child(pid_t pid, char *e)
+void s1_kill_child(pid_t pid, char *e)
 {
 	int ws;
 
@@ -322,10 +309,10 @@ static void kill_child(pid_t pid, char *e)
 		;
 }
 
-/* send_all writes n bytes of b on the stream socket s. MSG_NOSIGNAL: a
+/* s1_send_all writes n bytes of b on the stream socket s. MSG_NOSIGNAL: a
  * stage 2 that died leaves EPIPE here, not a SIGPIPE queued for the
  * program. */
-static int send_all(int s, const unsigned char *b, size_t n)
+int s1_send_all(int s, const unsigned char *b, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = send(s, b, n, MSG_NOSIGNAL);
@@ -351,14 +338,14 @@ static int write_maps(const struct glove_plan *p, pid_t pid, char *e)
 
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
 	snprintf(map, sizeof(map), "%" PRIu32 " 0 1\n", p->uid);
-	if (write_file(path, map, e) != 0)
+	if (s1_write_file(path, map, e) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
-	if (write_file(path, "deny", e) != 0)
+	if (s1_write_file(path, "deny", e) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
 	snprintf(map, sizeof(map), "%" PRIu32 " 0 1\n", p->gid);
-	return write_file(path, map, e);
+	return s1_write_file(path, map, e);
 }
 
 /* start_stage2 starts stage 2 (stage2_child) and waits for its report,
@@ -414,12 +401,12 @@ static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, c
 		s1_wrap(e, "start %s", "stage 2");
 		goto fail;
 	}
-	if (send_all(sync[0], (const unsigned char *)"g", 1) != 0) {
+	if (s1_send_all(sync[0], (const unsigned char *)"g", 1) != 0) {
 		s1_err(e, "start %s: release the child: %s", "stage 2", gp_errno(errno));
 		goto fail;
 	}
 	/* Until the execve closes the child's end: empty, or why it failed. */
-	n = read_small(sync[0], report, sizeof(report));
+	n = s1_read_small(sync[0], report, sizeof(report));
 	if (n != 0) {
 		if (n < 0)
 			s1_err(e, "start %s: read the start-up report: %s", "stage 2", gp_errno(errno));
@@ -429,7 +416,7 @@ static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, c
 	}
 	close(sync[0]);
 	sync[0] = -1;
-	n = read_small(ctl[0], report, sizeof(report));
+	n = s1_read_small(ctl[0], report, sizeof(report));
 	if (n < 0) {
 		s1_err(e, "stage 2: read report: %s", gp_errno(errno));
 		goto fail;
@@ -445,7 +432,7 @@ fail:
 	/* The socket closes after the kill, so that a child still waiting
 	 * for its plan is gone before it could read end of file and print
 	 * an error of its own. */
-	kill_child(pid, e);
+	s1_kill_child(pid, e);
 	if (sync[0] >= 0)
 		close(sync[0]);
 	close(ctl[0]);
@@ -471,9 +458,9 @@ static void reap(pid_t pid)
 			if (w <= 0)
 				break;
 			if (w == pid)
-				_exit(exit_status(ws));
+				_exit(s1_exit_status(ws));
 		}
-		sig = wait_signal();
+		sig = s1_wait_signal();
 		if (sig == 0) {
 			/* Cannot happen (every signal is blocked, the set is
 			 * valid); were it to, PID 1 still reaps, waiting for a
@@ -482,10 +469,10 @@ static void reap(pid_t pid)
 			pid_t w = waitpid(-1, &ws, 0);
 
 			if (w == pid)
-				_exit(exit_status(ws));
+				_exit(s1_exit_status(ws));
 			continue;
 		}
-		if (forwarded(sig)) {
+		if (s1_forwarded(sig)) {
 			/* ESRCH only: the program has just exited, and the next
 			 * waitpid reaps it; nothing is left unbounded by a lost
 			 * signal. */
@@ -494,51 +481,50 @@ static void reap(pid_t pid)
 	}
 }
 
-void glove_stage1(int argc, char **argv) __attribute__((noreturn));
-
-void glove_stage1(int argc, char **argv)
+void s1_main(struct glove_plan *p, int ctl, ksigset orig)
 {
 	static char e[S1_ERRLEN];
-	struct glove_plan p;
 	size_t i;
-	ksigset orig = 0;
-	int ctl = -1, block_err = 0, root, mine = -1;
+	int root, mine = -1;
 	pid_t pid;
 
-	/* Signals are blocked first, before the plan is read, before the
-	 * program exists and before stage 0 hears that it runs: a signal
-	 * forwarded to PID 1 in between would otherwise meet the default
-	 * action (a PID 1 with no handler is killed by a signal from stage
-	 * 0's namespace) and end the session as "exited 2" or "killed"
-	 * instead of reaching the program (seen with a SIGTERM sent right
-	 * after the program's first output). Blocked, a signal stays
-	 * pending, and reap forwards it once the program exists. */
-	if (block_signals(&orig) != 0)
-		block_err = errno;
-	memset(&p, 0, sizeof(p));
-	if (gp_read_plan(argc, argv, &p, &ctl, e, sizeof(e)) != 0)
-		gp_fail(ctl, "stage 1", "%s", e);
-	if (block_err != 0)
-		gp_fail(ctl, "stage 1", "block signals: %s", gp_errno(block_err));
+	/* Every signal is blocked already: stage 0 blocked them before it
+	 * cloned this process, which inherits its mask. A signal forwarded
+	 * to PID 1 before the program exists would otherwise meet the
+	 * default action and end the session as "killed" instead of reaching
+	 * the program (seen with a SIGTERM sent right after the program's
+	 * first output). Blocked, a signal stays pending, and reap forwards
+	 * it once the program exists. */
+	{
+		/* And blocked again here, so that PID 1's reaping, which waits
+		 * for signals (SIGCHLD included) with rt_sigtimedwait, never
+		 * depends on the mask it was given: an unblocked SIGCHLD is
+		 * discarded, and PID 1 would wait for the program's end
+		 * forever. */
+		ksigset inherited;
+
+		if (s1_block_signals(&inherited) != 0)
+			gp_fail(ctl, "stage 1", "block signals: %s", gp_errno(errno));
+	}
 	if (getpid() != 1)
 		gp_fail(ctl, "stage 1", "not PID 1 of a new PID namespace");
-	if (share_budgets(&p, e) != 0)
+	if (share_budgets(p, e) != 0)
 		gp_fail(ctl, "stage 1", "%s", e);
-	root = s1_build_root(&p, e);
+	root = s1_build_root(p, e);
 	if (root < 0)
 		gp_fail(ctl, "stage 1", "%s", e);
 	if (s1_pivot(root, e) != 0)
 		gp_fail(ctl, "stage 1", "%s", e);
 	close(root);
-	if (sethostname(p.hostname, strlen(p.hostname)) != 0)
+	if (sethostname(p->hostname, strlen(p->hostname)) != 0)
 		gp_fail(ctl, "stage 1", "sethostname: %s", gp_errno(errno));
 	if (lo_up(e) != 0)
 		gp_fail(ctl, "stage 1", "%s", e);
-	pid = start_stage2(&p, orig, &mine, e);
+	pid = start_stage2(p, orig, &mine, e);
 	/* The passed descriptors belong to the program now: PID 1 keeps no
 	 * copy (a stream socket must have one holder inside the sandbox). */
-	for (i = 0; i < p.process.npass_fds; i++)
-		close((int)p.process.pass_fds[i]);
+	for (i = 0; i < p->process.npass_fds; i++)
+		close((int)p->process.pass_fds[i]);
 	if (pid < 0)
 		gp_fail(ctl, "stage 1", "%s", e);
 	close(mine);

@@ -1,12 +1,56 @@
 /*
- * Stage 1 in C, shared between its two files: stage1.c (PID 1: the
- * steps around the mount tree, stage 2's start, the reaper) and mount.c
- * (the mount tree). Only stage 1 includes this header.
+ * Stages 0 (its C part) and 1 in C, shared between their files: stage0.c
+ * (the waiter that starts stage 1, forwards signals and reports its
+ * status), stage1.c (PID 1: the steps around the mount tree, stage 2's
+ * start, the reaper) and mount.c (the mount tree).
  */
 #ifndef GLOVE_STAGE1_H
 #define GLOVE_STAGE1_H
 
+#include <stdint.h>
+#include <sys/types.h>
+
 #include "plan.h"
+
+/* shim/run_linux.go: ExitFailed, the status when nothing was executed. */
+#define EXIT_FAILED 125
+
+/* How much of a child stage's report is read. */
+#define REPORT_MAX 4096
+
+/* The kernel's signal set, one bit per signal 1..64, as rt_sigprocmask
+ * and rt_sigtimedwait take it. They are called raw, not through glibc,
+ * because glibc leaves its two internal real-time signals (32 and 33)
+ * out of every set it passes: stages 0 and 1 must block and forward
+ * those too. */
+typedef uint64_t ksigset;
+
+/* s1_block_signals blocks every signal, returning the old mask in *old;
+ * s1_wait_signal waits for the next pending one (0: waiting failed);
+ * s1_forwarded says which a stage passes on (all but SIGCHLD and
+ * SIGURG); s1_exit_status is a wait status as the shim's exit status
+ * (the program's, or 128+N when signal N killed it). */
+int s1_block_signals(ksigset *old);
+int s1_wait_signal(void);
+int s1_forwarded(int sig);
+int s1_exit_status(int ws);
+
+/* s1_write_file writes s to path whole; s1_read_small reads fd until end
+ * of file into buf (max bytes, NUL-terminated) and returns the length or
+ * -1; s1_send_all writes n bytes on a stream socket without SIGPIPE;
+ * s1_kill_child kills and reaps a child stage, adding a failed kill to
+ * e. */
+int s1_write_file(const char *path, const char *s, char *e);
+ssize_t s1_read_small(int fd, char *buf, size_t max);
+int s1_send_all(int s, const unsigned char *b, size_t n);
+void s1_kill_child(pid_t pid, char *e);
+
+/* s1_main is stage 1, PID 1 of the sandbox, in the child stage 0 cloned
+ * into the seven new namespaces, with every signal blocked: p is the
+ * plan, ctl the control socket on which a failure is reported and
+ * which is closed once the program executes, orig the signal mask to
+ * give the program. It never returns. */
+void s1_main(struct glove_plan *p, int ctl, ksigset orig) __attribute__((noreturn));
 
 /* Every error of stage 1 is built in a buffer of this size, then
  * reported with gp_fail. */

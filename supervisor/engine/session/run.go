@@ -49,10 +49,10 @@ const (
 )
 
 // ShimTasks is added to a session's pids limit for glove-shim's own tasks
-// (stage 0, a Go process that stays, starts 8 threads up front so that a
-// program using up the limit cannot starve it of one: about 12; stage 1,
-// PID 1, is C on one thread; stage 2 is gone once the program runs): the
-// profile's pids is what the program may use.
+// (stage 0's Go part, about 10 threads, until it executes its waiter,
+// which is C on one thread and stays; stage 1, PID 1, is C on one thread;
+// stage 2 becomes the program): the profile's pids is what the program
+// may use.
 const ShimTasks = 32
 
 // Env is what the session needs from its supervisor: helpers that are
