@@ -9,12 +9,16 @@
 //	stage 0 (host: the service user, no capability)
 //	  reads DIR/config.json strictly, refuses every field it does not
 //	  implement, compiles linux.seccomp to BPF, opens every path source
-//	  once with openat2, checks every inherited descriptor
+//	  once with openat2, checks every inherited descriptor, writes the
+//	  plan into a sealed memfd and executes glove-shim again as its
+//	  waiter (C before the Go runtime starts, shim/cstage/stage0.c),
+//	  which blocks every signal, stays, forwards them and reports the
+//	  program's status
 //	    │ clone(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP),
-//	    │ uid 0 ↦ service uid; plan sent over a socketpair
+//	    │ uid 0 ↦ service uid
 //	    ▼
-//	stage 1 (PID 1 of the sandbox; root of user namespace 1; C code that
-//	runs before the Go runtime, shim/cstage)
+//	stage 1 (PID 1 of the sandbox; root of user namespace 1; C, the
+//	waiter's child, shim/cstage/stage1.c)
 //	  makes the mount tree private, clones the root and attaches every
 //	  mount from a descriptor (open_tree/fsmount + mount_setattr +
 //	  move_mount), masks and write-protects /proc paths, makes the root
@@ -22,8 +26,8 @@
 //	  forwards signals, reaps, exits with the program's status
 //	    │ clone(NEWUSER|NEWNS), sandbox uid ↦ 0 of namespace 1
 //	    ▼
-//	stage 2 (user namespace 2: every mount is now locked), in C before
-//	the Go runtime starts (shim/cstage/stage2.c)
+//	stage 2 (user namespace 2: every mount is now locked), C, stage 1's
+//	child (shim/cstage/stage2.c)
 //	  working directory re-checked inside the root, rlimits, umask, no
 //	  capability (bounding set emptied, SECBIT_NOROOT), no_new_privs,
 //	  every descriptor but stdio and the passed ones close-on-exec,
@@ -38,11 +42,11 @@
 // exists only to cross that line before the program runs.
 //
 // Why clone flags and not unshare: unshare(CLONE_NEWUSER) fails in a
-// multi-threaded process, and every Go program is one. Each stage is the
-// same executable, re-executed by the previous stage with clone flags.
-// Stage 1 is C run by a constructor before the Go runtime starts (no Go
-// start-up for PID 1, and one thread, so a program using up the pids
-// limit cannot make it fail); it clones stage 2 with a raw clone.
+// multi-threaded process, and every Go program is one. The waiter and
+// stage 1 have one thread and clone the next stage with a raw clone; no
+// stage after stage 0's Go part starts a Go runtime (one Go start-up on
+// the path), and none needs a new task once the program runs, so a
+// program using up the pids limit cannot make one fail.
 //
 // Descriptors: the bundle may name a preserved descriptor as a bind
 // source (/proc/self/fd/N, 3 <= N < 3+preserve-fds), or a directory

@@ -13,11 +13,21 @@ package main
 
 import (
 	"os"
+	"runtime"
 
 	"github.com/glove-sandbox/glove/shim"
 	// The stages that run in C, before the Go runtime starts (a
 	// constructor; see shim/cstage/cstage.c).
 	_ "github.com/glove-sandbox/glove/shim/cstage"
 )
+
+// init keeps the main goroutine, and so Main, on the main thread, where
+// stage 0 ends by executing its waiter. A parent-death signal (gloved
+// asks for SIGKILL) belongs to the thread its parent started: an execve
+// from any other thread of the Go runtime makes that thread the process
+// and drops the signal, and the waiter, with the whole sandbox under it,
+// would outlive a killed gloved (threat: a program left running with no
+// supervisor; TestGlovedStoreFull found one).
+func init() { runtime.LockOSThread() }
 
 func main() { os.Exit(shim.Main(os.Args)) }
