@@ -56,114 +56,59 @@ static void s0_fail(const char *fmt, ...)
 	_exit(EXIT_FAILED);
 }
 
-/* write_maps gives stage 1 its identity in user namespace 1: its root is
- * the service user on the host, and nothing else is mapped. setgroups
- * stays denied (threat: the program dropping a supplementary group that
- * a host file denies access to); it must be written before gid_map. */
-static int write_maps(const struct glove_plan *p, pid_t pid, char *e)
-{
-	char path[64], map[64];
+/* stage1_arg is what the child needs to become stage 1. */
+struct stage1_arg {
+	struct glove_plan *p;
+	ksigset orig;
+};
 
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-	snprintf(map, sizeof(map), "0 %" PRIu32 " 1\n", p->host_uid);
-	if (s1_write_file(path, map, e) != 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
-	if (s1_write_file(path, "deny", e) != 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-	snprintf(map, sizeof(map), "0 %" PRIu32 " 1\n", p->host_gid);
-	return s1_write_file(path, map, e);
+/* stage1_run is the child the waiter clones: it becomes stage 1. */
+static void stage1_run(void *arg, int sync, int ctl) __attribute__((noreturn));
+
+static void stage1_run(void *arg, int sync, int ctl)
+{
+	struct stage1_arg *a = arg;
+	char go;
+	ssize_t r;
+
+	/* Threat: a stage outliving the shim that started it (a killed
+	 * supervisor) would keep the program running unsupervised. The byte
+	 * below comes after this is set: a parent gone before leaves end of
+	 * file instead. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		_exit(1);
+	/* The parent writes the ID maps, then one byte: until then this
+	 * process has no identity in its new user namespace. */
+	do
+		r = read(sync, &go, 1);
+	while (r < 0 && errno == EINTR);
+	if (r != 1 || close(sync) != 0)
+		_exit(1);
+	s1_main(a->p, ctl, a->orig);
 }
 
-/* start_stage1 clones stage 1 and waits for its report, read until end of
- * file: empty means the program is executing (stage 1 closes its end
- * then), anything else is why the sandbox could not be built. It returns
- * stage 1's pid, or -1 with the reason in e, stage 1 then killed and
- * reaped. */
+/* start_stage1 clones stage 1 into the seven new namespaces. Its root in
+ * user namespace 1 is the service user on the host, and nothing else is
+ * mapped. It returns stage 1's pid once the program is executing, or -1
+ * with the reason in e. */
 static pid_t start_stage1(struct glove_plan *p, ksigset orig, char *e)
 {
-	const unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-				    CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
-	char report[REPORT_MAX + 1];
-	int ctl[2], sync[2];
-	ssize_t n;
-	pid_t pid;
+	struct stage1_arg a = { .p = p, .orig = orig };
+	struct s1_child c = {
+		.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+			 CLONE_NEWCGROUP | SIGCHLD,
+		.map = 1, .uid_in = 0, .uid_out = p->host_uid, .gid_in = 0, .gid_out = p->host_gid,
+		.name = "stage 1", .run = stage1_run, .arg = &a,
+	};
+	int mine;
+	pid_t pid = s1_start_child(&c, &mine, e);
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
-		s1_err(e, "socketpair: %s", gp_errno(errno));
+	if (pid >= 0 && close(mine) != 0) {
+		s1_err(e, "stage 1: close the control socket: %s", gp_errno(errno));
+		s1_kill_child(pid, e);
 		return -1;
 	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) {
-		s1_err(e, "socketpair: %s", gp_errno(errno));
-		close(ctl[0]);
-		close(ctl[1]);
-		return -1;
-	}
-	/* A raw clone, as fork with namespace flags: this process has one
-	 * thread and no Go runtime, so the child may run C (stage 1) for as
-	 * long as it lives. */
-	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
-	if (pid < 0) {
-		s1_err(e, "start stage 1: clone: %s", gp_errno(errno));
-		close(ctl[0]);
-		close(ctl[1]);
-		close(sync[0]);
-		close(sync[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		char go;
-		ssize_t r;
-
-		close(ctl[0]);
-		close(sync[0]);
-		/* Threat: a stage outliving the shim that started it (a killed
-		 * supervisor) would keep the program running unsupervised. The
-		 * byte below comes after this is set: a parent gone before
-		 * leaves end of file instead. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-			_exit(1);
-		/* The parent writes the ID maps, then one byte: until then this
-		 * process has no identity in its new user namespace. */
-		do
-			r = read(sync[1], &go, 1);
-		while (r < 0 && errno == EINTR);
-		if (r != 1)
-			_exit(1);
-		close(sync[1]);
-		s1_main(p, ctl[1], orig);
-	}
-	close(ctl[1]);
-	close(sync[1]);
-	if (write_maps(p, pid, e) != 0) {
-		s1_wrap(e, "start stage 1");
-		goto fail;
-	}
-	if (s1_send_all(sync[0], (const unsigned char *)"g", 1) != 0) {
-		s1_err(e, "start stage 1: release the child: %s", gp_errno(errno));
-		goto fail;
-	}
-	close(sync[0]);
-	sync[0] = -1;
-	n = s1_read_small(ctl[0], report, sizeof(report));
-	if (n < 0) {
-		s1_err(e, "stage 1: read report: %s", gp_errno(errno));
-		goto fail;
-	}
-	if (n > 0) {
-		/* Stage 1 or 2 could not build the sandbox: their own words. */
-		s1_err(e, "%s", report);
-		goto fail;
-	}
-	close(ctl[0]);
 	return pid;
-fail:
-	s1_kill_child(pid, e);
-	if (sync[0] >= 0)
-		close(sync[0]);
-	close(ctl[0]);
-	return -1;
 }
 
 void glove_stage0(int argc, char **argv) __attribute__((noreturn));

@@ -327,37 +327,9 @@ int s1_send_all(int s, const unsigned char *b, size_t n)
 	return 0;
 }
 
-/* write_maps gives stage 2 its identity in user namespace 2: the sandbox
- * user and group map to user namespace 1's root, which is the invoking
- * user on the host, and to nothing else. setgroups stays denied (threat:
- * the program dropping a supplementary group that a host file denies
- * access to); it must be written before gid_map. */
-static int write_maps(const struct glove_plan *p, pid_t pid, char *e)
+pid_t s1_start_child(const struct s1_child *c, int *mine, char *e)
 {
-	char path[64], map[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-	snprintf(map, sizeof(map), "%" PRIu32 " 0 1\n", p->uid);
-	if (s1_write_file(path, map, e) != 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
-	if (s1_write_file(path, "deny", e) != 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-	snprintf(map, sizeof(map), "%" PRIu32 " 0 1\n", p->gid);
-	return s1_write_file(path, map, e);
-}
-
-/* start_stage2 starts stage 2 (stage2_child) and waits for its report,
- * read until end of file: an empty report means the program is executing
- * (stage 2's end of the control socket closed at its execve). It returns
- * stage 2's pid, and in *mine this end of the control socket, or -1 with
- * the reason in e, stage 2 then killed and reaped. */
-static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, char *e)
-{
-	char report[REPORT_MAX + 1];
-	int lock = !gp_off(p, GLOVE_LAYER_MOUNTLOCK);
-	unsigned long flags = SIGCHLD;
+	char report[REPORT_MAX + 1], path[64], map[64];
 	int ctl[2], sync[2];
 	ssize_t n;
 	pid_t pid;
@@ -372,18 +344,12 @@ static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, c
 		close(ctl[1]);
 		return -1;
 	}
-	/* User namespace 2 and mount namespace 2: every mount stage 1 built
-	 * is locked there (threat: the program unmounting a mask or a bind
-	 * to reveal what is below, or clearing a read-only attribute).
-	 * Unless the mountlock layer is off in a test build. */
-	if (lock)
-		flags |= CLONE_NEWUSER | CLONE_NEWNS;
 	/* A raw clone, as fork with namespace flags: this process has one
-	 * thread and no Go runtime, so the child may run C until its
-	 * execve. */
-	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+	 * thread and no Go runtime, so the child may run C for as long as it
+	 * lives. */
+	pid = (pid_t)syscall(SYS_clone, c->flags, NULL, NULL, NULL, NULL);
 	if (pid < 0) {
-		s1_err(e, "start stage 2: clone: %s", gp_errno(errno));
+		s1_err(e, "start %s: clone: %s", c->name, gp_errno(errno));
 		close(ctl[0]);
 		close(ctl[1]);
 		close(sync[0]);
@@ -393,50 +359,102 @@ static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, c
 	if (pid == 0) {
 		close(ctl[0]);
 		close(sync[0]);
-		stage2_child(p, sync[1], ctl[1], orig);
+		c->run(c->arg, sync[1], ctl[1]);
 	}
 	close(ctl[1]);
 	close(sync[1]);
-	if (lock && write_maps(p, pid, e) != 0) {
-		s1_wrap(e, "start %s", "stage 2");
-		goto fail;
+	if (c->map) {
+		/* The child's identity in its new user namespace: one user and
+		 * one group, mapped to one of this namespace's; setgroups stays
+		 * denied (threat: the program dropping a supplementary group
+		 * that a host file denies access to), and must be written before
+		 * gid_map. */
+		snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+		snprintf(map, sizeof(map), "%" PRIu32 " %" PRIu32 " 1\n", c->uid_in, c->uid_out);
+		if (s1_write_file(path, map, e) != 0)
+			goto maps;
+		snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+		if (s1_write_file(path, "deny", e) != 0)
+			goto maps;
+		snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+		snprintf(map, sizeof(map), "%" PRIu32 " %" PRIu32 " 1\n", c->gid_in, c->gid_out);
+		if (s1_write_file(path, map, e) != 0)
+			goto maps;
 	}
 	if (s1_send_all(sync[0], (const unsigned char *)"g", 1) != 0) {
-		s1_err(e, "start %s: release the child: %s", "stage 2", gp_errno(errno));
+		s1_err(e, "start %s: release the child: %s", c->name, gp_errno(errno));
 		goto fail;
 	}
-	/* Until the execve closes the child's end: empty, or why it failed. */
+	/* Until the child closes its end: empty, or why it failed. */
 	n = s1_read_small(sync[0], report, sizeof(report));
 	if (n != 0) {
 		if (n < 0)
-			s1_err(e, "start %s: read the start-up report: %s", "stage 2", gp_errno(errno));
+			s1_err(e, "start %s: read the start-up report: %s", c->name, gp_errno(errno));
 		else
 			s1_err(e, "%s", report);
 		goto fail;
 	}
 	close(sync[0]);
 	sync[0] = -1;
+	/* Until the program's execve closes the last copy of the child's end:
+	 * empty, or the child's own words. */
 	n = s1_read_small(ctl[0], report, sizeof(report));
 	if (n < 0) {
-		s1_err(e, "stage 2: read report: %s", gp_errno(errno));
+		s1_err(e, "%s: read report: %s", c->name, gp_errno(errno));
 		goto fail;
 	}
 	if (n > 0) {
-		/* Stage 2 refused its plan or failed: its own words. */
 		s1_err(e, "%s", report);
 		goto fail;
 	}
 	*mine = ctl[0];
 	return pid;
+maps:
+	s1_wrap(e, "start %s", c->name);
 fail:
 	/* The socket closes after the kill, so that a child still waiting
-	 * for its plan is gone before it could read end of file and print
-	 * an error of its own. */
+	 * is gone before it could read end of file and print an error of its
+	 * own. */
 	s1_kill_child(pid, e);
 	if (sync[0] >= 0)
 		close(sync[0]);
 	close(ctl[0]);
 	return -1;
+}
+
+/* stage2_run is stage2_child's shape for s1_start_child. */
+struct stage2_arg {
+	const struct glove_plan *p;
+	ksigset orig;
+};
+
+static void stage2_run(void *arg, int sync, int ctl) __attribute__((noreturn));
+
+static void stage2_run(void *arg, int sync, int ctl)
+{
+	struct stage2_arg *a = arg;
+
+	stage2_child(a->p, sync, ctl, a->orig);
+}
+
+/* start_stage2 starts stage 2 (stage2_child) in user namespace 2 and mount
+ * namespace 2, where every mount stage 1 built is locked (threat: the
+ * program unmounting a mask or a bind to reveal what is below, or
+ * clearing a read-only attribute), unless the mountlock layer is off in a
+ * test build. The sandbox user and group map to user namespace 1's root,
+ * which is the invoking user on the host, and to nothing else. */
+static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, char *e)
+{
+	struct stage2_arg a = { .p = p, .orig = orig };
+	struct s1_child c = { .flags = SIGCHLD, .name = "stage 2", .run = stage2_run, .arg = &a };
+
+	if (!gp_off(p, GLOVE_LAYER_MOUNTLOCK)) {
+		c.flags |= CLONE_NEWUSER | CLONE_NEWNS;
+		c.map = 1;
+		c.uid_in = p->uid;
+		c.gid_in = p->gid;
+	}
+	return s1_start_child(&c, mine, e);
 }
 
 /* reap is PID 1's loop. When the program (pid) ends, PID 1 exits with its

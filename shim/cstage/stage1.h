@@ -45,6 +45,28 @@ ssize_t s1_read_small(int fd, char *buf, size_t max);
 int s1_send_all(int s, const unsigned char *b, size_t n);
 void s1_kill_child(pid_t pid, char *e);
 
+/* s1_child describes a child stage for s1_start_child: the clone flags
+ * (SIGCHLD included), whether to write its ID maps (uid_in and gid_in
+ * inside mapped to uid_out and gid_out outside, one each), its name in
+ * errors, and run, which the child calls with its ends of the start-up
+ * socket (a failure before the stage proper; closed once that starts)
+ * and of the control socket (the stage's own failure; closed at the
+ * program's execve). */
+struct s1_child {
+	unsigned long flags;
+	int map;
+	uint32_t uid_in, uid_out, gid_in, gid_out;
+	const char *name;
+	void (*run)(void *arg, int sync, int ctl) __attribute__((noreturn));
+	void *arg;
+};
+
+/* s1_start_child clones the child, writes its maps, releases it and reads
+ * both sockets until end of file: empty means the program is executing.
+ * It returns the child's pid, with this end of its control socket in
+ * *mine, or -1 with the reason in e, the child then killed and reaped. */
+pid_t s1_start_child(const struct s1_child *c, int *mine, char *e);
+
 /* s1_main is stage 1, PID 1 of the sandbox, in the child stage 0 cloned
  * into the seven new namespaces, with every signal blocked: p is the
  * plan, ctl the control socket on which a failure is reported and
