@@ -1,12 +1,13 @@
 /*
  * The C decoder of a glove-shim plan (see plan.h and shim/plancodec.go for
- * the layout). It refuses everything the Go decoder refuses: a wrong
+ * the layout). It refuses everything the Go reference decoder of the tests
+ * (shim/plandecode_test.go) refuses: a wrong
  * magic, a truncated, overlong or non-shortest integer, a count larger
  * than the bytes left, a boolean or presence byte other than 0 or 1, a
  * value out of its field's range, a string holding a NUL, budgets not in
  * strictly increasing order of name, and trailing bytes. The bytes come
- * from the parent stage, which is trusted; a decoder is still where a
- * mistake in either stage would turn into a wrong sandbox.
+ * from stage 0's Go part, which is trusted; a decoder is still where a
+ * mistake on either side would turn into a wrong sandbox.
  */
 #include <stdarg.h>
 #include <stdio.h>

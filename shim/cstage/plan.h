@@ -1,9 +1,10 @@
 /*
  * The plan of glove-shim's stages as C sees it: the same fields as
  * shim.Plan (shim/plan.go), decoded from the same bytes (shim/plancodec.go
- * writes them). The C stages run before the Go runtime exists, so they
- * cannot call the Go decoder; this one must refuse exactly what the Go
- * decoder refuses (FuzzCDecodePlan compares the two on every input).
+ * writes them). It is the only decoder production runs: the C stages run
+ * before any Go runtime exists. It must refuse exactly what the Go
+ * reference decoder of the tests refuses (shim/plandecode_test.go;
+ * FuzzCDecodePlan compares the two on every input).
  */
 #ifndef GLOVE_PLAN_H
 #define GLOVE_PLAN_H
