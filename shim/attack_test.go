@@ -629,6 +629,19 @@ func hostProcessUntouched(t *testing.T, r *attackRun) judge {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	pid := cmd.Process.Pid
+	// Asleep before the sandbox starts: a victim still starting up reads
+	// "R (running)" afterwards, which the judge below would take for a
+	// disturbance (seen in the VM lane's emulated guest, where starting
+	// sleep(1) can outlast a whole attack).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil && strings.Contains(string(st), "State:\tS") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host process %d not asleep 30 s after its start", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	r.args = append(r.args, "pid="+strconv.Itoa(pid))
 	return func(string) (bool, string) {
 		var ws unix.WaitStatus
