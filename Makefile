@@ -34,7 +34,7 @@ STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -ex
 STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/formatwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/authority/policy:FuzzPolicyDecode ./supervisor/authority/plan:FuzzPlanDecode ./supervisor/state/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./shim:FuzzDecodePlan ./shim:FuzzCDecodePlan ./shim:FuzzDecodeCacheEntry ./supervisor/service/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/authority/library:FuzzDecode ./supervisor/state/store:FuzzReplay ./supervisor/state/receipt:FuzzReplay
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/formatwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/authority/policy:FuzzPolicyDecode ./supervisor/authority/plan:FuzzPlanDecode ./supervisor/state/journal:FuzzOpen ./spec:FuzzDecodeStrict ./shim:FuzzValidate ./shim:FuzzDecodePlan ./shim:FuzzCDecodePlan ./shim:FuzzCJoinParse ./shim:FuzzDecodeCacheEntry ./supervisor/service/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/authority/library:FuzzDecode ./supervisor/state/store:FuzzReplay ./supervisor/state/receipt:FuzzReplay
 
 .PHONY: all build install deps test lint fuzz bench bench-more demo clean deb vm-lane lane-tests
 

@@ -2,6 +2,8 @@ package shim_test
 
 import (
 	"bytes"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/glove-sandbox/glove/shim"
@@ -53,6 +55,53 @@ func FuzzCDecodePlan(f *testing.F) {
 		}
 		if g, c := shim.EncodePlan(gp), shim.EncodePlan(cp); !bytes.Equal(g, c) || !bytes.Equal(c, data) {
 			t.Fatalf("decoders differ:\n  in %q\n  Go %q\n   C %q", data, g, c)
+		}
+	})
+}
+
+// joinRefusals is the bad-input table of --cgroup-join's value, which the
+// C constructor (join.c) and Main (parseJoin) parse alike.
+var joinRefusals = []string{
+	"", ":", "5", "5:", ":6", "5:6,", "5:,6", "5:6,,7", "5;6", "5:6;7", " 5:6", "5:6 ", "5:6\n",
+	"05:6", "5:06", "+5:6", "-5:6", "5:-6", "0:6", "2:6", "5:2", "5:5", "5:6,5",
+	"1048577:6", "5:1048577", "99999999999999999999:6", "5:0x6", "5:6,7,8,9,10,11,12,13,14",
+}
+
+// TestJoinParseRefuses: both parsers refuse every bad value, and accept
+// the shapes gloved sends.
+func TestJoinParseRefuses(t *testing.T) {
+	for _, in := range joinRefusals {
+		if fds, err := shim.ParseJoin(in); err == nil {
+			t.Errorf("Go parser accepted %q as %v", in, fds)
+		}
+		if fds := cstage.JoinParse(in); fds != nil {
+			t.Errorf("C parser accepted %q as %v", in, fds)
+		}
+	}
+	for in, want := range map[string][]int{"5:6,7": {5, 6, 7}, "3:1048576": {3, 1048576}, "9:3,4,5,6,7,8,10,11": {9, 3, 4, 5, 6, 7, 8, 10, 11}} {
+		g, err := shim.ParseJoin(in)
+		c := cstage.JoinParse(in)
+		if err != nil || !slices.Equal(g, want) || !slices.Equal(c, want) {
+			t.Errorf("%q: Go %v (%v), C %v, want %v", in, g, err, c, want)
+		}
+	}
+}
+
+// FuzzCJoinParse: the C and Go parsers of --cgroup-join's value accept
+// exactly the same values, with the same descriptors.
+func FuzzCJoinParse(f *testing.F) {
+	f.Add("5:6,7")
+	for _, in := range joinRefusals {
+		f.Add(in)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if strings.IndexByte(in, 0) >= 0 {
+			return // a C string ends there; argv cannot hold one
+		}
+		g, err := shim.ParseJoin(in)
+		c := cstage.JoinParse(in)
+		if (err == nil) != (c != nil) || !slices.Equal(g, c) {
+			t.Errorf("%q: Go %v (%v), C %v", in, g, err, c)
 		}
 	})
 }

@@ -11,6 +11,7 @@ var (
 	FillPlan         = fillPlan
 	EncodeCacheEntry = encodeCacheEntry
 	DecodeCacheEntry = decodeCacheEntry
+	ParseJoin        = parseJoin
 )
 
 // PlanRefusals is the decoders' bad-input table, as names and bytes.

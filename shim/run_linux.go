@@ -29,6 +29,16 @@ const (
 // hand gains nothing: the stages only restrict.
 const argStage0 = "--glove-stage0"
 
+// argJoin is gloved's first argument to glove-shim on a hybrid host:
+// `glove-shim --cgroup-join S:T1,T2 run ...`. The constructor in
+// shim/cstage (join.c) acts on it before the Go runtime starts: it writes
+// "0" to each v1 tasks file T (which moves this process, then one
+// thread, into the session's v1 cgroups without the global lock a pid
+// written to cgroup.procs takes), closes them, and writes one byte on
+// the sync socket S. Main only checks that it agrees with the run
+// command.
+const argJoin = "--cgroup-join"
+
 // Layer names (see layers.go): each protection the attack table switches
 // off on its own in a test build.
 const (
@@ -44,6 +54,18 @@ var Layers = []string{LayerMountLock, LayerSeccomp, LayerLandlock, LayerCaps, La
 
 // Main runs glove-shim with args (os.Args) and returns the exit status.
 func Main(args []string) int {
+	var join []int
+	if len(args) >= 3 && args[1] == argJoin {
+		var err error
+		if join, err = parseJoin(args[2]); err != nil || len(args) < 4 || args[3] != "run" {
+			if err == nil {
+				err = errors.New("must be followed by run")
+			}
+			fmt.Fprintf(os.Stderr, "glove-shim: %s: %v\n", argJoin, err)
+			return ExitUsage
+		}
+		args = append([]string{args[0]}, args[3:]...)
+	}
 	if len(args) >= 2 {
 		switch args[1] {
 		case argStage0:
@@ -60,8 +82,11 @@ func Main(args []string) int {
 			}
 		case "run":
 			ra, err := parseRun(args[2:])
+			if err == nil && join != nil {
+				err = ra.checkJoin(join)
+			}
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim run --bundle DIR [--preserve-fds N] [--sync-fd N] [--seccomp-cache-fd N] ID\n", err)
+				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim [--cgroup-join S:T1,T2] run --bundle DIR [--preserve-fds N] [--sync-fd N] [--seccomp-cache-fd N] ID\n", err)
 				return ExitUsage
 			}
 			code, err := run(ra)
@@ -170,6 +195,51 @@ func parseRun(args []string) (runArgs, error) {
 		r.bundle = "."
 	}
 	return r, nil
+}
+
+// parseJoin parses argJoin's value, "S:T1[,T2...]" (join.c's grammar:
+// descriptor numbers 3..1<<20 without a leading zero, at most 8 T, none
+// equal to S), into S followed by the Ts.
+func parseJoin(spec string) ([]int, error) {
+	num := func(v string) (int, bool) {
+		n, err := strconv.Atoi(v)
+		return n, err == nil && n >= 3 && n <= 1<<20 && strconv.Itoa(n) == v
+	}
+	s, ts, ok := strings.Cut(spec, ":")
+	fds := []int{}
+	if n, good := num(s); ok && good {
+		fds = append(fds, n)
+		for _, t := range strings.Split(ts, ",") {
+			n, good := num(t)
+			if !good || n == fds[0] || len(fds) > 8 {
+				ok = false
+				break
+			}
+			fds = append(fds, n)
+		}
+	} else {
+		ok = false
+	}
+	if !ok {
+		return nil, fmt.Errorf("%q: want S:T1[,T2...], descriptor numbers 3..%d, at most 8 T, each other than S", spec, 1<<20)
+	}
+	return fds, nil
+}
+
+// checkJoin checks that the descriptors argJoin named agree with the run
+// command: S is its --sync-fd, and each T lies beyond the preserved
+// range and is no other descriptor it names (the constructor closed
+// them; a T in the preserved range would have been one of the program's).
+func (r runArgs) checkJoin(join []int) error {
+	if join[0] != r.syncFD {
+		return fmt.Errorf("%s: S %d is not the --sync-fd", argJoin, join[0])
+	}
+	for _, t := range join[1:] {
+		if t < 3+r.preserve || t == r.cacheFD {
+			return fmt.Errorf("%s: T %d lies in the preserved range 3..%d or is the --seccomp-cache-fd", argJoin, t, 2+r.preserve)
+		}
+	}
+	return nil
 }
 
 func cutFlag(a string) (string, string, bool) {

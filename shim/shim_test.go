@@ -1150,3 +1150,110 @@ func TestShimSharedDescriptor(t *testing.T) {
 		t.Errorf("a sub-path through a link: exit %d stderr %q, want 125 and one line naming it", r.Code, r.Stderr)
 	}
 }
+
+// TestShimJoinRefuses: glove-shim's constructor (cstage/join.c) ends the
+// shim with 125 and one line, before anything runs, for a --cgroup-join
+// value it cannot parse and for a descriptor that is not a cgroup v1
+// file open for writing only; such a file is left as it was. With a real
+// v1 tasks file (the test's own memory cgroup, so the join moves the shim
+// nowhere new), it writes 'j' on the sync socket, Main checks that S is
+// the --sync-fd, and the program runs after the release byte.
+func TestShimJoinRefuses(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	b := e.NewBundle(t)
+	b.Spec.Process.Args = []string{"/bin/echo", "ran"}
+	b.Write(t)
+	plain := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(plain, []byte("kept\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	open := func(path string, flags int) *os.File {
+		f, err := os.OpenFile(path, flags, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	run := func(spec string, files ...*os.File) (int, string, string) {
+		t.Helper()
+		cmd := exec.Command(e.HelperPath("glove-shim"), "--cgroup-join", spec, "run", "--bundle", b.Dir, "--sync-fd", "3", "t")
+		cmd.Env, cmd.ExtraFiles = []string{}, files
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential()}
+		code, err := testenv.ExitStatus(cmd.Run())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, stdout.String(), strings.TrimSpace(stderr.String())
+	}
+	sock := func() (*os.File, *os.File) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := os.NewFile(uintptr(fds[0]), "shim"), os.NewFile(uintptr(fds[1]), "sup")
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	}
+	s, _ := sock()
+	for _, c := range []struct {
+		name, spec string
+		files      []*os.File
+		want       string
+	}{
+		{"bad value", "3:3", []*os.File{s}, "want S:T1"},
+		{"not a cgroup file", "3:4", []*os.File{s, open(plain, os.O_WRONLY)}, "descriptor 4 is not a cgroup v1 file open for writing only"},
+		{"no such descriptor", "3:9", []*os.File{s}, "descriptor 9: fstatfs: bad file descriptor"},
+	} {
+		code, out, line := run(c.spec, c.files...)
+		if code != 125 || out != "" || strings.Contains(line, "\n") || !strings.HasPrefix(line, "glove-shim: --cgroup-join: ") || !strings.Contains(line, c.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q: want 125, nothing run, one line with %q", c.name, code, out, line, c.want)
+		}
+	}
+	if got, err := os.ReadFile(plain); err != nil || string(got) != "kept\n" {
+		t.Errorf("the plain file after the refusal: %q, %v", got, err)
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem string
+	for _, l := range strings.Split(string(own), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[1] == "memory" {
+			mem = filepath.Join("/sys/fs/cgroup/memory", f[2], "tasks")
+		}
+	}
+	if _, err := os.Stat(mem); mem == "" || err != nil {
+		t.Skipf("no v1 memory hierarchy here (a pure v2 host): the join of a real tasks file is not tried (%v)", err)
+	}
+	code, out, line := run("3:4", s, open(mem, os.O_RDONLY))
+	if code != 125 || out != "" || !strings.Contains(line, "descriptor 4 is not a cgroup v1 file open for writing only") {
+		t.Errorf("a tasks file open for reading: exit %d, stdout %q, stderr %q", code, out, line)
+	}
+	// S other than --sync-fd: the constructor joins and says so on S,
+	// then Main refuses the command line.
+	s2, sup2 := sock()
+	code, out, line = run("5:4", s, open(mem, os.O_WRONLY), s2)
+	var jb [1]byte
+	if n, err := sup2.Read(jb[:]); n != 1 || jb[0] != 'j' {
+		t.Errorf("no 'j' on S: %d %q %v", n, jb, err)
+	}
+	if code != 2 /* ExitUsage */ || out != "" || !strings.Contains(line, "S 5 is not the --sync-fd") {
+		t.Errorf("S other than --sync-fd: exit %d, stdout %q, stderr %q: want %d and the reason", code, out, line, 2)
+	}
+	// The whole way: 'j', then the release byte, then the program.
+	s3, sup3 := sock()
+	if _, err := sup3.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, line = run("3:4", s3, open(mem, os.O_WRONLY))
+	if n, err := sup3.Read(jb[:]); n != 1 || jb[0] != 'j' {
+		t.Errorf("no 'j' on the sync socket: %d %q %v", n, jb, err)
+	}
+	if code != 0 || out != "ran\n" {
+		t.Errorf("joined: exit %d, stdout %q, stderr %q: want 0 and the program's output", code, out, line)
+	}
+}

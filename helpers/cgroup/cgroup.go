@@ -98,7 +98,7 @@ func Spec() helperkit.Spec {
 			return []wire.Handler{
 				cgwire.Create.Handle(s.create), cgwire.Place.Handle(s.place), cgwire.Kill.Handle(s.kill),
 				cgwire.Remove.Handle(s.remove), cgwire.Stat.Handle(s.stat), cgwire.Freeze.Handle(s.freeze),
-				cgwire.RemoveEmpty.Handle(s.removeEmpty),
+				cgwire.RemoveEmpty.Handle(s.removeEmpty), cgwire.Join.Handle(s.join),
 			}, nil
 		},
 	}

@@ -33,23 +33,23 @@ func (s *server) place(_ uint32, req *cgwire.PlaceRequest, fds []*os.File) (*cgw
 		return nil, nil, err
 	}
 	// v2 first: a process in the v2 session can always be killed with
-	// it, even if a v1 write below fails. A process already in the v2
-	// session (gloved starts the shim there, with CLONE_INTO_CGROUP) is
-	// not written again: a write that moves nothing still takes the
+	// it, even if a v1 write below fails. A process already in a
+	// session cgroup is not written again: gloved starts the shim in the
+	// v2 one (CLONE_INTO_CGROUP), and the shim joins the v1 ones itself
+	// (cgwire.JoinRequest). A write that moves nothing still takes the
 	// kernel's global cgroup_threadgroup_rwsem for writing, which waits
 	// for an RCU grace period (measured: 5 to 19 ms per write, the whole
-	// of Place on a pure v2 host, on the path of every session's start).
+	// of Place, on the path of every session's start). Membership is read
+	// here, by this helper, whatever the shim did: Place stays the check
+	// that the process is in every session cgroup before it is released.
 	for _, h := range s.all() {
-		if h == s.v2 {
-			in, err := member(dir, pid)
-			if err != nil {
-				return nil, nil, fmt.Errorf("cgroup: place %s in %s: %w", req.Session, h.name, err)
+		if err := s.in(h, dir, req.Session, func(d int) error {
+			in, err := member(d, pid)
+			if err != nil || in {
+				return err
 			}
-			if in {
-				continue
-			}
-		}
-		if err := s.in(h, dir, req.Session, func(d int) error { return writeFile(d, "cgroup.procs", pid) }); err != nil {
+			return writeFile(d, "cgroup.procs", pid)
+		}); err != nil {
 			return nil, nil, fmt.Errorf("cgroup: place %w", err)
 		}
 	}

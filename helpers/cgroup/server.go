@@ -288,7 +288,37 @@ func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (_ *c
 		}
 	}
 	s.inodes[req.Session] = st.Ino
-	return &cgwire.CreateReply{Inode: st.Ino}, fds, nil
+	return &cgwire.CreateReply{Inode: st.Ino, V1: len(s.v1) > 0}, fds, nil
+}
+
+// join opens the session's v1 tasks files for writing (cgwire.JoinRequest
+// says why glove-shim asks). The session is checked as every request's
+// is (its v2 directory is the one this helper created under the name).
+func (s *server) join(_ uint32, req *cgwire.JoinRequest, _ []*os.File) (_ *cgwire.JoinReply, _ []int, err error) {
+	if len(s.v1) == 0 {
+		return nil, nil, refuse(wire.ErrRefused, "no v1 hierarchies: a process born in the session's v2 cgroup is in all of it")
+	}
+	dir, err := s.session(req.Session)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unix.Close(dir)
+	var fds []int
+	for _, h := range s.v1 {
+		if err := s.in(h, dir, req.Session, func(d int) error {
+			fd, err := openWrite(d, "tasks")
+			if err == nil {
+				fds = append(fds, fd)
+			}
+			return err
+		}); err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return nil, nil, fmt.Errorf("cgroup: join: open tasks of %w", err)
+		}
+	}
+	return &cgwire.JoinReply{}, fds, nil
 }
 
 func (s *server) kill(_ uint32, req *cgwire.KillRequest, _ []*os.File) (*cgwire.KillReply, []int, error) {

@@ -52,6 +52,8 @@ func openPathAt(dir int, name string) (int, error) {
 
 func openRead(dir int, name string) (int, error) { return unix.Openat(dir, name, readOpenFlags, 0) }
 
+func openWrite(dir int, name string) (int, error) { return unix.Openat(dir, name, writeOpenFlags, 0) }
+
 func openSession(parent int, name string) (int, error) {
 	return unix.Openat(parent, name, dirOpenFlags, 0)
 }
@@ -65,7 +67,7 @@ func rmdirSession(parent int, name string) error {
 // writeFile writes data to an existing file in one write(2): a cgroup
 // control file takes one value per write.
 func writeFile(dir int, name, data string) error {
-	fd, err := unix.Openat(dir, name, writeOpenFlags, 0)
+	fd, err := openWrite(dir, name)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
 	}

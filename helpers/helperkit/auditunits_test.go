@@ -53,7 +53,9 @@ var auditGoal = ceiling{own: 800, linked: 1500}
 // size: they may shrink, and grow only by a change to this table, which
 // its commit justifies (issue 19's blocking server and reused receive
 // buffers added 15 lines to helpers/wire; its Place without a v2 write
-// for a process born in the session added 29 to glove-cgroup). Every helper links the frame
+// for a process born in the session added 29 to glove-cgroup, and Join,
+// which spares every start on a hybrid host a v1 cgroup.procs write and
+// its RCU grace period, 32 more and 25 to cgwire). Every helper links the frame
 // protocol and its server (helpers/wire), the start-up checks and
 // self-restriction (helperkit), its row (captable), the BPF compiler
 // (seccomp/bpf) and the owner-checked walk (trustpath), 1,910 lines
@@ -64,7 +66,7 @@ var ceilings = map[string]ceiling{
 	"glove-mounter":         {own: 800, linked: 1991},
 	"glove-loopext4":        {own: 1040, linked: 2257},
 	"glove-loopext4-format": {own: 800, linked: 1983},
-	"glove-cgroup":          {own: 1008, linked: 2063},
+	"glove-cgroup":          {own: 1040, linked: 2088},
 	"glove-streamproxy":     {own: 800, linked: 2016},
 }
 

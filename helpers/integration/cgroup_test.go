@@ -352,6 +352,114 @@ func TestCgroupPlaceBornInSession(t *testing.T) {
 	}
 }
 
+// TestCgroupJoin: Join hands out the session's v1 tasks files, and a
+// single-threaded process born in the v2 session that writes "0" to them
+// (as glove-shim's constructor does) is then in every session cgroup:
+// Place finds it there and writes nothing, which the test shows by making
+// each v1 cgroup.procs read-only. A process that did not join is still
+// refused with the same read-only files, so Place reads membership and
+// does not just skip v1. On a pure v2 host Create says V1 false and Join
+// is refused: there is nothing to join.
+func TestCgroupJoin(t *testing.T) {
+	env := testenv.Get(t)
+	testenv.CheckLeaks(t, env.UID)
+	h := startCgroup(t, env)
+	cr := h.create("joined", 64<<20, 16)
+	if pureV2(t) {
+		if cr.V1 {
+			t.Error("Create on a pure v2 host says V1")
+		}
+		if _, err := h.call(&cgwire.JoinRequest{Session: "joined"}); wireCode(err) != wire.ErrRefused {
+			t.Errorf("Join on a pure v2 host: %v, want refused", err)
+		}
+		return
+	}
+	if !cr.V1 {
+		t.Fatal("Create on a hybrid host does not say V1")
+	}
+	if _, err := h.call(&cgwire.JoinRequest{Session: "nosuch"}); wireCode(err) != wire.ErrRefused {
+		t.Errorf("Join of a session that does not exist: %v, want refused", err)
+	}
+	_, files, err := wirecall.Call(cgwire.Join, h.c, &cgwire.JoinRequest{Session: "joined"}, nil)
+	if err != nil {
+		t.Fatalf("Join: %v\nhelper log: %s", err, h.log)
+	}
+	defer closeAll(files)
+	parent := testenv.CgroupParent(env.Base)
+	for i, hier := range []string{"memory", "pids"} {
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(int(files[i].Fd()), &fs); err != nil {
+			t.Fatal(err)
+		}
+		fl, err := unix.FcntlInt(files[i].Fd(), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", files[i].Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs.Type != unix.CGROUP_SUPER_MAGIC || fl&unix.O_ACCMODE != unix.O_WRONLY || !strings.HasSuffix(link, parent+"/joined/tasks") {
+			t.Errorf("Join descriptor %d (%s): fs %#x, flags %#o, %s: want the session's v1 tasks, write-only", i, hier, fs.Type, fl, link)
+		}
+		procs := filepath.Join(sessionPath(t, env, hier, "joined"), "cgroup.procs")
+		if err := os.Chmod(procs, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if k := h.mustCall(&cgwire.KillRequest{Session: "joined"}).(*cgwire.KillReply); !k.Empty {
+			t.Error("Kill: session not empty")
+		}
+	})
+	// The joining process: a shell (one thread) writes "0" to each
+	// descriptor, closes them, and says so.
+	leaf, err := unix.Open(sessionPath(t, env, "unified", "joined"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(leaf)
+	cmd := exec.Command("/bin/sh", "-c", "echo 0 >&3 && echo 0 >&4 && exec 3>&- 4>&- && echo joined && exec sleep 60")
+	cmd.Env, cmd.Dir, cmd.ExtraFiles = []string{"PATH=/usr/bin:/bin"}, "/", files
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: env.Credential(), UseCgroupFD: true, CgroupFD: leaf}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() {
+		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("kill the joining process: %v", err)
+		}
+		<-done
+	}()
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "joined\n" {
+		t.Fatalf("the joining process said %q (%v)", line, err)
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	if _, err := h.call(&cgwire.PlaceRequest{Session: "joined"}, pidfd); err != nil {
+		t.Fatalf("Place of a process that joined: %v (a write was attempted)", err)
+	}
+	cg := readTrim(t, fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	for _, w := range []string{"0::" + parent + "/joined", "memory:" + parent + "/joined", "pids:" + parent + "/joined"} {
+		if !strings.Contains(cg, w) {
+			t.Errorf("/proc/PID/cgroup lacks %q:\n%s", w, cg)
+		}
+	}
+	other := startTargetIn(t, env, sessionPath(t, env, "unified", "joined"), "/bin/sleep", "60")
+	if _, err := h.call(&cgwire.PlaceRequest{Session: "joined"}, other.pidfd); err == nil {
+		t.Error("Place of a process that did not join succeeded with the session's v1 cgroup.procs read-only")
+	}
+}
+
 // TestCgroupOOM: a process allocating past the memory limit is
 // OOM-killed and Stat counts it.
 func TestCgroupOOM(t *testing.T) {

@@ -5,12 +5,14 @@
 //
 // This file is the only Go that touches C: Decode exposes the C plan
 // decoder to the tests, which compare it with the Go decoder (shim's
-// FuzzCDecodePlan).
+// FuzzCDecodePlan), and JoinParse the parser of --cgroup-join (shim's
+// FuzzCJoinParse).
 package cstage
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Werror -std=gnu11
 // #include <stdlib.h>
 // #include "plan.h"
+// #include "cstage.h"
 import "C"
 
 import (
@@ -19,6 +21,23 @@ import (
 
 	"github.com/glove-sandbox/glove/shim"
 )
+
+// JoinParse parses spec, `--cgroup-join`'s value, with the C parser
+// (join.c) and returns S followed by the Ts, or nil when it refuses it.
+func JoinParse(spec string) []int {
+	cs := C.CString(spec)
+	defer C.free(unsafe.Pointer(cs))
+	var sync, n C.int
+	var tasks [C.GLOVE_JOIN_MAX]C.int
+	if C.glove_join_parse(cs, &sync, &tasks[0], &n) != 0 {
+		return nil
+	}
+	out := []int{int(sync)}
+	for _, t := range tasks[:n] {
+		out = append(out, int(t))
+	}
+	return out
+}
 
 // Decode decodes b with the C decoder and returns the plan as Go values,
 // or the C decoder's refusal.

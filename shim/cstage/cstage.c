@@ -39,9 +39,16 @@ extern void glove_stage0(int argc, char **argv) __attribute__((noreturn));
 __attribute__((constructor)) static void glove_cstage(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (argc != 3 || argv == NULL || argv[1] == NULL)
+	if (argc < 3 || argv == NULL || argv[1] == NULL || argv[2] == NULL)
 		return;
-	if (strcmp(argv[1], GLOVE_ARG_STAGE0) == 0)
+	/* gloved's start of the shim on a hybrid host: join the v1 session
+	 * cgroups while this process has one thread (join.c), then let Go
+	 * run the rest of the command line. */
+	if (strcmp(argv[1], GLOVE_ARG_JOIN) == 0) {
+		glove_join(argv[2]);
+		return;
+	}
+	if (argc == 3 && strcmp(argv[1], GLOVE_ARG_STAGE0) == 0)
 		glove_stage0(argc, argv);
 }
 

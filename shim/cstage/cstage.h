@@ -13,6 +13,23 @@
 /* The argument of stage 0's waiter (shim/run_linux.go: argStage0). */
 #define GLOVE_ARG_STAGE0 "--glove-stage0"
 
+/* glove-shim's first argument when gloved asks it to join the session's
+ * v1 cgroups before the Go runtime starts (join.c; shim/run_linux.go:
+ * argJoin); its second is "S:T1,T2". */
+#define GLOVE_ARG_JOIN "--cgroup-join"
+
+/* Stage 0's status when nothing was executed (shim/run_linux.go:
+ * ExitFailed), and the largest descriptor number a command line names. */
+#define GLOVE_EXIT_FAILED 125
+#define GLOVE_MAX_FD (1 << 20)
+
+/* glove_join joins the v1 cgroups its argument names, or ends the
+ * process (join.c). glove_join_parse is its parser of "S:T1[,T2...]":
+ * 0, with S in *sync and the Ts in tasks[0..*n), or -1. */
+#define GLOVE_JOIN_MAX 8
+void glove_join(const char *spec);
+int glove_join_parse(const char *spec, int *sync, int tasks[GLOVE_JOIN_MAX], int *n);
+
 /* The largest plan a stage reads, and the bound shared with the Go side
  * on preserved descriptors (shim/plan.go: maxPreserveFDs). */
 #define GLOVE_MAX_PLAN (8 << 20)

@@ -8,7 +8,7 @@ package cgwire
 import "github.com/glove-sandbox/glove/helpers/wire"
 
 // Protocol is glove-cgroup's protocol.
-var Protocol = wire.NewProtocol("glove-cgroup", Create, Place, Kill, Remove, Stat, Freeze, RemoveEmpty)
+var Protocol = wire.NewProtocol("glove-cgroup", Create, Place, Kill, Remove, Stat, Freeze, RemoveEmpty, Join)
 
 // The routes: each request, its reply and the descriptors they carry.
 var (
@@ -21,6 +21,8 @@ var (
 	Stat        = wire.NewRoute[StatRequest, StatReply](0x0309, 0, 0, false)
 	Freeze      = wire.NewRoute[FreezeRequest, FreezeReply](0x030b, 0, 0, false)
 	RemoveEmpty = wire.NewRoute[RemoveEmptyRequest, RemoveEmptyReply](0x030d, 0, 0, false)
+	// Join's reply carries the session's two v1 tasks files.
+	Join = wire.NewRoute[JoinRequest, JoinReply](0x030f, 0, 2, false)
 )
 
 // CreateRequest asks for a new session cgroup with a memory limit (swap
@@ -40,8 +42,12 @@ type CreateRequest struct {
 // The supervisor reads them to enforce the CPU budget and report the
 // terminal reason without asking the helper again. Inode is the
 // directory's inode, which tells this cgroup from a later one of the
-// same name.
-type CreateReply struct{ Inode uint64 }
+// same name. V1 says the session also has v1 memory and pids cgroups (a
+// hybrid host), which a process born in the v2 one is not in: Join.
+type CreateReply struct {
+	Inode uint64
+	V1    bool
+}
 
 // PlaceRequest asks to move the process of the carried pidfd into the
 // session's cgroups.
@@ -82,6 +88,25 @@ type RemoveEmptyRequest struct {
 
 // RemoveEmptyReply says the session's cgroups are gone.
 type RemoveEmptyReply struct{}
+
+// JoinRequest asks for the session's v1 tasks files, so that glove-shim
+// can move itself into the session's v1 cgroups (refused when the
+// session has none). A process that writes "0" to a v1 tasks file moves
+// only its calling thread and takes no global lock; writing its pid to
+// cgroup.procs, as Place does, takes the kernel's cgroup_threadgroup_rwsem
+// for writing, which waits for an RCU grace period (5 to 11 ms measured
+// on a hybrid host, on the path of every start). glove-shim joins before
+// its Go runtime starts, while it has one thread, and Place then finds it
+// in place.
+type JoinRequest struct {
+	Session string `wire:"64"`
+}
+
+// JoinReply carries two descriptors, in this order: the session's v1
+// memory and pids tasks files, open for writing only. They give no more
+// than the service user has: the kernel lets a writer move only its own
+// user's processes, into the session's cgroups.
+type JoinReply struct{}
 
 // StatRequest asks for the session's accounting.
 type StatRequest struct {

@@ -202,6 +202,10 @@ type prepared struct {
 	mnt    *helper    // glove-mounter
 	lx     *helper    // glove-loopext4 (proc nil unless the launch retains)
 	cgroup []*os.File // dir, events, memory events, cpu.stat
+	// cgJoin are the session's v1 tasks files on a hybrid host (cgwire
+	// Join), which the shim joins by itself; nil on a pure v2 host. Spawn
+	// hands them to the shim and closes them.
+	cgJoin []*os.File
 	mounts []*os.File // in l.Mounts order (a scratch mount: its directory)
 	// scratch is the session's scratch tmpfs (Mount.inScratch), nil when
 	// no mount lives there.
@@ -279,7 +283,7 @@ func (p *prepared) release() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, f := range append(p.cgroup, p.mounts...) {
+	for _, f := range append(append(p.cgroup, p.cgJoin...), p.mounts...) {
 		f.Close()
 	}
 	if p.scratch != nil {
@@ -340,6 +344,14 @@ func prepare(p *prepared, l *Launch, pio IO) error {
 		return fmt.Errorf("create the session's cgroups: %w", err)
 	}
 	p.cgMade, p.cgroup, p.cgInode = true, files, cr.Inode
+	if cr.V1 {
+		if p.cgJoin, err = call(p.cg, "join", cgwire.Join, &cgwire.JoinRequest{Session: l.Name}); err != nil {
+			return fmt.Errorf("the session's v1 tasks files: %w", err)
+		}
+		if err := checkJoin(p.cgJoin); err != nil {
+			return err
+		}
+	}
 	p.env.fault("cgroup")
 	if l.Retains() {
 		// Opened once, without following links; glove-loopext4 checks it
@@ -1197,9 +1209,40 @@ func identify(pid int, cgInode uint64) (Identity, error) {
 	return Identity{BootID: boot, PID: pid, StartTicks: t, CgroupInode: cgInode}, nil
 }
 
+// checkJoin checks the descriptors of a Join reply before the shim gets
+// them: each must be a v1 cgroup file open for writing only. Threat: a
+// compromised glove-cgroup handing the shim a descriptor of anything
+// else (a file the shim's write of "0" would clobber, a directory).
+// Which v1 file it is, the kernel alone can tell; Place then checks the
+// result, membership in every session cgroup, from the helper's side.
+func checkJoin(files []*os.File) error {
+	for i, f := range files {
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+			return fmt.Errorf("the session's v1 tasks file %d: fstatfs: %w", i, err)
+		}
+		fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+		if err != nil {
+			return fmt.Errorf("the session's v1 tasks file %d: fcntl: %w", i, err)
+		}
+		if fs.Type != unix.CGROUP_SUPER_MAGIC || fl&unix.O_ACCMODE != unix.O_WRONLY {
+			return fmt.Errorf("the session's v1 tasks file %d: not a v1 cgroup file open for writing only (file system %#x, flags %#o)", i, fs.Type, fl)
+		}
+	}
+	return nil
+}
+
 // place puts the shim in the session's v1 cgroups (a no-op for v2, where
-// it was born in its cgroup).
-func place(p *prepared, pid int) error {
+// it was born in its cgroup). A shim given the v1 tasks files (Spawn)
+// joins them itself before its Go runtime starts and says so with one
+// byte on its sync socket, sync: place waits for that byte first, so that
+// glove-cgroup's Place finds it there and writes nothing.
+func place(p *prepared, pid int, sync *os.File) error {
+	if sync != nil {
+		if err := awaitJoin(sync); err != nil {
+			return err
+		}
+	}
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return fmt.Errorf("pidfd_open: %w", err)

@@ -79,8 +79,8 @@ func Prepare(env *Env, l *Launch, pins *Pins, pio IO) (*Handle, error) {
 // spawned is a started glove-shim and what supervises it.
 type spawned struct {
 	s          *session
-	syncR      *os.File // the shim's end of the release pipe
-	syncW      *os.File // the release pipe: one byte lets the program run
+	syncR      *os.File // the shim's end of the sync socket
+	syncW      *os.File // the sync socket: one byte lets the program run (and one from the shim says it joined its v1 cgroups)
 	ptyMaster  *os.File
 	ptySlave   *os.File
 	outR       *os.File // the output pipe without a terminal
@@ -101,8 +101,8 @@ func (h *Handle) Spawn() (Identity, error) {
 	sp := &spawned{waited: make(chan error, 1)}
 	h.sp = sp
 	var err error
-	if sp.syncR, sp.syncW, err = os.Pipe(); err != nil {
-		return Identity{}, fmt.Errorf("sync pipe: %w", err)
+	if sp.syncR, sp.syncW, err = syncSocket(); err != nil {
+		return Identity{}, err
 	}
 	extra := append(append([]*os.File(nil), p.shimFiles...), sp.syncR)
 	n := len(extra) - 1
@@ -112,7 +112,24 @@ func (h *Handle) Spawn() (Identity, error) {
 		// Beyond the preserved range, so the program never receives it:
 		// the shim makes it close-on-exec before it starts anything.
 		extra = append(extra, p.env.SeccompCache)
-		args = append(args, "--seccomp-cache-fd", strconv.Itoa(3+n+1))
+		args = append(args, "--seccomp-cache-fd", strconv.Itoa(3+len(extra)-1))
+	}
+	joining := len(p.cgJoin) > 0
+	if joining {
+		// On a hybrid host: the v1 tasks files, beyond the preserved
+		// range too, which the shim's constructor writes "0" to and
+		// closes before its Go runtime starts (cgwire.JoinRequest says
+		// why); it is argv[1] so that the constructor finds it without
+		// parsing the rest.
+		join := strconv.Itoa(3+n) + ":"
+		for i, f := range p.cgJoin {
+			extra = append(extra, f)
+			if i > 0 {
+				join += ","
+			}
+			join += strconv.Itoa(3 + len(extra) - 1)
+		}
+		args = append([]string{"glove-shim", "--cgroup-join", join}, args[1:]...)
 	}
 	cmd := &exec.Cmd{
 		Path:       p.env.ShimPath,
@@ -169,9 +186,11 @@ func (h *Handle) Spawn() (Identity, error) {
 		}
 		return Identity{}, fmt.Errorf("start glove-shim: %w", err)
 	}
-	// The write ends now belong to the shim.
+	// The shim's ends now belong to the shim.
 	sp.syncR.Close()
 	sp.syncR = nil
+	closeAll(p.cgJoin)
+	p.cgJoin = nil
 	if !l.Terminal {
 		cmd.Stdout.(*os.File).Close()
 	}
@@ -198,12 +217,61 @@ func (h *Handle) Spawn() (Identity, error) {
 	// born). Release waits for it (Placed), so the program never runs
 	// outside its v1 limits.
 	sp.placing = make(chan error, 1)
-	go func(pid int) { sp.placing <- place(p, pid) }(cmd.Process.Pid)
+	var joined *os.File
+	if joining {
+		joined = sp.syncW
+	}
+	go func(pid int) { sp.placing <- place(p, pid, joined) }(cmd.Process.Pid)
 	id, err := identify(cmd.Process.Pid, p.cgInode)
 	if err != nil {
 		return Identity{}, fmt.Errorf("the session's identity: %w", err)
 	}
 	return id, nil
+}
+
+// joinWait bounds how long place waits for the shim's word that it
+// joined its v1 cgroups, which its constructor says within a millisecond
+// or two of its start. Threat: a shim stuck before that (a host starved
+// of memory, say) holding the start, and the session's slot, forever.
+const joinWait = 10 * time.Second
+
+// syncSocket is the sync socket: the shim's end (blocking, as stage 0
+// reads it with read(2) and its constructor writes it with write(2)) and
+// the supervisor's (non-blocking, so that awaitJoin's read has a
+// deadline). A socket, not a pipe, because it carries a byte each way.
+func syncSocket() (shim, sup *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sync socket: %w", err)
+	}
+	if err := unix.SetNonblock(fds[1], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("sync socket: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "sync-shim"), os.NewFile(uintptr(fds[1]), "sync"), nil
+}
+
+// awaitJoin reads the byte the shim's constructor writes on the sync
+// socket once it is in every v1 session cgroup. End of file means the
+// shim ended first (its constructor refused the descriptors, say: its
+// message is in the session's output).
+func awaitJoin(sync *os.File) error {
+	if err := sync.SetReadDeadline(time.Now().Add(joinWait)); err != nil {
+		return fmt.Errorf("glove-shim's join of the session's v1 cgroups: %w", err)
+	}
+	var b [1]byte
+	n, err := sync.Read(b[:])
+	if err == nil && (n != 1 || b[0] != 'j') {
+		err = fmt.Errorf("unexpected byte %q", b[:n])
+	}
+	if err != nil {
+		return fmt.Errorf("glove-shim's join of the session's v1 cgroups: %w", err)
+	}
+	if err := sync.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("glove-shim's join of the session's v1 cgroups: %w", err)
+	}
+	return nil
 }
 
 // Placed waits until Spawn's placement of the shim in the session's v1
