@@ -337,8 +337,30 @@ func call[Q, R any](h *helper, op string, r wire.Route[Q, R], req *Q, fds ...int
 
 // prepare creates what the session needs before its shim starts: its
 // cgroups, the materialization root (retained copies), the scratch
-// tmpfs, every mount, and the bundle.
+// tmpfs, every mount, and the bundle. The cgroups are made by
+// glove-cgroup while glove-mounter makes the mounts and the bundle is
+// written: nothing of one depends on the other, and the start waits for
+// both (issue 19: independent helper calls in parallel; about 0.8 ms of
+// a start on this 2-core host). Whatever either made is recorded in p
+// before prepare returns, so release undoes it on any failure.
 func prepare(p *prepared, l *Launch, pio IO) error {
+	cg := make(chan error, 1)
+	go func() { cg <- p.createCgroups(l) }()
+	err := prepareMounts(p, l, pio)
+	if cerr := <-cg; cerr != nil {
+		return errors.Join(cerr, err)
+	}
+	if err != nil {
+		return err
+	}
+	p.env.fault("cgroup")
+	return nil
+}
+
+// createCgroups makes the session's cgroups (glove-cgroup Create and, on
+// a hybrid host, Join). It writes only p's cgroup fields, which nothing
+// else reads before prepare has waited for it.
+func (p *prepared) createCgroups(l *Launch) error {
 	cr, files, err := request(p.cg, "create", cgwire.Create, &cgwire.CreateRequest{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, callOpts{})
 	if err != nil {
 		return fmt.Errorf("create the session's cgroups: %w", err)
@@ -352,7 +374,12 @@ func prepare(p *prepared, l *Launch, pio IO) error {
 			return err
 		}
 	}
-	p.env.fault("cgroup")
+	return nil
+}
+
+// prepareMounts makes the materialization root, the scratch, every mount
+// and the bundle (prepare).
+func prepareMounts(p *prepared, l *Launch, pio IO) error {
 	if l.Retains() {
 		// Opened once, without following links; glove-loopext4 checks it
 		// is its configured root (device and inode).
@@ -401,9 +428,11 @@ func prepare(p *prepared, l *Launch, pio IO) error {
 		}
 	}
 	p.shimFiles, p.sources = p.descriptors(l)
-	if p.bundle, err = writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.env.Hidden); err != nil {
+	bundle, err := writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.env.Hidden)
+	if err != nil {
 		return err
 	}
+	p.bundle = bundle
 	p.env.fault("bundle")
 	return nil
 }
