@@ -378,8 +378,10 @@ func (p *prepared) createCgroups(l *Launch) error {
 }
 
 // prepareMounts makes the materialization root, the scratch, every mount
-// and the bundle (prepare).
+// and the bundle (prepare). Its first point, "prepare", comes before any
+// mount or image exists (the cgroups may or may not yet).
 func prepareMounts(p *prepared, l *Launch, pio IO) error {
+	p.env.fault("prepare")
 	if l.Retains() {
 		// Opened once, without following links; glove-loopext4 checks it
 		// is its configured root (device and inode).

@@ -96,11 +96,11 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 	})
 	sock := startUpstream(t, e, f)
 	pause := filepath.Join(f.run, "pause")
-	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_PAUSE=cgroup:" + pause},
+	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_PAUSE=prepare:" + pause},
 		append(f.args, "--inherited-stream", "sage="+sock)...)
 	logOnFailure(t, g)
 	c := dial(t, g.socket)
-	// arm makes the next start wait at its cgroup point; unpause lets it
+	// arm makes the next start wait at its prepare point; unpause lets it
 	// (and every later start) go on.
 	arm := func(t *testing.T) {
 		t.Helper()
@@ -123,14 +123,15 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the start never reached its cgroup point\nlog: %s", g.log)
+				t.Fatalf("the start never reached its prepare point\nlog: %s", g.log)
 			}
 		}
 	}
 	imageOf := func(id string) string { return id + "_workspace.img" }
 
 	// startLoss starts session id with pl, kills helper at the start's
-	// cgroup point (after the cgroups, before any mount or image) and
+	// prepare point (before any mount or image; the cgroups are being
+	// made meanwhile) and
 	// checks that the launch failed naming it.
 	startLoss := func(t *testing.T, id string, pl *plan.Plan, helper string) {
 		arm(t)

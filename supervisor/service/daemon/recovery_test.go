@@ -104,10 +104,10 @@ func TestGlovedRecovery(t *testing.T) {
 	key, args, mat := f.key, f.args, f.matRoot
 	pl := f.plan("sleeper", "tiny")
 
-	// reserved, cgroup, mounts, bundle, spawned: the store says preparing
+	// reserved, prepare, cgroup, mounts, bundle, spawned: the store says preparing
 	// (starting has no record); recorded, placed, released: running, with
 	// the runtime its one record carries.
-	points := []string{"reserved", "cgroup", "mounts", "bundle", "spawned", "recorded", "placed", "released"}
+	points := []string{"reserved", "prepare", "cgroup", "mounts", "bundle", "spawned", "recorded", "placed", "released"}
 	for _, point := range points {
 		id := "r-" + point
 		g := startGlovedAt(t, e, faulty, []string{"GLOVED_TEST_FAULT=" + point}, args...)

@@ -242,7 +242,7 @@ func TestGlovedSourcesSwapped(t *testing.T) {
 				}
 			},
 			func(t *testing.T) {}},
-		{"x-bundle", "cgroup", "library_bundle_rejected",
+		{"x-bundle", "prepare", "library_bundle_rejected",
 			func(t *testing.T) { rewrite(t, bundlePath, bundle) },
 			func(t *testing.T) { os.WriteFile(bundlePath, bundle, 0o600) }},
 	}

@@ -19,7 +19,7 @@ import (
 // is passed once the cgroups, made while the mounts and the bundle are,
 // are done too: its figure is what the start still waits for them.
 var stagePoints = []string{"start", "validated", "resolved", "helper:glove-mounter", "helper:glove-cgroup",
-	"helper:glove-loopext4", "reserved", "starting", "mounts", "bundle", "cgroup", "fork", "exec", "spawned", "recorded", "placed", "released"}
+	"helper:glove-loopext4", "reserved", "starting", "prepare", "mounts", "bundle", "cgroup", "fork", "exec", "spawned", "recorded", "placed", "released"}
 
 // BenchmarkStartStages breaks the start path of BenchmarkStartToFirstByte
 // down, stage by stage: the same session (the harness with "line", the
