@@ -126,10 +126,11 @@ type RelayConfig struct {
 // Relay runs sequential bounded exchanges. It is not safe for concurrent
 // Exchange calls; Close may be called concurrently.
 type Relay struct {
-	cfg      RelayConfig
-	closed   atomic.Bool
-	once     sync.Once
-	closeErr error
+	cfg       RelayConfig
+	req, resp []byte // a frame each (HeaderSize+MaxFrame), allocated once: no allocation per frame
+	closed    atomic.Bool
+	once      sync.Once
+	closeErr  error
 }
 
 // NewRelay checks cfg and returns a relay. On error the connections are
@@ -139,7 +140,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 		return nil, fmt.Errorf("%w: max frame %d (1..%d) and max exchange %v (> 0), guest, upstream and audit are required",
 			ErrBound, cfg.MaxFrame, HardMaxFrameBytes, cfg.MaxExchange)
 	}
-	return &Relay{cfg: cfg}, nil
+	return &Relay{cfg: cfg, req: make([]byte, HeaderSize+cfg.MaxFrame), resp: make([]byte, HeaderSize+cfg.MaxFrame)}, nil
 }
 
 // Close closes both connections once (later calls return the same error);
@@ -232,14 +233,15 @@ func (x *exchange) record(status string) error {
 	return x.expired("after " + status)
 }
 
-// guestIdle fails with ErrPipelined if the guest has input queued.
-func (x *exchange) guestIdle(step string) error {
+// guestIdle fails with ErrPipelined if the guest has input queued or, at
+// (2), read past the request (read: bytes the request's first read took).
+func (x *exchange) guestIdle(step string, read int) error {
 	n, err := x.r.cfg.Guest.Queued()
 	if err != nil {
 		return fmt.Errorf("%w: queue check %s: %v", ErrTransport, step, err)
 	}
-	if n != 0 {
-		return fmt.Errorf("%w: %d bytes queued %s", ErrPipelined, n, step)
+	if n+read != 0 {
+		return fmt.Errorf("%w: %d bytes queued %s, %d read past the request", ErrPipelined, n, step, read)
 	}
 	return nil
 }
@@ -263,8 +265,7 @@ func (x *exchange) run() error {
 	if err := setDeadline(g, time.Time{}); err != nil {
 		return err
 	}
-	var hdr [HeaderSize]byte
-	n, err := io.ReadAtLeast(g, hdr[:], 1)
+	n, err := io.ReadAtLeast(g, x.r.req, 1) // one read(2) usually takes the whole request; bytes past it fail (2)
 	if err == io.EOF {
 		return io.EOF
 	} else if err != nil {
@@ -273,21 +274,22 @@ func (x *exchange) run() error {
 	x.start = time.Now()
 	x.deadline = x.start.Add(x.r.cfg.MaxExchange)
 	var req, resp []byte
+	var past int // request bytes the first read took past its frame
 	for _, step := range []func() error{
 		func() error { return setDeadline(g, x.deadline) },
 		func() error { return setDeadline(u, x.deadline) },
-		func() (err error) { req, err = readFrame(g, max, hdr[:], n); return err },         // (1)
-		func() error { x.requested = true; return x.guestIdle("at the request boundary") }, // (2)
-		func() error { return x.checkUpstream("before send") },                             // (3)
+		func() (err error) { req, past, err = readFrame(g, max, x.r.req, n); return err },        // (1)
+		func() error { x.requested = true; return x.guestIdle("at the request boundary", past) }, // (2)
+		func() error { return x.checkUpstream("before send") },                                   // (3)
 		func() error { return write(u, req) },
-		func() (err error) { resp, err = readFrame(u, max, hdr[:], 0); return err }, // (4)
-		func() error { return x.checkUpstream("after receive") },                    // (5)
-		func() error { return x.record(StatusDeliveryPending) },                     // (6)
-		func() error { return x.guestIdle("before release") },                       // (7)
+		func() (err error) { resp, _, err = readFrame(u, max, x.r.resp, 0); return err }, // (4)
+		func() error { return x.checkUpstream("after receive") },                         // (5)
+		func() error { return x.record(StatusDeliveryPending) },                          // (6)
+		func() error { return x.guestIdle("before release", 0) },                         // (7)
 		func() error { return x.expired("before release") },
-		func() error { return write(g, resp) },               // (8) release
-		func() error { return x.guestIdle("after release") }, // (9) post-send peek
-		func() error { return x.record(StatusDelivered) },    // (10)
+		func() error { return write(g, resp) },                  // (8) release
+		func() error { return x.guestIdle("after release", 0) }, // (9) post-send peek
+		func() error { return x.record(StatusDelivered) },       // (10)
 	} {
 		if err := step(); err == io.EOF { // only (4) ends at a frame boundary
 			return fmt.Errorf("%w: upstream closed before responding", ErrTransport)
@@ -298,24 +300,24 @@ func (x *exchange) run() error {
 	return nil
 }
 
-// readFrame completes a frame of which the first have header bytes are
-// in hdr, and returns it whole. Its length is checked against max before
-// the frame is allocated: zero, over max, or end of stream inside the
-// frame is ErrFraming; end of stream before its first byte is io.EOF.
-func readFrame(r Conn, max int, hdr []byte, have int) ([]byte, error) {
-	if err := readFull(r, hdr[have:HeaderSize], have == 0); err != nil {
-		return nil, err
+// readFrame completes in buf a frame whose first have bytes are there, and
+// returns it (a prefix of buf) and how many of them lie past it; its own
+// reads take exactly what the frame lacks. The length is checked against
+// limit before any payload is read: zero, over limit, or end of stream
+// inside the frame is ErrFraming; end of stream before its first byte is io.EOF.
+func readFrame(r Conn, limit int, buf []byte, have int) (frame []byte, past int, err error) {
+	if err := readFull(r, buf[min(have, HeaderSize):HeaderSize], have == 0); err != nil {
+		return nil, 0, err
 	}
-	n := binary.BigEndian.Uint32(hdr)
-	if n == 0 || n > uint32(max) {
-		return nil, fmt.Errorf("%w: length %d not in 1..%d", ErrFraming, n, max)
+	n := binary.BigEndian.Uint32(buf)
+	if n == 0 || n > uint32(limit) {
+		return nil, 0, fmt.Errorf("%w: length %d not in 1..%d", ErrFraming, n, limit)
 	}
-	frame := make([]byte, HeaderSize+int(n))
-	copy(frame, hdr)
-	if err := readFull(r, frame[HeaderSize:], false); err != nil {
-		return nil, err
+	end := HeaderSize + int(n)
+	if err := readFull(r, buf[min(max(have, HeaderSize), end):end], false); err != nil {
+		return nil, 0, err
 	}
-	return frame, nil
+	return buf[:end], max(have-end, 0), nil
 }
 
 // readFull fills buf. End of stream before any byte is io.EOF when

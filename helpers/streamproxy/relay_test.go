@@ -265,12 +265,54 @@ func TestPipelinedAtRequestBoundary(t *testing.T) {
 	e.send(concat(frameOf([]byte("one")), frameOf([]byte("two"))))
 	err := e.relay.Exchange(context.Background())
 	e.want(err, ErrPipelined, StatusDeliveryFailed)
+	// Both were queued: the request's first read took them together.
+	if !strings.Contains(err.Error(), "0 bytes queued at the request boundary, 7 read past the request") {
+		t.Fatalf("Exchange = %v, want bytes read past the request", err)
+	}
 	e.finish()
 	if len(e.seen) != 0 {
 		t.Fatal("a pipelined request was forwarded upstream")
 	}
 	if b := e.guestRest(); len(b) != 0 {
 		t.Fatalf("guest received %d bytes", len(b))
+	}
+}
+
+// afterRead wraps the relay's guest end to inject input once its first
+// read returned.
+type afterRead struct {
+	Conn
+	fn func()
+}
+
+func (c *afterRead) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if fn := c.fn; fn != nil {
+		c.fn = nil
+		fn()
+	}
+	return n, err
+}
+
+// TestPipelinedAfterSplitRequest: a request whose first read took only
+// its header, and whose payload came with the next request; the relay
+// reads exactly the payload, and the queue check at the request boundary
+// refuses the rest (the first read took nothing past the frame).
+func TestPipelinedAfterSplitRequest(t *testing.T) {
+	checkFDs(t)
+	e := newEnv(t, 5*time.Second, nil)
+	e.serve(echo)
+	one := frameOf([]byte("one"))
+	e.relay.cfg.Guest = &afterRead{Conn: e.relay.cfg.Guest, fn: func() { e.send(concat(one[HeaderSize:], frameOf([]byte("two")))) }}
+	e.send(one[:HeaderSize])
+	err := e.relay.Exchange(context.Background())
+	e.want(err, ErrPipelined, StatusDeliveryFailed)
+	if !strings.Contains(err.Error(), "7 bytes queued at the request boundary, 0 read past the request") {
+		t.Fatalf("Exchange = %v, want the queue check's refusal", err)
+	}
+	e.finish()
+	if len(e.seen) != 0 {
+		t.Fatal("a pipelined request was forwarded upstream")
 	}
 }
 
