@@ -95,14 +95,17 @@ func (s *server) checkSource(src int) error {
 	if err != nil {
 		return err
 	}
-	dir := src
+	dir, dirID := src, si
 	if si.mode&unix.S_IFMT == unix.S_IFREG {
 		if dir, err = s.parentOf(src, si); err != nil {
 			return err
 		}
 		defer unix.Close(dir)
+		if dirID, err = identOf(dir); err != nil {
+			return refuse(wire.ErrRefused, "bind: walk: %v", err)
+		}
 	}
-	if err := s.walk(dir, si.mnt); err != nil {
+	if err := s.walk(dir, dirID, si.mnt); err != nil {
 		return err
 	}
 	if again, err := identOf(src); err != nil || again != si {
@@ -111,10 +114,15 @@ func (s *server) checkSource(src int) error {
 	return nil
 }
 
-// walk climbs from directory dir and succeeds when it meets a root on
-// mount mnt, the mount of every directory on the way; reaching the top
-// ("..": itself) refuses. It closes what it opens, never dir.
-func (s *server) walk(dir int, mnt uint64) error {
+// walk climbs from directory dir, of identity id, and succeeds when it
+// meets a root on mount mnt, the mount of every directory on the way;
+// reaching the top ("..": itself) refuses. It closes what it opens, never
+// dir. The caller stats dir (for a directory source, sourceIdent's statx
+// of the very descriptor: the mount and inode a descriptor refers to never
+// change, so a second statx here could only repeat them, issue 19); every
+// directory the walk opens it stats itself, through the descriptor it
+// climbs from next, so a rename cannot slip another directory in between.
+func (s *server) walk(dir int, id ident, mnt uint64) error {
 	cur := dir
 	defer func() {
 		if cur != dir {
@@ -123,10 +131,6 @@ func (s *server) walk(dir int, mnt uint64) error {
 	}()
 	var prev ident
 	for step := 0; ; step++ {
-		id, err := identOf(cur)
-		if err != nil {
-			return refuse(wire.ErrRefused, "bind: walk: %v", err)
-		}
 		if step > 0 && id.sameObject(prev) {
 			return refuse(wire.ErrRefused, "bind: source is outside every source root")
 		}
@@ -152,6 +156,9 @@ func (s *server) walk(dir int, mnt uint64) error {
 			unix.Close(cur)
 		}
 		cur, prev = up, id
+		if id, err = identOf(cur); err != nil {
+			return refuse(wire.ErrRefused, "bind: walk: %v", err)
+		}
 	}
 }
 
