@@ -61,7 +61,7 @@ func Main(spec Spec) { os.Exit(Run(spec)) }
 func Run(spec Spec) int {
 	if spec.Serial {
 		// sysmon polls a P blocked in recvmsg for 10 ms while another is idle
-		// (~1 ms of CPU per wait); the only one it takes back at once.
+		// (up to ~1 ms of CPU a wait when loaded); the only one, at once.
 		runtime.GOMAXPROCS(1)
 	}
 	log := logrus.New() // to stderr
