@@ -89,7 +89,7 @@ func Spec() helperkit.Spec {
 	cfg := &Config{}
 	return helperkit.Spec{
 		Name: Name, Config: cfg, Syscalls: Syscalls,
-		Protocol: cgwire.Protocol,
+		Protocol: cgwire.Protocol, Serial: true,
 		Handlers: func(_ *unix.Ucred) ([]wire.Handler, error) {
 			s, err := newServer(cfg)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
@@ -49,7 +50,8 @@ type Spec struct {
 	Handlers func(peer *unix.Ucred) ([]wire.Handler, error)
 	// Done, if set, runs once serving has ended, before the helper exits
 	// (glove-loopext4 reaps its formatter there).
-	Done func() error
+	Done   func() error
+	Serial bool // no goroutine beside the serve loop: GOMAXPROCS 1 (Run)
 }
 
 // Main runs the helper and exits with its status.
@@ -57,6 +59,11 @@ func Main(spec Spec) { os.Exit(Run(spec)) }
 
 // Run runs the helper and returns its exit status.
 func Run(spec Spec) int {
+	if spec.Serial {
+		// sysmon polls a P blocked in recvmsg for 10 ms while another is idle
+		// (up to ~1 ms of CPU a wait when loaded); the only one, at once.
+		runtime.GOMAXPROCS(1)
+	}
 	log := logrus.New() // to stderr
 	log.SetFormatter(&logrus.JSONFormatter{})
 	entry := log.WithFields(logrus.Fields{"helper": spec.Name, "pid": os.Getpid()})

@@ -18,13 +18,14 @@ import (
 //  1. Check the process holds every capability of its row (it came from
 //     the file capabilities at exec); refuse to start without them rather
 //     than fail later in a half-working state.
-//  2. Clear the ambient set and set permitted and inheritable to exactly
-//     the row, effective to the row without its OnDemand capabilities
-//     (raised per call with Raised), on every thread at once.
+//  2. Set permitted to exactly the row, effective to the row without its
+//     OnDemand capabilities (raised per call with Raised), inheritable and
+//     so ambient (capabilities(7)) to nothing, on every thread at once.
 //  3. Mark the process not dumpable: with its capabilities it must not be
 //     readable through /proc/PID/mem or ptrace by the same-uid supervisor.
 //  4. no_new_privs on every thread: nothing the helper could execute
-//     regains a capability through file capabilities or set-id bits.
+//     regains a capability through file capabilities or set-id bits. Set on
+//     the thread that installs the filter, TSYNC copies it to the others.
 //  5. The seccomp allowlist, on every thread (TSYNC), last, since it
 //     forbids the calls above.
 //
@@ -38,9 +39,6 @@ func Restrict(row captable.Entry, rules []bpf.Rule) error {
 		return fmt.Errorf("restrict: missing capabilities %s (the binary needs its file capabilities: make install)",
 			capNames(missing))
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
-		return fmt.Errorf("restrict: clear ambient capabilities: %w", err)
-	}
 	if err := allThreadsCapset(want, row.Effective()); err != nil {
 		return fmt.Errorf("restrict: set capabilities on all threads: %w", err)
 	}
@@ -48,12 +46,14 @@ func Restrict(row captable.Entry, rules []bpf.Rule) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("restrict: clear dumpable: %w", err)
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
-		return fmt.Errorf("restrict: set no_new_privs on all threads: %w", err)
-	}
 	prog, err := bpf.Compile(rules, bpf.Action(unix.SECCOMP_RET_KILL_PROCESS))
 	if err != nil {
 		return fmt.Errorf("restrict: compile seccomp allowlist: %w", err)
+	}
+	runtime.LockOSThread() // step 4: no_new_privs where TSYNC runs
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("restrict: set no_new_privs: %w", err)
 	}
 	if err := bpf.Install(prog); err != nil {
 		return fmt.Errorf("restrict: install seccomp allowlist: %w", err)

@@ -20,26 +20,18 @@ import (
 
 var errCgo = errors.New("all-thread system calls are unavailable in a cgo binary: build helpers with CGO_ENABLED=0")
 
-// allThreads makes one system call on every thread.
-func allThreads(trap, a1, a2 uintptr) error {
-	if _, _, e := syscall.AllThreadsSyscall6(trap, a1, a2, 0, 0, 0, 0); e == syscall.ENOTSUP {
-		return errCgo
-	} else if e != 0 {
-		return e
-	}
-	return nil
-}
-
 // allThreadsCapset sets permitted to mask, effective to eff and
 // inheritable to nothing on every thread. The arguments live on the heap,
 // which the collector never moves, and are kept alive across the call.
 func allThreadsCapset(mask, eff uint64) error {
 	hdr, data := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, capData(mask, eff)
-	err := allThreads(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])))
+	_, _, e := syscall.AllThreadsSyscall6(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])), 0, 0, 0, 0)
 	runtime.KeepAlive(hdr)
 	runtime.KeepAlive(data)
-	if err != nil {
-		return fmt.Errorf("capset: %w", err)
+	if e == syscall.ENOTSUP {
+		return errCgo
+	} else if e != 0 {
+		return fmt.Errorf("capset: %w", e)
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func Spec() helperkit.Spec {
 		clone = FallbackSyscalls
 	}
 	return helperkit.Spec{
-		Name: Name, Config: cfg, Protocol: mountwire.Protocol,
+		Name: Name, Config: cfg, Protocol: mountwire.Protocol, Serial: true,
 		Syscalls: append(append([]bpf.Rule{}, Syscalls...), clone...),
 		// helperkit has loaded and validated cfg; peer is never nil.
 		Handlers: func(peer *unix.Ucred) ([]wire.Handler, error) {
