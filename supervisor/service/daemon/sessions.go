@@ -346,12 +346,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	var transport *session.Transport
 	if d.stream != nil {
 		// No grant may hand the sandbox the upstream socket another way:
-		// not its directory, nor any ancestor (compared by identity).
-		for _, m := range launch.Mounts {
-			if m.HostPath != "" && d.stream.exposes(m.HostPath) {
-				return fail("stream_exposed", errorf(CodeRejected, "a path grant would expose the inherited stream's upstream"))
-			}
-		}
+		// d.guard checks each grant's very descriptor at materialization.
 		guest, tr, p, err := d.openStream(sess.ID)
 		transport = tr
 		if err != nil {
@@ -441,7 +436,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	launchDigest := session.LaunchDigest(launch, pl.AdapterCommandDigest, transport)
 	point("starting")
 	env.Fault = hook
-	env.Guard = d.own.Check
+	env.Guard = d.guard
 	env.Hidden = []string{d.cfg.Libexec}
 	d.mu.Lock()
 	d.sessions[sess.ID] = l
@@ -471,6 +466,20 @@ func (d *Daemon) takeHelpers(names []string) ([]*helperproc.Proc, error) {
 		}
 	}
 	return got, errors.Join(errs...)
+}
+
+// guard is every launch's check of the host trees it materializes
+// (session.Env.Guard), on the descriptor each is opened at: none may be
+// or hold Glove's own state (ownpaths), and none may expose the
+// inherited stream's upstream (exposedBy).
+func (d *Daemon) guard(fd int) error {
+	if err := d.own.Check(fd); err != nil {
+		return err
+	}
+	if d.stream != nil {
+		return d.stream.exposedBy(fd)
+	}
+	return nil
 }
 
 // closePins releases a session's pins once it has ended or will not
@@ -614,6 +623,11 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 			// A host tree of the launch turned out, by identity, to be
 			// or hold Glove's own state (a name swapped since start-up).
 			reason = "own_state"
+		case res == nil && errors.Is(runErr, ErrExposed):
+			// A host tree of the launch turned out, by identity, to be
+			// the inherited stream's upstream socket, its directory or
+			// an ancestor of it (stream.go: exposedBy).
+			reason = "stream_exposed"
 		case res == nil && errors.Is(runErr, library.ErrDigest):
 			// A verified bundle's bytes changed before they were copied.
 			reason = "library_bundle_rejected"

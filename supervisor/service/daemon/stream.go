@@ -109,44 +109,65 @@ func (e *endpoint) connect() (*os.File, session.EndpointID, error) {
 	return f, session.EndpointID{Dev: dev, Ino: ino, UID: cred.Uid}, nil
 }
 
-// exposes reports whether the host tree at path is the endpoint's
-// directory or one of its ancestors: a grant of it would hand the
-// sandbox the upstream socket by another way. Compared by identity, so a
-// lexical alias (another name for the same directory) does not bypass
-// it.
-func (e *endpoint) exposes(path string) bool {
+// ErrExposed is wrapped by exposedBy's refusal; a session it ends has
+// the store reason stream_exposed.
+var ErrExposed = errors.New("a path grant would expose the inherited stream's upstream")
+
+// exposedBy refuses the host tree open at fd, the very descriptor a
+// launch materializes a grant from (session.Env.Guard), if it is the
+// upstream socket, its directory, or an ancestor of that directory: a
+// grant of any of them would hand the sandbox the socket by another way
+// than the inherited stream. Compared by identity (device and inode)
+// with the pinned directory and each of its actual ancestors, reached
+// through ".." from that descriptor, so no name of the grant matters: a
+// symbolic link, a bind mount of the directory elsewhere, or ".." in the
+// path reach the same inode and are refused alike. A descendant of the
+// directory (a sibling of the socket) does not expose it and passes.
+// Anything it cannot tell fails closed.
+func (e *endpoint) exposedBy(fd int) error {
 	var g unix.Stat_t
-	if err := unix.Stat(path, &g); err != nil {
-		return false
+	if err := unix.Fstat(fd, &g); err != nil {
+		return fmt.Errorf("%w: stat the grant: %v", ErrExposed, err)
+	}
+	switch g.Mode & unix.S_IFMT {
+	case unix.S_IFSOCK:
+		dev, ino, err := e.identity()
+		if err != nil || (dev == g.Dev && ino == g.Ino) {
+			return fmt.Errorf("%w: the grant is the upstream socket, or the socket cannot be told from it", ErrExposed)
+		}
+		return nil
+	case unix.S_IFDIR:
+	default:
+		return nil // a file other than a socket holds no socket
 	}
 	cur, err := unix.Openat(e.parent, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return true // cannot tell: fail closed
+		return fmt.Errorf("%w: open the upstream's directory: %v", ErrExposed, err)
 	}
-	for i := 0; i < 256; i++ {
+	defer func() { unix.Close(cur) }()
+	for range 512 {
 		var st unix.Stat_t
 		if err := unix.Fstat(cur, &st); err != nil {
-			unix.Close(cur)
-			return true
+			return fmt.Errorf("%w: stat an ancestor of the upstream: %v", ErrExposed, err)
 		}
 		if st.Dev == g.Dev && st.Ino == g.Ino {
-			unix.Close(cur)
-			return true
+			return fmt.Errorf("%w: the grant is the upstream's directory or one of its ancestors", ErrExposed)
 		}
 		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		unix.Close(cur)
 		if err != nil {
-			return true
+			return fmt.Errorf("%w: open an ancestor of the upstream: %v", ErrExposed, err)
 		}
-		var ust unix.Stat_t
-		if err := unix.Fstat(up, &ust); err != nil || (ust.Dev == st.Dev && ust.Ino == st.Ino) {
-			unix.Close(up)
-			return false // reached /
-		}
+		unix.Close(cur)
 		cur = up
+		var ust unix.Stat_t
+		if err := unix.Fstat(cur, &ust); err != nil {
+			return fmt.Errorf("%w: stat an ancestor of the upstream: %v", ErrExposed, err)
+		}
+		if ust.Dev == st.Dev && ust.Ino == st.Ino {
+			return nil // "/" (its ".." is itself): no ancestor is the grant
+		}
 	}
-	unix.Close(cur)
-	return true
+	return fmt.Errorf("%w: the upstream's directory is deeper than 512 levels", ErrExposed)
 }
 
 // openStream prepares a session's stream: the socketpair (the guest end,

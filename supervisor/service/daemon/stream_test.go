@@ -19,8 +19,15 @@ import (
 // helper accepts only the service user's upstream).
 func startUpstream(t *testing.T, e *testenv.Env, f *fixture) string {
 	t.Helper()
+	return startUpstreamIn(t, e, filepath.Join(f.dir, "svc"))
+}
+
+// startUpstreamIn is startUpstream with the socket in directory dir,
+// which it makes (the service user's, mode 0700).
+func startUpstreamIn(t *testing.T, e *testenv.Env, dir string) string {
+	t.Helper()
 	up := testenv.BuildStatic(t, e, "upstream", programs.Upstream)
-	sockDir := ownedDir(t, e, filepath.Join(f.dir, "svc"))
+	sockDir := ownedDir(t, e, dir)
 	sock := filepath.Join(sockDir, "upstream.sock")
 	srv := exec.Command(up, sock)
 	srv.SysProcAttr = e.InDelegatedCgroup(t)
@@ -117,4 +124,32 @@ func TestGlovedInheritedStream(t *testing.T) {
 	if got := strings.Join(statuses, " "); !strings.HasPrefix(got, "delivery_pending delivered delivery_pending delivered") {
 		t.Errorf("audit statuses %q, want pending/delivered twice\n%s", got, audit)
 	}
+}
+
+// TestGlovedStreamExposed: a path grant whose host tree holds the
+// inherited stream's upstream socket (the workspace alias, with the
+// socket's directory inside it) would hand the sandbox the socket by
+// another way than descriptor 3. The launch refuses it on the grant's
+// very descriptor before anything of it is materialized. Judged from
+// outside: the session failed with the store reason stream_exposed, and
+// the program never ran (no output). The same check on every name of
+// such a tree (a link, "..", a bind mount) is TestExposedBy's table.
+func TestGlovedStreamExposed(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"streamer": {"stream"}})
+	sock := startUpstreamIn(t, e, filepath.Join(f.ws, "svc"))
+	g := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	c := dial(t, g.socket)
+	tok := f.create(c, "s-exposed", f.plan("streamer", "tiny"))
+	c.ok("start_session", map[string]any{"session_id": "s-exposed", "start_token": tok}, nil)
+	end := attach(t, c, "s-exposed")
+	if end.State != "failed" || end.output != "" {
+		t.Errorf("ended %+v with output %q: want failed before the program ran\nlog: %s", end.End, end.output, g.log)
+	}
+	if st := status(t, c, "s-exposed"); st.State != "failed" || st.Reason != "stream_exposed" {
+		t.Errorf("status %s %s, want failed stream_exposed\nlog: %s", st.State, st.Reason, g.log)
+	}
+	g.stop(t)
 }
