@@ -9,7 +9,7 @@ import (
 )
 
 // LaunchDigestSchema names the managed-launch digest's preimage.
-const LaunchDigestSchema = "glove.managed-launch-v1"
+const LaunchDigestSchema = "glove.managed-launch-v2"
 
 // Transport is what a launch's local-service transport binds: its kind,
 // the alias-to-descriptor map the program sees, the identities of both
@@ -52,6 +52,9 @@ type launchPreimage struct {
 	ExecutablePin        *ExecutablePin         `json:"executable_pin"`
 	LibraryProjections   []Projection           `json:"library_projections"`
 	SkillProjection      *SkillProjection       `json:"skill_projection"`
+	// v2: the plan's labels (Launch.EgressPolicyIDs, ToolPolicyIDs).
+	EgressPolicyIDs []string `json:"egress_policy_ids"`
+	ToolPolicyIDs   []string `json:"tool_policy_ids"`
 }
 
 // LaunchDigest is the managed-launch digest: SHA-256 of the canonical
@@ -68,7 +71,8 @@ func LaunchDigest(l *Launch, adapterDigest string, t *Transport) string {
 	p := launchPreimage{Schema: LaunchDigestSchema, AdapterCommandDigest: adapterDigest,
 		Executable: l.Executable, Args: nonNil(l.Args), Env: nonNil(l.Env), Cwd: l.Cwd, Hostname: l.Hostname,
 		Mounts: nonNil(l.Mounts), Limits: l.Limits, Terminal: l.Terminal, Transport: t,
-		ExecutablePin: l.ExecutablePin, LibraryProjections: nonNil(l.Projections), SkillProjection: l.Skills}
+		ExecutablePin: l.ExecutablePin, LibraryProjections: nonNil(l.Projections), SkillProjection: l.Skills,
+		EgressPolicyIDs: nonNil(l.EgressPolicyIDs), ToolPolicyIDs: nonNil(l.ToolPolicyIDs)}
 	sum := sha256.Sum256(strictjson.Canonical(p))
 	return hex.EncodeToString(sum[:])
 }

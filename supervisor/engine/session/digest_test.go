@@ -32,6 +32,8 @@ func TestLaunchDigest(t *testing.T) {
 		"environment":     func(l *Launch, t *Transport) *Transport { l.Env = append(l.Env, "A=b"); return t },
 		"mount read-only": func(l *Launch, t *Transport) *Transport { l.Mounts[1].ReadOnly = true; return t },
 		"limit":           func(l *Launch, t *Transport) *Transport { l.Limits.Pids++; return t },
+		"egress policy":   func(l *Launch, t *Transport) *Transport { l.EgressPolicyIDs = []string{"no-network"}; return t },
+		"tool policy":     func(l *Launch, t *Transport) *Transport { l.ToolPolicyIDs = []string{"sage-readonly"}; return t },
 	}
 	for name, change := range changes {
 		l2, _ := streamLaunch(t, nil)

@@ -108,6 +108,14 @@ type Launch struct {
 	// Skills is set for a native-skill runtime: its private home
 	// (a PrivateHome mount) and the skill entries expanded into it.
 	Skills *SkillProjection
+	// EgressPolicyIDs and ToolPolicyIDs are the plan's, in the
+	// managed-launch digest. Egress is enforced whatever they say (the
+	// sandbox's network namespace has loopback alone; a forwarded service
+	// is its only way out), and Resolve refuses any egress policy but
+	// EgressNoNetwork; tool policies are labels Glove does not enforce
+	// (docs/policy.md, "What each member does").
+	EgressPolicyIDs []string
+	ToolPolicyIDs   []string
 }
 
 // Stream is one adapter-bound alias's inherited stream; its guest end is

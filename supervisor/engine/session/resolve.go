@@ -9,6 +9,32 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 )
 
+// EgressNoNetwork is the one egress policy Glove enforces: no network at
+// all but the sandbox's own loopback. A forwarded local service (the
+// inherited stream) is the only way out, and it is the operator's
+// configuration, not the plan's.
+const EgressNoNetwork = "no-network"
+
+// checkUnenforced refuses, before anything is resolved, what a plan may
+// name but this revision cannot give it (threat: a plan member accepted
+// and then ignored, so that a session runs with less than it asked for
+// and nobody is told, issue 20):
+//   - secret_handles: credential leases are not built yet, and a harness
+//     started without its credential fails later and less clearly;
+//   - an egress policy other than EgressNoNetwork: Glove cannot enforce
+//     any other.
+func checkUnenforced(pl *plan.Plan) error {
+	if len(pl.SecretHandles) > 0 {
+		return fmt.Errorf("resolve: secret_handles: %d handle(s) named, and this revision has no credential leases: %w", len(pl.SecretHandles), ErrUnsupported)
+	}
+	for _, id := range pl.EgressPolicyIDs {
+		if id != EgressNoNetwork {
+			return fmt.Errorf("resolve: egress policy %q: Glove enforces only %q: %w", id, EgressNoNetwork, ErrUnsupported)
+		}
+	}
+	return nil
+}
+
 // ErrUnsupported is wrapped when a valid plan asks for something this
 // revision cannot launch yet; the session fails before anything is made.
 var ErrUnsupported = errors.New("not supported by this revision")
@@ -47,6 +73,9 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 // descriptors it runs with are its pins, which the caller closes
 // (Pins.Close) once the session has ended.
 func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *Launch, _ *Pins, err error) {
+	if err := checkUnenforced(pl); err != nil {
+		return nil, nil, err
+	}
 	t, ok := pol.Template(pl.RuntimeTemplateID)
 	if !ok {
 		return nil, nil, fmt.Errorf("resolve: runtime template %q: not in the policy: %w", pl.RuntimeTemplateID, ErrInvalid)
@@ -59,6 +88,9 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 		Cwd:        "/",
 		Limits:     pl.ResourceProfile,
 		Terminal:   true,
+		// Labels, in the launch digest (Launch says why).
+		EgressPolicyIDs: append([]string(nil), pl.EgressPolicyIDs...),
+		ToolPolicyIDs:   append([]string(nil), pl.ToolPolicyIDs...),
 	}
 	pins := &Pins{}
 	defer func() {
