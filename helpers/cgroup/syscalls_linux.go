@@ -65,18 +65,32 @@ func rmdirSession(parent int, name string) error {
 }
 
 // writeFile writes data to an existing file in one write(2): a cgroup
-// control file takes one value per write.
+// control file takes one value per write. A write the kernel ended with
+// EINTR is made again, at most writeTries times in all: v1's
+// memory.limit_in_bytes checks for a pending signal before it sets the
+// limit and fails with EINTR if one is (the Go runtime's preemption
+// signal is enough; seen failing a session's Create), and every control
+// file this helper writes takes the same value twice to the same effect.
 func writeFile(dir int, name, data string) error {
 	fd, err := openWrite(dir, name)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(data)); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+	for try := 1; ; try++ {
+		_, err := unix.Write(fd, []byte(data))
+		if err == nil {
+			return nil
+		}
+		if err != unix.EINTR || try == writeTries {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
 	}
-	return nil
 }
+
+// writeTries bounds writeFile's retries after EINTR: a signal pending at
+// every try is not a race but a fault, reported as such.
+const writeTries = 100
 
 // readFile reads a control or proc file, at most 64 KiB of it.
 func readFile(dir int, name string) (string, error) {
