@@ -212,7 +212,11 @@ func (d *Daemon) openStream(id string) (*os.File, *session.Transport, *helperpro
 	if _, _, err := wirecall.Call(streamwire.Open, sp.Client, &streamwire.OpenRequest{Session: id, Alias: e.alias},
 		[]int{int(peer.Fd()), int(up.Fd()), int(audit.Fd())}); err != nil {
 		guest.Close()
-		_ = sp.Close()
+		// The helper is ended either way; a failed end is reported with
+		// the Open that failed, so an operator sees both.
+		if cerr := sp.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("end it: %w", cerr))
+		}
 		return nil, nil, nil, fmt.Errorf("glove-streamproxy: %w", err)
 	}
 	return guest, tr, sp, nil
