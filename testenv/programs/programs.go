@@ -12,20 +12,90 @@ package programs
 // prints a line, waits a second, then writes output or takes memory
 // without end; with "retain" it writes /workspace/out and waits, with
 // "streamwait" it makes one exchange on its stream and waits, with "ls
-// DIR" it lists DIR, with "mountinfo" it prints its mount table.
+// DIR" it lists DIR, with "mountinfo" it prints its mount table, with
+// "agent SRC DST [spoil]" it is a stand-in agent (agent below).
 const Harness = `package main
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 )
+
+// agent stands in for an agent harness with a credential: it reads its
+// token at DST (its lease's copy in the private home), looks for the
+// operator's source file SRC by every way it knows and for any other file
+// holding the token, authenticates to the model service on its stream
+// (descriptor 3) with the token, and rotates the token the way careful
+// harnesses do (a new file renamed over the old). It prints digests of
+// tokens, never a token. With "spoil" it leaves a symbolic link at DST
+// instead of a rotated token.
+func agent(src, dst string, spoil bool) {
+	tok, err := os.ReadFile(dst)
+	if err != nil {
+		fmt.Println("credential", err)
+		os.Exit(1)
+	}
+	fmt.Printf("credential sha256 %x\n", sha256.Sum256(tok))
+	for _, p := range []string{src, filepath.Dir(src), "/proc/1/root" + src, "/proc/self/root" + src,
+		"/proc/self/cwd/" + src, "/workspace/.." + src, "/home/agent/.." + src, "/tmp/../.." + src} {
+		if _, err := os.Lstat(p); err == nil {
+			fmt.Println("source reached", p)
+		} else {
+			fmt.Println("source unreachable", p)
+		}
+	}
+	// Any file but the lease's copy that holds the token is a way to
+	// the source (or a copy of it the sandbox should not have).
+	filepath.WalkDir("/", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (p == "/proc" || p == "/sys" || p == "/dev") {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() || p == dst {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, tok) {
+			fmt.Println("token found at", p)
+		}
+		return nil
+	})
+	if os.Getenv("GLOVE_LOCAL_SERVICE_FDS_V1") != "" {
+		reply, err := exchange(os.NewFile(3, "stream"), "Bearer "+string(tok))
+		fmt.Println("model authenticated", err == nil && reply == "pong:Bearer "+string(tok))
+	}
+	if spoil {
+		if err := os.Remove(dst); err != nil {
+			fmt.Println("spoil", err)
+			os.Exit(1)
+		}
+		fmt.Println("spoiled", os.Symlink("/etc/passwd", dst))
+		return
+	}
+	next := append(tok, "+rotated"...)
+	tmp := dst + ".new"
+	if err := os.WriteFile(tmp, next, 0o600); err != nil {
+		fmt.Println("rotate", err)
+		os.Exit(1)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		fmt.Println("rotate", err)
+		os.Exit(1)
+	}
+	fmt.Printf("rotated to sha256 %x\n", sha256.Sum256(next))
+}
 
 // stream is the sandboxed side of inherited-stream-v1: descriptor 3.
 func stream() {
@@ -94,6 +164,10 @@ func streamWait() {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "stream" {
 		stream()
+		return
+	}
+	if len(os.Args) > 3 && os.Args[1] == "agent" {
+		agent(os.Args[2], os.Args[3], len(os.Args) > 4 && os.Args[4] == "spoil")
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "line" {

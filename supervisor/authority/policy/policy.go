@@ -103,6 +103,12 @@ const (
 	MaxLaunchStringBytes   = 4096
 	MaxPathBytes           = 4095 // PATH_MAX less the terminating NUL
 	MaxPathComponentBytes  = 255  // NAME_MAX
+	// MaxCredentialBytes bounds one credential (a token file, an
+	// auth.json): it is read whole into memory at each launch and back
+	// after the session.
+	MaxCredentialBytes = 1 << 20
+	// MaxCredentialPolicies bounds the credential policies.
+	MaxCredentialPolicies = 64
 )
 
 // Policy is a decoded session policy. Decode fills it; Validate checks
@@ -118,6 +124,24 @@ type Policy struct {
 	EgressPolicyIDs               []string             `json:"egress_policy_ids"`
 	ToolPolicyIDs                 []string             `json:"tool_policy_ids"`
 	SecretHandles                 []string             `json:"secret_handles"`
+	// CredentialPolicies map secret handles to credential sources
+	// (optional; a handle without one cannot be launched).
+	CredentialPolicies []CredentialPolicy `json:"credential_policies,omitzero"`
+}
+
+// CredentialPolicy is what a secret handle stands for: the operator's
+// source file (owner-protected: ReadProtected's rules) and the exact
+// path in the private harness home where the session finds it. A plan
+// names the handle only; the source path never leaves the host. At
+// launch the source is imported into a lease Glove owns (the session
+// sees a copy of the lease, never the source), and what the session
+// leaves at the destination becomes the lease's next version, so a
+// harness may rotate its token (docs/policy.md, "Credential policies").
+type CredentialPolicy struct {
+	Handle          string `json:"handle"`
+	SourcePath      string `json:"source_path"`
+	DestinationPath string `json:"destination_path"`
+	MaxBytes        uint64 `json:"max_bytes"`
 }
 
 // RuntimeTemplate is one launchable runtime: what it executes and which
@@ -216,6 +240,16 @@ func (p *Policy) Destination(name string) (*LibraryDestination, bool) {
 	for i := range p.LibraryProjectionDestinations {
 		if p.LibraryProjectionDestinations[i].Alias == name {
 			return &p.LibraryProjectionDestinations[i], true
+		}
+	}
+	return nil, false
+}
+
+// Credential returns the credential policy of a secret handle.
+func (p *Policy) Credential(handle string) (*CredentialPolicy, bool) {
+	for i := range p.CredentialPolicies {
+		if p.CredentialPolicies[i].Handle == handle {
+			return &p.CredentialPolicies[i], true
 		}
 	}
 	return nil, false

@@ -71,6 +71,15 @@ func secondAlias(alias, host, target string) mutation {
 	})
 }
 
+// credential sets the one credential policy; moreCredential adds one.
+func credential(handle, src, dst string, max int) mutation {
+	return set("/credential_policies", []any{map[string]any{"handle": handle, "source_path": src, "destination_path": dst, "max_bytes": max}})
+}
+
+func moreCredential(handle, src, dst string, max int) mutation {
+	return set("/credential_policies/-", map[string]any{"handle": handle, "source_path": src, "destination_path": dst, "max_bytes": max})
+}
+
 func tuple(access, mat, create, cleanup string, max int) mutation {
 	return set("/path_aliases/0/access/0", map[string]any{
 		"access": access, "materialization": mat, "create_policy": create, "cleanup_policy": cleanup, "max_bytes": max,
@@ -128,6 +137,34 @@ func badPolicies() []struct {
 		{"egress ids unsorted", "/egress_policy_ids/1", "not sorted after", set("/egress_policy_ids", []any{"no-network", "allow-git"})},
 		{"tool ids duplicate", "/tool_policy_ids/1", "duplicate", set("/tool_policy_ids", []any{"sage-readonly", "sage-readonly"})},
 		{"secret handle charset", "/secret_handles/0", "not an identifier", set("/secret_handles", []any{"codex token"})},
+		// Credential policies.
+		{"credential unknown member", "/credential_policies/0/owner", "unknown member", set("/credential_policies", []any{map[string]any{"handle": "codex-token", "source_path": "/etc/glove/codex.json", "destination_path": "/home/agent/.codex/auth.json", "max_bytes": 4096, "owner": 0}})},
+		{"credential handle undeclared", "/credential_policies/0/handle", "not one of /secret_handles", credential("claude-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096)},
+		{"credential handle charset", "/credential_policies/0/handle", "not an identifier", credential("Codex", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096)},
+		{"credential source relative", "/credential_policies/0/source_path", "not absolute", credential("codex-token", "etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096)},
+		{"credential source dotdot", "/credential_policies/0/source_path", `contains ".."`, credential("codex-token", "/etc/glove/../shadow", "/home/agent/.codex/auth.json", 4096)},
+		{"credential source kernel", "/credential_policies/0/source_path", "kernel interface", credential("codex-token", "/proc/self/environ", "/home/agent/.codex/auth.json", 4096)},
+		{"credential source root", "/credential_policies/0/source_path", "root directory", credential("codex-token", "/", "/home/agent/.codex/auth.json", 4096)},
+		{"credential destination outside home", "/credential_policies/0/destination_path", "not beneath the private home", credential("codex-token", "/etc/glove/codex.json", "/tmp/auth.json", 4096)},
+		{"credential destination is home", "/credential_policies/0/destination_path", "not beneath the private home", credential("codex-token", "/etc/glove/codex.json", "/home/agent", 4096)},
+		{"credential destination prefix", "/credential_policies/0/destination_path", "not beneath the private home", credential("codex-token", "/etc/glove/codex.json", "/home/agentx/auth.json", 4096)},
+		{"credential destination unclean", "/credential_policies/0/destination_path", "not canonical", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex//auth.json", 4096)},
+		{"credential max_bytes zero", "/credential_policies/0/max_bytes", "outside 1..", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 0)},
+		{"credential max_bytes huge", "/credential_policies/0/max_bytes", "outside 1..", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 1<<20+1)},
+		{"credential max_bytes string", "/credential_policies/0/max_bytes", "", set("/credential_policies", []any{map[string]any{"handle": "codex-token", "source_path": "/etc/glove/codex.json", "destination_path": "/home/agent/.codex/auth.json", "max_bytes": "4096"}})},
+		{"credential null", "/credential_policies", "null", rep(`"schema_version": 1,`, `"schema_version": 1, "credential_policies": null,`)},
+		{"credentials unsorted", "/credential_policies/1/handle", "not sorted after", all(set("/secret_handles", []any{"a-token", "codex-token"}),
+			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
+			moreCredential("a-token", "/etc/glove/a.json", "/home/agent/a.json", 4096))},
+		{"credentials same destination", "/credential_policies/1/destination_path", "equals the destination_path", all(set("/secret_handles", []any{"codex-token", "z-token"}),
+			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
+			moreCredential("z-token", "/etc/glove/z.json", "/home/agent/.codex/auth.json", 4096))},
+		{"credentials nested destination", "/credential_policies/1/destination_path", "lies beneath the destination_path", all(set("/secret_handles", []any{"codex-token", "z-token"}),
+			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex", 4096),
+			moreCredential("z-token", "/etc/glove/z.json", "/home/agent/.codex/auth.json", 4096))},
+		{"credentials same source", "/credential_policies/1/source_path", "also the source of handle", all(set("/secret_handles", []any{"codex-token", "z-token"}),
+			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
+			moreCredential("z-token", "/etc/glove/codex.json", "/home/agent/z.json", 4096))},
 		{"path aliases unsorted", "/path_aliases/1/alias", "not sorted after", secondAlias("data", "/srv/data", "/data")},
 		{"profiles duplicate", "/resource_profiles/1/profile_id", "duplicate", func(t testing.TB, s string) string {
 			p := mustDecode(t, s)
@@ -251,6 +288,11 @@ func TestGoodVariants(t *testing.T) {
 		{"second alias after workspace", all(secondAlias("zdata", "/srv/data", "/data"))},
 		{"sibling paths with shared prefix", all(secondAlias("zdata", "/srv/work/sage-protocol-2", "/workspace-2"))},
 		{"empty argument", all(rep(`"--version"`, `""`), redigest)},
+		{"credential policy", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 1<<20)},
+		{"two credential policies", all(set("/secret_handles", []any{"codex-token", "z-token"}),
+			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
+			moreCredential("z-token", "/etc/glove/z.json", "/home/agent/.codex-other", 1))},
+		{"no credential policies", set("/credential_policies", []any{})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

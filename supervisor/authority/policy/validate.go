@@ -156,7 +156,65 @@ func Validate(p *Policy) error {
 	if err := checkIdentList("/tool_policy_ids", p.ToolPolicyIDs); err != nil {
 		return err
 	}
-	return checkIdentList("/secret_handles", p.SecretHandles)
+	if err := checkIdentList("/secret_handles", p.SecretHandles); err != nil {
+		return err
+	}
+	return validateCredentials(p)
+}
+
+// CredentialHome is the private harness home a credential's destination
+// lies beneath: the only place Glove writes a credential in a sandbox.
+const CredentialHome = "/home/agent"
+
+// validateCredentials checks the credential policies: sorted by handle,
+// each handle a declared secret handle, the source a canonical host path,
+// the destination strictly beneath the private home, the bound in
+// 1..MaxCredentialBytes. Threats: a destination outside the private home
+// would put the secret where a grant or the image could shadow or keep
+// it; two policies writing one destination (or one inside the other)
+// would have one session's token overwrite another's; one source shared
+// by two handles would make two leases diverge from one file.
+func validateCredentials(p *Policy) error {
+	cs := p.CredentialPolicies
+	if len(cs) > MaxCredentialPolicies {
+		return faultf("/credential_policies", "%d credential policies, more than %d", len(cs), MaxCredentialPolicies)
+	}
+	for i := range cs {
+		c := &cs[i]
+		at := ptr("credential_policies", i)
+		if err := checkIdent(join(at, "handle"), c.Handle); err != nil {
+			return err
+		}
+		if i > 0 {
+			if err := checkOrder(join(at, "handle"), cs[i-1].Handle, c.Handle); err != nil {
+				return err
+			}
+		}
+		if !slices.Contains(p.SecretHandles, c.Handle) {
+			return faultf(join(at, "handle"), "%q is not one of /secret_handles", c.Handle)
+		}
+		if err := checkHostSidePath(join(at, "source_path"), c.SourcePath); err != nil {
+			return err
+		}
+		if err := checkPath(join(at, "destination_path"), c.DestinationPath); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(c.DestinationPath, CredentialHome+"/") {
+			return faultf(join(at, "destination_path"), "%q is not beneath the private home %s", c.DestinationPath, CredentialHome)
+		}
+		if err := checkRange(join(at, "max_bytes"), c.MaxBytes, 1, MaxCredentialBytes); err != nil {
+			return err
+		}
+		for j := range i {
+			if rel := relation(c.DestinationPath, cs[j].DestinationPath); rel != "" {
+				return faultf(join(at, "destination_path"), "%q %s the destination_path of handle %q", c.DestinationPath, rel, cs[j].Handle)
+			}
+			if c.SourcePath == cs[j].SourcePath {
+				return faultf(join(at, "source_path"), "%q is also the source of handle %q", c.SourcePath, cs[j].Handle)
+			}
+		}
+	}
+	return nil
 }
 
 func validateTemplates(p *Policy) error {

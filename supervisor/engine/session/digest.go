@@ -9,7 +9,7 @@ import (
 )
 
 // LaunchDigestSchema names the managed-launch digest's preimage.
-const LaunchDigestSchema = "glove.managed-launch-v2"
+const LaunchDigestSchema = "glove.managed-launch-v3"
 
 // Transport is what a launch's local-service transport binds: its kind,
 // the alias-to-descriptor map the program sees, the identities of both
@@ -55,6 +55,9 @@ type launchPreimage struct {
 	// v2: the plan's labels (Launch.EgressPolicyIDs, ToolPolicyIDs).
 	EgressPolicyIDs []string `json:"egress_policy_ids"`
 	ToolPolicyIDs   []string `json:"tool_policy_ids"`
+	// v3: the credentials, each with its lease identity and the version
+	// launched (never the content: the digest is no oracle for it).
+	Credentials []Credential `json:"credential_leases"`
 }
 
 // LaunchDigest is the managed-launch digest: SHA-256 of the canonical
@@ -72,7 +75,7 @@ func LaunchDigest(l *Launch, adapterDigest string, t *Transport) string {
 		Executable: l.Executable, Args: nonNil(l.Args), Env: nonNil(l.Env), Cwd: l.Cwd, Hostname: l.Hostname,
 		Mounts: nonNil(l.Mounts), Limits: l.Limits, Terminal: l.Terminal, Transport: t,
 		ExecutablePin: l.ExecutablePin, LibraryProjections: nonNil(l.Projections), SkillProjection: l.Skills,
-		EgressPolicyIDs: nonNil(l.EgressPolicyIDs), ToolPolicyIDs: nonNil(l.ToolPolicyIDs)}
+		EgressPolicyIDs: nonNil(l.EgressPolicyIDs), ToolPolicyIDs: nonNil(l.ToolPolicyIDs), Credentials: nonNil(l.Credentials)}
 	sum := sha256.Sum256(strictjson.Canonical(p))
 	return hex.EncodeToString(sum[:])
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -12,6 +13,7 @@ func TestLaunchDigest(t *testing.T) {
 			Guest: EndpointID{Dev: 9, Ino: 100, UID: 1000}, Upstream: EndpointID{Dev: 8, Ino: 200, UID: 1000},
 			Manifest: []ManifestEntry{{Alias: "sage", Socket: "/run/sage/s.sock"}}}
 	}
+	cred := Credential{Handle: "codex-token", Destination: "/home/agent/.codex/auth.json", MaxBytes: 4096, LeaseID: strings.Repeat("ab", 16), Version: 1}
 	base := LaunchDigest(l, "d1", tr())
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(base) {
 		t.Fatalf("digest %q", base)
@@ -34,6 +36,19 @@ func TestLaunchDigest(t *testing.T) {
 		"limit":           func(l *Launch, t *Transport) *Transport { l.Limits.Pids++; return t },
 		"egress policy":   func(l *Launch, t *Transport) *Transport { l.EgressPolicyIDs = []string{"no-network"}; return t },
 		"tool policy":     func(l *Launch, t *Transport) *Transport { l.ToolPolicyIDs = []string{"sage-readonly"}; return t },
+		"credential":      func(l *Launch, t *Transport) *Transport { l.Credentials = []Credential{cred}; return t },
+		"lease version": func(l *Launch, t *Transport) *Transport {
+			c := cred
+			c.Version++
+			l.Credentials = []Credential{c}
+			return t
+		},
+		"lease identity": func(l *Launch, t *Transport) *Transport {
+			c := cred
+			c.LeaseID = strings.Repeat("cd", 16)
+			l.Credentials = []Credential{c}
+			return t
+		},
 	}
 	for name, change := range changes {
 		l2, _ := streamLaunch(t, nil)
@@ -44,6 +59,13 @@ func TestLaunchDigest(t *testing.T) {
 		}
 		if got := LaunchDigest(l2, adapter, change(l2, tr())); got == base {
 			t.Errorf("%s: the digest did not change", name)
+		}
+		if name == "lease version" || name == "lease identity" {
+			l1, _ := streamLaunch(t, nil)
+			l1.Credentials = []Credential{cred}
+			if LaunchDigest(l1, "d1", tr()) == LaunchDigest(l2, "d1", tr()) {
+				t.Errorf("%s: the digest did not change against the same credential at its first version", name)
+			}
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/authority/library"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/state/lease"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,6 +117,10 @@ type Launch struct {
 	// (docs/policy.md, "What each member does").
 	EgressPolicyIDs []string
 	ToolPolicyIDs   []string
+	// Credentials are the plan's secret handles, each with the lease it
+	// was launched with (credentials.go); their content is in the
+	// pins' leases only.
+	Credentials []Credential
 }
 
 // Stream is one adapter-bound alias's inherited stream; its guest end is
@@ -137,6 +142,9 @@ type Pins struct {
 	// SOCK_STREAM socket, the program's StreamFD) when Launch.Stream is
 	// set, and nil otherwise.
 	Stream *os.File
+	// leases are the credential leases of Launch.Credentials, in order,
+	// held (locked) until Close.
+	leases []*lease.Lease
 }
 
 // Close releases the pins, reporting the first descriptor that would
@@ -152,6 +160,12 @@ func (p *Pins) Close() error {
 		}
 	}
 	p.bundles, p.skillSources = nil, nil
+	for _, l := range p.leases {
+		if err := l.Release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.leases = nil
 	if p.Stream != nil {
 		if err := p.Stream.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close the inherited stream's guest end: %w", err))

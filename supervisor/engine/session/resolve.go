@@ -16,16 +16,22 @@ import (
 const EgressNoNetwork = "no-network"
 
 // checkUnenforced refuses, before anything is resolved, what a plan may
-// name but this revision cannot give it (threat: a plan member accepted
+// name but this launch cannot give it (threat: a plan member accepted
 // and then ignored, so that a session runs with less than it asked for
 // and nobody is told, issue 20):
-//   - secret_handles: credential leases are not built yet, and a harness
+//   - a secret handle the policy maps to no credential source, or any
+//     secret handle where there is no lease store (glove run): a harness
 //     started without its credential fails later and less clearly;
 //   - an egress policy other than EgressNoNetwork: Glove cannot enforce
 //     any other.
-func checkUnenforced(pl *plan.Plan) error {
-	if len(pl.SecretHandles) > 0 {
-		return fmt.Errorf("resolve: secret_handles: %d handle(s) named, and this revision has no credential leases: %w", len(pl.SecretHandles), ErrUnsupported)
+func checkUnenforced(pol *policy.Policy, pl *plan.Plan, src Sources) error {
+	for _, h := range pl.SecretHandles {
+		if _, ok := pol.Credential(h); !ok {
+			return fmt.Errorf("resolve: secret handle %q: the policy maps no credential source to it: %w", h, ErrUnsupported)
+		}
+		if src.Leases == nil {
+			return fmt.Errorf("resolve: secret handle %q: no credential lease store here: %w", h, ErrUnsupported)
+		}
 	}
 	for _, id := range pl.EgressPolicyIDs {
 		if id != EgressNoNetwork {
@@ -73,7 +79,7 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 // descriptors it runs with are its pins, which the caller closes
 // (Pins.Close) once the session has ended.
 func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *Launch, _ *Pins, err error) {
-	if err := checkUnenforced(pl); err != nil {
+	if err := checkUnenforced(pol, pl, src); err != nil {
 		return nil, nil, err
 	}
 	t, ok := pol.Template(pl.RuntimeTemplateID)
@@ -166,6 +172,9 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 		reqs = append(reqs, libraryRequest{digest: p.Digest, destination: p.DestinationAlias, target: d.TargetPath})
 	}
 	if err := resolveLibraries(l, pins, src, reqs, t.RuntimeID); err != nil {
+		return nil, nil, err
+	}
+	if err := resolveCredentials(l, pins, pol, pl, src); err != nil {
 		return nil, nil, err
 	}
 	if err := l.Check(); err != nil {

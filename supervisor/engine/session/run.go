@@ -164,6 +164,9 @@ type Result struct {
 	// "glove-loopext4:freeze", …) that a fresh helper answered because
 	// the session's own was lost: the clean-up was done all the same.
 	ReplacedCalls []string
+	// Credentials say what became of each credential lease (nil for a
+	// launch with none).
+	Credentials []CredentialOutcome
 	// UsageMissing names the Usage fields that could not be read (their
 	// value is 0): with glove-cgroup lost and no fresh one answering, only
 	// what the supervisor's own descriptors show is known.

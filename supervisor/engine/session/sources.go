@@ -13,6 +13,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/authority/library"
 	"github.com/glove-sandbox/glove/supervisor/engine/discovery"
 	"github.com/glove-sandbox/glove/supervisor/internal/strictjson"
+	"github.com/glove-sandbox/glove/supervisor/state/lease"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 	"golang.org/x/sys/unix"
 )
@@ -115,6 +116,9 @@ type Sources struct {
 	// Libraries is the pinned library bundle root (--library-bundle-root);
 	// nil refuses every plan with library projections.
 	Libraries *library.Root
+	// Leases is the credential lease store; nil refuses every plan that
+	// names a secret handle (glove run has none).
+	Leases *lease.Store
 }
 
 // resolveExecutable finds a discovery template's executable and pins it.
@@ -283,7 +287,7 @@ func fillHome(home *os.File, l *Launch, pins *Pins) error {
 			return fmt.Errorf("private home: skill %s: %w", s.entry.Name, err)
 		}
 	}
-	return nil
+	return writeCredentials(home, l, pins)
 }
 
 // fillLibraries copies each verified bundle into the library tmpfs as a

@@ -462,6 +462,21 @@ func (h *Handle) Close(cause error) (*Result, error) {
 	if sp != nil {
 		sp.close()
 	}
+	// Before the scratch goes: what the program left at each credential's
+	// destination becomes the lease's next version. Only once the program
+	// was released (before, nothing could have changed the copy) and
+	// with every process of the session gone (Wait, or the kill above),
+	// so nothing writes the copy while it is read.
+	var creds []CredentialOutcome
+	if p.started && len(h.l.Credentials) > 0 {
+		if home := p.home(h.l); home != nil {
+			var cerr error
+			creds, cerr = returnCredentials(home, h.l, p.pins)
+			if cerr != nil {
+				p.endErrs = append(p.endErrs, cerr)
+			}
+		}
+	}
 	rerr := p.release()
 	rerr = errors.Join(append(p.endErrs, rerr)...)
 	var lost []string
@@ -481,6 +496,7 @@ func (h *Handle) Close(cause error) (*Result, error) {
 		}
 	}
 	if res != nil {
+		res.Credentials = creds
 		res.HelpersLost = lost
 		for _, hp := range []*helper{p.cg, p.lx} {
 			res.ReplacedCalls = append(res.ReplacedCalls, hp.replaced()...)
@@ -528,6 +544,17 @@ func Outcome(l *Launch, res *Result) receipt.Body {
 		b.LibraryProjections = l.Projections
 		if l.Skills != nil {
 			b.SkillProjectionDigest = l.Skills.Digest
+		}
+		for _, c := range l.Credentials {
+			cl := receipt.CredentialLease{Handle: c.Handle, LeaseID: c.LeaseID, Version: c.Version, VersionAtEnd: c.Version}
+			if res != nil {
+				for _, o := range res.Credentials {
+					if o.Handle == c.Handle {
+						cl.VersionAtEnd = o.Version
+					}
+				}
+			}
+			b.CredentialLeases = append(b.CredentialLeases, cl)
 		}
 	}
 	if res != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"github.com/glove-sandbox/glove/supervisor/internal/ownpaths"
+	"github.com/glove-sandbox/glove/supervisor/state/lease"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 	"github.com/glove-sandbox/glove/supervisor/state/store"
 	"github.com/sirupsen/logrus"
@@ -102,8 +103,11 @@ type Daemon struct {
 	// opened once at start-up; without it, plans with library
 	// projections are refused.
 	libraries *library.Root
-	methods   map[string]bool
-	order     []string
+	// leases is the credential lease store (LeaseDir in the session
+	// store), open when the policy has credential policies.
+	leases  *lease.Store
+	methods map[string]bool
+	order   []string
 	// idleTimeout and lineTimeout are the configured or default bounds
 	// of a control connection (rpc.go).
 	idleTimeout, lineTimeout time.Duration
@@ -243,6 +247,13 @@ func New(cfg Config) (*Daemon, error) {
 		if err := d.openOwnState(); err != nil {
 			return nil, err
 		}
+		if len(d.pol.CredentialPolicies) > 0 {
+			// Inside the session store: Glove's own state, which no
+			// grant may reach (ownpaths).
+			if d.leases, err = lease.Open(filepath.Join(cfg.StoreDir, LeaseDir)); err != nil {
+				return nil, fmt.Errorf("--session-store: %w", err)
+			}
+		}
 		if d.seccompCache, err = openSeccompCache(cfg.StoreDir); err != nil {
 			if errors.Is(err, errUnsafeCache) {
 				return nil, fmt.Errorf("--session-store: %w", err)
@@ -306,11 +317,19 @@ func New(cfg Config) (*Daemon, error) {
 // session store, the receipt key, the policy file, the runtime directory
 // or the materialization root. Each launch checks again by identity.
 func (d *Daemon) openOwnState() error {
-	own, err := ownpaths.Open([]ownpaths.Named{
+	named := []ownpaths.Named{
 		{What: "the session store", Path: d.cfg.StoreDir}, {What: "the receipt key", Path: d.cfg.KeyFile},
 		{What: "the session policy", Path: d.cfg.PolicyFile}, {What: "the runtime directory", Path: d.cfg.RuntimeDir},
 		{What: "the materialization root", Path: d.cfg.MaterializationRoot},
-	})
+	}
+	// A credential source is the operator's secret: a session gets a
+	// copy of its lease, and no grant may reach the file itself (threat:
+	// a path alias over its directory handing the sandbox the operator's
+	// token, or the means to replace it).
+	for _, c := range d.pol.CredentialPolicies {
+		named = append(named, ownpaths.Named{What: fmt.Sprintf("the credential source of handle %q", c.Handle), Path: c.SourcePath})
+	}
+	own, err := ownpaths.Open(named)
 	if err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
@@ -384,6 +403,10 @@ func (d *Daemon) startHelper(name string) (*helperproc.Proc, error) {
 // SeccompCacheDir is glove-shim's seccomp cache, beneath the session
 // store: compiled BPF programs, one per profile (shim/seccompcache.go).
 const SeccompCacheDir = "seccomp-cache"
+
+// LeaseDir is the credential lease store's directory in the session
+// store (package lease).
+const LeaseDir = "leases"
 
 // errUnsafeCache is wrapped by a refusal of the cache directory's owner
 // or mode, which stops gloved: someone else changed what gloved made.
@@ -513,6 +536,10 @@ func (d *Daemon) closeComponents() error {
 	if d.libraries != nil {
 		errs = append(errs, d.libraries.Close())
 		d.libraries = nil
+	}
+	if d.leases != nil {
+		errs = append(errs, d.leases.Close())
+		d.leases = nil
 	}
 	if d.store != nil {
 		errs = append(errs, d.store.Close())

@@ -19,6 +19,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
 	"github.com/glove-sandbox/glove/supervisor/internal/ownpaths"
 	"github.com/glove-sandbox/glove/supervisor/state/journal"
+	"github.com/glove-sandbox/glove/supervisor/state/lease"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 	"github.com/glove-sandbox/glove/supervisor/state/store"
 	"github.com/sirupsen/logrus"
@@ -328,7 +329,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		return fail("plan_rejected", errorf(CodeRejected, "plan rejected: %s", oneLine(err.Error())))
 	}
 	point("validated")
-	launch, pins, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries})
+	launch, pins, err := session.Resolve(d.pol, pl, sess.ID, session.Sources{Libraries: d.libraries, Leases: d.leases})
 	if err != nil {
 		// The reason names the class only: the error itself may carry
 		// host paths, which neither the controller nor the store gets.
@@ -660,6 +661,16 @@ func (d *Daemon) endSession(l *live, sess store.Session, launch *session.Launch,
 		log.WithField("event", "kill_path_failed").Warn("a way of killing the session failed")
 	}
 	if res != nil {
+		for _, c := range res.Credentials {
+			// The handle, the lease and its versions: never the
+			// credential, never its source's path.
+			f := logrus.Fields{"event": "credential_lease", "handle": c.Handle, "lease_id": c.LeaseID, "version": c.Version, "rotated": c.Rotated}
+			if c.Kept != "" {
+				log.WithFields(f).WithField("kept", c.Kept).Warn("the session's credential copy was not taken back; the lease keeps its version")
+			} else {
+				log.WithFields(f).Info("credential lease after the session")
+			}
+		}
 		for _, r := range res.Retained {
 			// The image's name only: never a raw host path in the log.
 			log.WithFields(logrus.Fields{"event": "retained", "target": r.Target, "image": filepath.Base(r.Image)}).Info("staged change kept")
@@ -916,6 +927,12 @@ func resolveClass(err error) string {
 		return "library_bundle_rejected"
 	case errors.Is(err, session.ErrUnsupported):
 		return "unsupported"
+	case errors.Is(err, lease.ErrBusy):
+		// Another session holds the handle's lease: a retry later may
+		// start.
+		return "credential_busy"
+	case errors.Is(err, session.ErrCredential):
+		return "credential_unavailable"
 	}
 	return "unlaunchable"
 }

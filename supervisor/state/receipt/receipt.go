@@ -78,6 +78,7 @@ var (
 	// safeTargetRe keeps a projection target's JSON encoding canonical:
 	// an absolute path of characters no encoder escapes differently.
 	safeTargetRe = regexp.MustCompile(`^/[A-Za-z0-9._/-]+$`)
+	leaseIDRe    = regexp.MustCompile(`^[0-9a-f]{32}$`)
 	terminalRe   = regexp.MustCompile(`^(exited|signaled|failed|limit:(cpu_time_ms|memory_bytes|pids|wall_time_ms|disk_bytes|terminal_output_bytes))$`)
 )
 
@@ -115,6 +116,30 @@ type Body struct {
 	// receipts without them keep their MACs.
 	LibraryProjections    []Projection `json:"library_projections,omitempty"`
 	SkillProjectionDigest string       `json:"skill_projection_digest,omitempty"`
+	// CredentialLeases are the credential leases the session was
+	// launched with: handle, lease identity, the version launched and the
+	// version after the session (one more when the session rotated the
+	// credential). Never the credential. Omitted when empty, so receipts
+	// without them keep their MACs.
+	CredentialLeases []CredentialLease `json:"credential_leases,omitempty"`
+}
+
+// CredentialLease is one credential lease of a session, as its receipt
+// commits it.
+type CredentialLease struct {
+	Handle       string `json:"handle"`
+	LeaseID      string `json:"lease_id"`
+	Version      uint64 `json:"version"`
+	VersionAtEnd uint64 `json:"version_at_end"`
+}
+
+// maxCredentialLeases bounds a receipt's lease list (the session engine
+// allows at most 8 per launch).
+const maxCredentialLeases = 8
+
+func (c *CredentialLease) check() bool {
+	return policy.ValidIdentifier(c.Handle) && leaseIDRe.MatchString(c.LeaseID) &&
+		c.Version >= 1 && c.VersionAtEnd >= c.Version && c.VersionAtEnd <= policy.MaxSafeInteger
 }
 
 // Projection is one library bundle projection, as the launch committed
@@ -161,6 +186,13 @@ func (b *Body) Check() error {
 		return fmt.Errorf("%w: skill_projection_digest", ErrInvalid)
 	case len(b.LibraryProjections) > maxProjections:
 		return fmt.Errorf("%w: %d library projections, more than %d", ErrInvalid, len(b.LibraryProjections), maxProjections)
+	case len(b.CredentialLeases) > maxCredentialLeases:
+		return fmt.Errorf("%w: %d credential leases, more than %d", ErrInvalid, len(b.CredentialLeases), maxCredentialLeases)
+	}
+	for i := range b.CredentialLeases {
+		if !b.CredentialLeases[i].check() {
+			return fmt.Errorf("%w: credential_leases[%d]", ErrInvalid, i)
+		}
 	}
 	for i := range b.LibraryProjections {
 		if !b.LibraryProjections[i].check() {

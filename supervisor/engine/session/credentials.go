@@ -1,0 +1,238 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"golang.org/x/sys/unix"
+)
+
+// This file holds a launch's credentials: for each secret handle the plan
+// names, the policy's source is read (protected-file rules) and brought
+// into the handle's lease (package lease), the lease is held for the
+// session, its content is written at the policy's destination in the
+// private home before the program exists, and after the program has
+// ended what it left there becomes the lease's next version.
+//
+// Threats, and what stops each:
+//   - the sandbox reading or changing the operator's source file: it is
+//     never mounted (the session gets a copy in its own private home),
+//     and gloved refuses a policy whose grants reach it (own state);
+//   - two sessions of one handle racing on a rotating token: the lease's
+//     exclusive lock, held from Resolve to the pins' release;
+//   - the sandbox growing the credential to fill the host's disk: the
+//     copy lives in the session's scratch (disk_bytes), and what is read
+//     back is bounded by the policy's max_bytes;
+//   - the sandbox leaving a link, a FIFO or a directory at the destination
+//     to make gloved read elsewhere or block: the read-back opens beneath
+//     the home's descriptor without following links, non-blocking, and
+//     takes a regular file only;
+//   - the secret reaching a log, the store, a status or a receipt: only
+//     the handle, the lease identity and versions leave this file.
+
+// ErrCredential is wrapped when a credential cannot be provided: the
+// source fails the protected-file rules, the lease is unreadable or
+// busy (lease.ErrBusy), or the runtime has no private home for it.
+var ErrCredential = errors.New("credential unavailable")
+
+// MaxCredentials bounds the credentials of one launch (each is read
+// whole into memory and listed in the receipt).
+const MaxCredentials = 8
+
+// Credential is one credential of a launch, as the managed-launch digest
+// and the receipt commit it: never its content.
+type Credential struct {
+	Handle      string `json:"handle"`
+	Destination string `json:"destination"`
+	MaxBytes    uint64 `json:"max_bytes"`
+	LeaseID     string `json:"lease_id"`
+	Version     uint64 `json:"version"`
+}
+
+// CredentialOutcome is what became of a credential after the session.
+type CredentialOutcome struct {
+	Handle  string
+	LeaseID string
+	// Version is the lease's version after the session: the launch's, or
+	// the next one when the session changed the credential.
+	Version uint64
+	// Rotated: the session left different content, now the lease's.
+	Rotated bool
+	// Kept names why the session's copy was not read back (the program
+	// removed it, or left something that is not a regular file of at
+	// most max_bytes): the lease keeps the launch's version.
+	Kept string
+}
+
+// resolveCredentials acquires the lease of each handle the plan names.
+// Called after the private home is known (l.Skills); the leases become
+// pins, released by Pins.Close.
+func resolveCredentials(l *Launch, pins *Pins, pol *policy.Policy, pl *plan.Plan, src Sources) error {
+	if len(pl.SecretHandles) == 0 {
+		return nil
+	}
+	if len(pl.SecretHandles) > MaxCredentials {
+		return fmt.Errorf("resolve: secret_handles: %d, more than %d: %w", len(pl.SecretHandles), MaxCredentials, ErrInvalid)
+	}
+	if src.Leases == nil {
+		return fmt.Errorf("resolve: secret_handles: no credential lease store here: %w", ErrUnsupported)
+	}
+	if l.Skills == nil {
+		return fmt.Errorf("resolve: secret_handles: runtime template %q has no private home to hold a credential: %w", pl.RuntimeTemplateID, ErrUnsupported)
+	}
+	for _, h := range pl.SecretHandles {
+		cp, ok := pol.Credential(h)
+		if !ok {
+			return fmt.Errorf("resolve: secret handle %q: the policy maps no credential source to it: %w", h, ErrUnsupported)
+		}
+		if cp.DestinationPath == l.Skills.SkillDir || within(cp.DestinationPath, l.Skills.SkillDir) || within(l.Skills.SkillDir, cp.DestinationPath) {
+			return fmt.Errorf("resolve: secret handle %q: its destination overlaps the skill directory %s: %w", h, l.Skills.SkillDir, ErrInvalid)
+		}
+		if _, ok := cutDir(cp.DestinationPath, l.Skills.Home); !ok {
+			return fmt.Errorf("resolve: secret handle %q: its destination is not beneath the private home: %w", h, ErrInvalid)
+		}
+		data, err := policy.ReadProtected(cp.SourcePath, int64(cp.MaxBytes))
+		if err != nil {
+			return fmt.Errorf("resolve: secret handle %q: its source: %w: %w", h, err, ErrCredential)
+		}
+		ls, err := src.Leases.Acquire(h, data)
+		if err != nil {
+			return fmt.Errorf("resolve: secret handle %q: %w: %w", h, err, ErrCredential)
+		}
+		if uint64(len(ls.Content())) > cp.MaxBytes {
+			// A lease rotated under a larger bound than the policy's
+			// present one: not handed out (the operator lowered it).
+			rerr := ls.Release()
+			return errors.Join(fmt.Errorf("resolve: secret handle %q: the lease holds more than max_bytes %d: %w", h, cp.MaxBytes, ErrCredential), rerr)
+		}
+		pins.leases = append(pins.leases, ls)
+		l.Credentials = append(l.Credentials, Credential{Handle: h, Destination: cp.DestinationPath, MaxBytes: cp.MaxBytes,
+			LeaseID: ls.ID(), Version: ls.Version()})
+	}
+	return nil
+}
+
+// within reports whether canonical path p lies beneath dir.
+func within(p, dir string) bool {
+	_, ok := cutDir(p, dir)
+	return ok
+}
+
+// writeCredentials writes each lease's content at its destination in the
+// home tmpfs (mode 0600, created, never opened through a link), before
+// anything can see the home.
+func writeCredentials(home *os.File, l *Launch, pins *Pins) error {
+	for i, c := range l.Credentials {
+		rel, _ := cutDir(c.Destination, l.Skills.Home)
+		dir, name := home, rel
+		if d := path.Dir(rel); d != "." {
+			sub, err := mkdirAll(home, d)
+			if err != nil {
+				return fmt.Errorf("private home: credential %s: create its directory: %w", c.Handle, err)
+			}
+			defer sub.Close()
+			dir, name = sub, path.Base(rel)
+		}
+		fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return fmt.Errorf("private home: credential %s: create: %w", c.Handle, err)
+		}
+		f := os.NewFile(uintptr(fd), name)
+		_, werr := f.Write(pins.leases[i].Content())
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			if errors.Is(werr, unix.ENOSPC) || errors.Is(werr, unix.EDQUOT) {
+				return fmt.Errorf("%s: the private home's credentials need more than its quota: %w", LimitDisk, werr)
+			}
+			return fmt.Errorf("private home: credential %s: write: %w", c.Handle, werr)
+		}
+	}
+	return nil
+}
+
+// returnCredentials reads back what the session left at each credential's
+// destination and commits it to the lease. A copy the session removed or
+// spoiled is not read (the lease keeps its version, Kept says why); a
+// lease that cannot be written is an error: the session's rotation would
+// be lost, which the operator must hear of.
+func returnCredentials(home *os.File, l *Launch, pins *Pins) ([]CredentialOutcome, error) {
+	var out []CredentialOutcome
+	var errs []error
+	for i, c := range l.Credentials {
+		ls := pins.leases[i]
+		o := CredentialOutcome{Handle: c.Handle, LeaseID: ls.ID(), Version: ls.Version()}
+		rel, _ := cutDir(c.Destination, l.Skills.Home)
+		data, why := readBack(home, rel, c.MaxBytes)
+		if why != "" {
+			o.Kept = why
+		} else if rotated, err := ls.Commit(data); err != nil {
+			errs = append(errs, fmt.Errorf("credential %s: keep the session's rotation: %w", c.Handle, err))
+			o.Kept = "the lease could not be written"
+		} else {
+			o.Rotated, o.Version = rotated, ls.Version()
+		}
+		out = append(out, o)
+	}
+	return out, errors.Join(errs...)
+}
+
+// readBack reads the file at rel beneath home: a regular file of at most
+// max bytes, reached without a link, a mount crossing or "..". It says
+// why not otherwise.
+func readBack(home *os.File, rel string, max uint64) ([]byte, string) {
+	fd, err := unix.Openat2(int(home.Fd()), rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil, "removed by the session"
+	}
+	if err != nil {
+		return nil, "not reachable without a link: " + unix.ErrnoName(errnoOf(err))
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, "stat failed"
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, "not a regular file"
+	}
+	if uint64(st.Size) > max {
+		return nil, fmt.Sprintf("larger than max_bytes %d", max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, "read failed"
+	}
+	if uint64(len(data)) > max {
+		return nil, fmt.Sprintf("larger than max_bytes %d", max)
+	}
+	return data, ""
+}
+
+func errnoOf(err error) unix.Errno {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return 0
+}
+
+// home is the private home's directory in the scratch, or nil.
+func (p *prepared) home(l *Launch) *os.File {
+	for i, m := range l.Mounts {
+		if m.Kind == PrivateHome && i < len(p.mounts) {
+			return p.mounts[i]
+		}
+	}
+	return nil
+}

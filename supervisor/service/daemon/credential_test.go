@@ -1,0 +1,325 @@
+package daemon_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/service/daemon"
+	"github.com/glove-sandbox/glove/supervisor/state/receipt"
+	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// credentialFixture is a fixture whose policy maps the secret handle
+// codex-token to a protected source file of the service user, with the
+// stand-in agent (the harness's "agent" mode) as its templates: "agent"
+// rotates the token, "spoiler" leaves a symbolic link in its place.
+// The policy also declares "unmapped", a handle with no source.
+func credentialFixture(t *testing.T, e *testenv.Env) (f *fixture, src string, token []byte) {
+	t.Helper()
+	srcDir, err := os.MkdirTemp(e.Base, "cred-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(srcDir) })
+	if err := os.Chown(srcDir, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	src = filepath.Join(srcDir, "codex-auth.json")
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		t.Fatal(err)
+	}
+	token = []byte("tok-" + hex.EncodeToString(raw[:]))
+	writeProtected(t, src, token, e.UID, e.GID)
+	const dst = "/home/agent/.codex/auth.json"
+	f = newFixture(t, e, map[string][]string{
+		"agent":   {"agent", src, dst},
+		"spoiler": {"agent", src, dst, "spoil"},
+	})
+	f.pol.SecretHandles = []string{"codex-token", "unmapped"}
+	f.pol.CredentialPolicies = []policy.CredentialPolicy{{Handle: "codex-token", SourcePath: src, DestinationPath: dst, MaxBytes: 4096}}
+	if err := policy.Validate(f.pol); err != nil {
+		t.Fatal(err)
+	}
+	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
+	return f, src, token
+}
+
+func withHandles(pl *plan.Plan, handles ...string) *plan.Plan {
+	pl.SecretHandles = handles
+	return pl
+}
+
+// TestGlovedCredentialLease is the end-to-end test of credential leases
+// with a stand-in agent harness: it reads its token from its lease's
+// copy in the private home, authenticates to a stand-in model service
+// through the inherited stream with it, and rotates it; the next session
+// sees the rotated token, and the one after a session that spoiled its
+// copy still sees the last good one. Judged from outside the sandbox:
+//   - the operator's source file is byte for byte and stat for stat
+//     unchanged, and no way the agent tries reaches it, nor does any file
+//     of the sandbox but the lease's copy hold the token;
+//   - the receipts commit each session's lease identity and versions;
+//   - no token (the original nor a rotated one) appears in gloved's log,
+//     in any file of the session store but the lease itself, in a status
+//     or in a receipt;
+//   - a plan naming a handle the policy maps to nothing fails before
+//     anything is prepared (reason unsupported, no output).
+func TestGlovedCredentialLease(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f, src, tok := credentialFixture(t, e)
+	before, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := startUpstream(t, e, f)
+	args := append(f.args, "--inherited-stream", "sage="+sock)
+	g := startGloved(t, e, args...)
+	c := dial(t, g.socket)
+
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	rot1 := append(append([]byte(nil), tok...), "+rotated"...)
+	rot2 := append(append([]byte(nil), rot1...), "+rotated"...)
+	var statuses []string
+	run := func(id, template string, handles ...string) ended {
+		t.Helper()
+		st := f.create(c, id, withHandles(f.plan(template, "tiny"), handles...))
+		c.ok("start_session", map[string]any{"session_id": id, "start_token": st}, nil)
+		end := attach(t, c, id)
+		raw, e := c.call("session_status", map[string]any{"session_id": id})
+		if e != nil {
+			t.Fatalf("session_status %s: %v\nlog: %s", id, e, g.log)
+		}
+		statuses = append(statuses, string(raw))
+		return end
+	}
+	checkAgent := func(end ended, seen []byte, rotatedTo []byte) {
+		t.Helper()
+		out := strings.ReplaceAll(end.output, "\r\n", "\n")
+		want := []string{"credential sha256 " + sum(seen), "model authenticated true"}
+		if rotatedTo != nil {
+			want = append(want, "rotated to sha256 "+sum(rotatedTo))
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w+"\n") {
+				t.Errorf("the agent's output lacks %q:\n%s", w, out)
+			}
+		}
+		if strings.Contains(out, "source reached") || strings.Contains(out, "token found at") {
+			t.Errorf("the sandbox reached the operator's source or a copy of the token:\n%s", out)
+		}
+		if n := strings.Count(out, "source unreachable "); n != 8 {
+			t.Errorf("%d ways to the source tried, want 8:\n%s", n, out)
+		}
+		if end.Status != 0 {
+			t.Errorf("status %d, want 0\n%s\nlog: %s", end.Status, out, g.log)
+		}
+	}
+
+	checkAgent(run("s-cred-1", "agent", "codex-token"), tok, rot1)
+	checkAgent(run("s-cred-2", "agent", "codex-token"), rot1, rot2)
+	spoiled := run("s-cred-3", "spoiler", "codex-token")
+	checkAgent(spoiled, rot2, nil)
+	if !strings.Contains(spoiled.output, "spoiled <nil>") {
+		t.Errorf("the spoiler did not leave its link:\n%s", spoiled.output)
+	}
+	checkAgent(run("s-cred-4", "agent", "codex-token"), rot2, append(append([]byte(nil), rot2...), "+rotated"...))
+
+	// A handle the policy maps to no source: refused at start, before
+	// anything is prepared.
+	ut := f.create(c, "s-cred-unmapped", withHandles(f.plan("agent", "tiny"), "unmapped"))
+	if _, e := c.call("start_session", map[string]any{"session_id": "s-cred-unmapped", "start_token": ut}); e == nil || !strings.Contains(e.Message, "unsupported") {
+		t.Errorf("unmapped handle: start_session %v, want refused as unsupported", e)
+	}
+	if st := status(t, c, "s-cred-unmapped"); st.State != "failed" || st.Reason != "unsupported" {
+		t.Errorf("unmapped handle: %s %s, want failed unsupported", st.State, st.Reason)
+	}
+	g.stop(t)
+
+	g2 := startGloved(t, e, args...)
+	var page struct {
+		Envelopes []receipt.Envelope `json:"envelopes"`
+	}
+	raw, rerr := dial(t, g2.socket).call("receipts_page", map[string]any{"after": 0, "limit": 10})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err := json.Unmarshal(raw, &page); err != nil {
+		t.Fatal(err)
+	}
+	g2.stop(t)
+	if err := receipt.Verify(f.key, testAnchor, page.Envelopes); err != nil {
+		t.Errorf("receipts: %v", err)
+	}
+	got := map[string][]receipt.CredentialLease{}
+	for _, env := range page.Envelopes {
+		got[env.Body.SessionID] = env.Body.CredentialLeases
+	}
+	lease := func(id string) receipt.CredentialLease {
+		t.Helper()
+		if len(got[id]) != 1 || got[id][0].Handle != "codex-token" || len(got[id][0].LeaseID) != 32 {
+			t.Fatalf("receipt of %s: credential leases %+v", id, got[id])
+		}
+		return got[id][0]
+	}
+	first := lease("s-cred-1")
+	for id, v := range map[string][2]uint64{"s-cred-1": {1, 2}, "s-cred-2": {2, 3}, "s-cred-3": {3, 3}, "s-cred-4": {3, 4}} {
+		l := lease(id)
+		if l.LeaseID != first.LeaseID || l.Version != v[0] || l.VersionAtEnd != v[1] {
+			t.Errorf("receipt of %s: %+v, want lease %s versions %d..%d", id, l, first.LeaseID, v[0], v[1])
+		}
+	}
+	if len(got["s-cred-unmapped"]) != 0 {
+		t.Errorf("the unmapped session's receipt names leases: %+v", got["s-cred-unmapped"])
+	}
+
+	// The operator's source: unchanged.
+	after, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != string(tok) || !after.ModTime().Equal(before.ModTime()) || after.Mode() != before.Mode() {
+		t.Errorf("the operator's source changed: %q %v %v (was %v %v)", data, after.ModTime(), after.Mode(), before.ModTime(), before.Mode())
+	}
+
+	// No token anywhere it must not be.
+	secrets := [][]byte{tok, rot1, rot2}
+	var forms []string
+	for _, s := range secrets {
+		forms = append(forms, string(s), base64.StdEncoding.EncodeToString(s))
+	}
+	places := map[string]string{"gloved's log": g.log.String() + g2.log.String(), "statuses": strings.Join(statuses, "\n"), "receipts": string(raw)}
+	leaseDir := filepath.Join(f.storeDir, daemon.LeaseDir)
+	if err := filepath.WalkDir(f.storeDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == leaseDir {
+			return filepath.SkipDir // the lease itself holds the credential
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			places["store file "+d.Name()] = string(b)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range places {
+		for _, s := range forms {
+			if strings.Contains(text, s) {
+				t.Errorf("a token (%d bytes) appears in %s", len(s), where)
+			}
+		}
+		if strings.Contains(text, src) {
+			t.Errorf("the source's host path appears in %s", where)
+		}
+	}
+	st, err := os.Stat(filepath.Join(leaseDir, "codex-token.lease"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("lease file mode %v, want 0600", st.Mode().Perm())
+	}
+	if !strings.Contains(g.log.String(), `"event":"credential_lease"`) {
+		t.Errorf("gloved logged no credential_lease event\n%s", g.log)
+	}
+}
+
+// TestGlovedCredentialSourceUngrantable: the operator's credential source
+// is Glove's own state. A policy whose path alias is the source's
+// directory or an ancestor of it keeps gloved from starting, with a line
+// naming the handle; and a workspace that has become the source's
+// directory since gloved started (a bind mount over it: the name is
+// unchanged) fails the launch by identity, before the program exists,
+// with the store reason own_state, while the lease is not touched.
+func TestGlovedCredentialSourceUngrantable(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f, src, _ := credentialFixture(t, e)
+	ws := f.pol.PathAliases[0].HostPath
+	// The log line is JSON: the handle's quotes are escaped. The
+	// source's grandparent holds the session store too, which is named
+	// first.
+	for host, want := range map[string]string{
+		filepath.Dir(src):               `cannot grant Glove's own state: the tree contains the credential source of handle \"codex-token\"`,
+		filepath.Dir(filepath.Dir(src)): `cannot grant Glove's own state: the tree contains`,
+	} {
+		f.pol.PathAliases[0].HostPath = host
+		writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
+		cmd := exec.Command(e.HelperPath("gloved"), f.args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.SysProcAttr = e.InDelegatedCgroup(t)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(stderr.String(), want) {
+				t.Errorf("alias %s: exit %v, stderr %s; want a refusal saying %q", host, err, stderr.String(), want)
+			}
+		case <-time.After(20 * time.Second):
+			if err := cmd.Process.Kill(); err != nil {
+				t.Error(err)
+			}
+			<-done
+			t.Fatalf("gloved started with an alias over the credential source\nlog: %s", stderr.String())
+		}
+	}
+	f.pol.PathAliases[0].HostPath = ws
+	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
+	g := f.start()
+	c := dial(t, g.socket)
+	if err := unix.Mount(filepath.Dir(src), ws, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind the source's directory over the workspace: %v", err)
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			mounted = false
+			if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil {
+				t.Errorf("unmount: %v", err)
+			}
+		}
+	}
+	t.Cleanup(unmount)
+	tok := f.create(c, "cred-own", withHandles(f.plan("agent", "tiny"), "codex-token"))
+	c.ok("start_session", map[string]any{"session_id": "cred-own", "start_token": tok}, nil)
+	end := attach(t, c, "cred-own")
+	unmount()
+	if end.State != "failed" || end.output != "" {
+		t.Errorf("a launch granting the source's directory: ended %+v, output %q; want failed before the program ran", end.End, end.output)
+	}
+	if st := status(t, c, "cred-own"); st.State != "failed" || st.Reason != "own_state" {
+		t.Errorf("status %+v, want failed, reason own_state\nlog: %s", st, g.log)
+	}
+	g.stop(t)
+}
