@@ -262,19 +262,24 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 		reason   string // the store's reason
 		refusal  string // in gloved's log
 		bindRoot bool   // host is a bind mount of svc, made as root
+		env      []string
 	}
 	attacks := []attack{
-		{"link-last/" + tupleFor(roBind), filepath.Join(base, "link"), roBind, "in-svc", "failed", linkMounter, false},
-		{"link-last/" + tupleFor(ephCopy), filepath.Join(base, "link"), ephCopy, "in-svc", "failed", linkCopy, false},
-		{"link-inner/" + tupleFor(roBind), filepath.Join(base, "hop", "svc"), roBind, "in-svc", "failed", linkBind, false},
-		{"link-inner/" + tupleFor(ephCopy), filepath.Join(base, "hop", "svc"), ephCopy, "in-svc", "failed", linkCopy, false},
-		{"bind-mount/" + tupleFor(roBind), filepath.Join(base, "bound"), roBind, "in-svc", "stream_exposed", exposed, true},
-		{"bind-mount/" + tupleFor(ephCopy), filepath.Join(base, "bound"), ephCopy, "in-svc", "stream_exposed", exposed, true},
-		{"ancestor/" + tupleFor(roBind), base, roBind, "in-base", "stream_exposed", exposed, false},
-		{"ancestor/" + tupleFor(roCopy), base, roCopy, "in-base", "stream_exposed", exposed, false},
-		{"directory/" + tupleFor(roBind), svc, roBind, "in-svc", "stream_exposed", exposed, false},
-		{"directory/" + tupleFor(roCopy), svc, roCopy, "in-svc", "stream_exposed", exposed, false},
-		{"directory/" + tupleFor(ephCopy), svc, ephCopy, "in-svc", "stream_exposed", exposed, false},
+		{"link-last/" + tupleFor(roBind), filepath.Join(base, "link"), roBind, "in-svc", "failed", linkMounter, false, nil},
+		{"link-last/" + tupleFor(ephCopy), filepath.Join(base, "link"), ephCopy, "in-svc", "failed", linkCopy, false, nil},
+		{"link-inner/" + tupleFor(roBind), filepath.Join(base, "hop", "svc"), roBind, "in-svc", "failed", linkBind, false, nil},
+		{"link-inner/" + tupleFor(ephCopy), filepath.Join(base, "hop", "svc"), ephCopy, "in-svc", "failed", linkCopy, false, nil},
+		{"bind-mount/" + tupleFor(roBind), filepath.Join(base, "bound"), roBind, "in-svc", "stream_exposed", exposed, true, nil},
+		{"bind-mount/" + tupleFor(ephCopy), filepath.Join(base, "bound"), ephCopy, "in-svc", "stream_exposed", exposed, true, nil},
+		{"ancestor/" + tupleFor(roBind), base, roBind, "in-base", "stream_exposed", exposed, false, nil},
+		{"ancestor/" + tupleFor(roCopy), base, roCopy, "in-base", "stream_exposed", exposed, false, nil},
+		{"directory/" + tupleFor(roBind), svc, roBind, "in-svc", "stream_exposed", exposed, false, nil},
+		{"directory/" + tupleFor(roCopy), svc, roCopy, "in-svc", "stream_exposed", exposed, false, nil},
+		{"directory/" + tupleFor(ephCopy), svc, ephCopy, "in-svc", "stream_exposed", exposed, false, nil},
+		// The test-only switch of the "seccomp-alone" case below, given
+		// to the installed (production) gloved: it has no effect there.
+		{"directory/" + tupleFor(roBind) + "/switch-in-production", svc, roBind, "in-svc", "stream_exposed", exposed, false,
+			[]string{"GLOVED_TEST_NO_EXPOSURE_CHECK=1"}},
 	}
 	for i, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
@@ -286,7 +291,7 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 			}
 			grantPolicy(t, f, a.host, a.acc, true)
 			offset := len(up.out.String())
-			g := startGloved(t, e, append(f.args, exposedStreamArgs(up.sock)...)...)
+			g := startGlovedAt(t, e, e.HelperPath("gloved"), a.env, append(f.args, exposedStreamArgs(up.sock)...)...)
 			logOnFailure(t, g)
 			c := dial(t, g.socket)
 			id := "s-attack-" + strconv.Itoa(i)
