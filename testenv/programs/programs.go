@@ -13,7 +13,8 @@ package programs
 // without end; with "retain" it writes /workspace/out and waits, with
 // "streamwait" it makes one exchange on its stream and waits, with "ls
 // DIR" it lists DIR, with "mountinfo" it prints its mount table, with
-// "agent SRC DST [spoil]" it is a stand-in agent (agent below).
+// "connect PATH" it tries to reach the unix socket at PATH by its name,
+// with "agent SRC DST [spoil]" it is a stand-in agent (agent below).
 const Harness = `package main
 
 import (
@@ -161,7 +162,39 @@ func streamWait() {
 	time.Sleep(60 * time.Second)
 }
 
+// connectTo tries to reach the unix socket at path by its name, as a
+// sandboxed program that finds an upstream's socket in one of its grants
+// would: socket(2), connect(2), then one frame. It prints "ran" first, so
+// that a test sees from outside whether it ran at all. When socket is
+// denied, connect is still tried, on a socketpair end: connect's own
+// denial is then told by EPERM, where a connect the kernel ran would fail
+// with EISCONN.
+func connectTo(path string) {
+	fmt.Println("ran")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	fmt.Println("socket", err)
+	if err != nil {
+		pair, perr := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if perr != nil {
+			fmt.Println("socketpair", perr)
+			return
+		}
+		fd = pair[0]
+	}
+	err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: path})
+	fmt.Println("connect", err)
+	if err != nil {
+		return
+	}
+	reply, err := exchange(os.NewFile(uintptr(fd), "upstream"), "leak")
+	fmt.Println("reply", reply, err)
+}
+
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "connect" {
+		connectTo(os.Args[2])
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "stream" {
 		stream()
 		return
@@ -256,14 +289,50 @@ func main() {
 
 // Upstream is the upstream service of gloved's stream tests: it listens
 // on a unix socket and answers each frame with "pong:" and the payload.
+// On its standard output it tells what it got, for a test to judge from
+// outside who reached it: "accept pid=N" for each connection (the
+// connecting process, by SO_PEERCRED), in the order they were accepted,
+// and "bytes N" for each read of N bytes from any of them.
 const Upstream = `package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"syscall"
 )
+
+// counted tells each read's size on standard output.
+type counted struct{ net.Conn }
+
+func (c counted) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		fmt.Println("bytes", n)
+	}
+	return n, err
+}
+
+// peerPID is the pid of the process that connected c, or -1.
+func peerPID(c net.Conn) int {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	pid := -1
+	raw.Control(func(fd uintptr) {
+		if cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
+}
 
 func main() {
 	l, err := net.Listen("unix", os.Args[1])
@@ -275,15 +344,17 @@ func main() {
 		if err != nil {
 			return
 		}
+		fmt.Println("accept pid=" + fmt.Sprint(peerPID(c)))
 		go func(c net.Conn) {
 			defer c.Close()
+			r := counted{c}
 			for {
 				var hdr [4]byte
-				if _, err := io.ReadFull(c, hdr[:]); err != nil {
+				if _, err := io.ReadFull(r, hdr[:]); err != nil {
 					return
 				}
 				body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-				if _, err := io.ReadFull(c, body); err != nil {
+				if _, err := io.ReadFull(r, body); err != nil {
 					return
 				}
 				out := append([]byte("pong:"), body...)

@@ -477,7 +477,7 @@ func (d *Daemon) guard(fd int) error {
 	if err := d.own.Check(fd); err != nil {
 		return err
 	}
-	if d.stream != nil {
+	if d.stream != nil && !exposureCheckOff() {
 		return d.stream.exposedBy(fd)
 	}
 	return nil
