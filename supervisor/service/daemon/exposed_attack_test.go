@@ -244,10 +244,10 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 	// RESOLVE_NO_SYMLINKS), at the bind's open of the host tree or at
 	// materialize.Open for a copy; so is a link last for a copy, which
 	// opens a directory. A link last for a bind is opened as the link
-	// itself (O_PATH|O_NOFOLLOW), which holds no socket and passes the
-	// guard, and glove-mounter refuses to bind a link.
+	// itself (O_PATH|O_NOFOLLOW): the guard refuses it (it does not follow
+	// links), and glove-mounter would refuse to bind a link as well.
 	const (
-		linkMounter = `/workspace: glove-mounter bind: wire: refused (3): bind: source is a symbolic link, not a directory or regular file`
+		linkLast = `/workspace: the host tree of /workspace: a path grant would expose the inherited stream's upstream: the grant is a symbolic link, which this check does not follow`
 		exposed     = `/workspace: the host tree of /workspace: a path grant would expose the inherited stream's upstream: the grant is the upstream's directory or one of its ancestors`
 		linkBind    = `/workspace: open the host tree: too many levels of symbolic links`
 		linkCopy    = `/workspace: open the host tree: materialize: open source: too many levels of symbolic links`
@@ -265,7 +265,7 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 		env      []string
 	}
 	attacks := []attack{
-		{"link-last/" + tupleFor(roBind), filepath.Join(base, "link"), roBind, "in-svc", "failed", linkMounter, false, nil},
+		{"link-last/" + tupleFor(roBind), filepath.Join(base, "link"), roBind, "in-svc", "stream_exposed", linkLast, false, nil},
 		{"link-last/" + tupleFor(ephCopy), filepath.Join(base, "link"), ephCopy, "in-svc", "failed", linkCopy, false, nil},
 		{"link-inner/" + tupleFor(roBind), filepath.Join(base, "hop", "svc"), roBind, "in-svc", "failed", linkBind, false, nil},
 		{"link-inner/" + tupleFor(ephCopy), filepath.Join(base, "hop", "svc"), ephCopy, "in-svc", "failed", linkCopy, false, nil},

@@ -99,4 +99,14 @@ func TestExposedBy(t *testing.T) {
 			t.Errorf("%s (%s): %v, want it to pass", name, path, err)
 		}
 	}
+	// The link itself, as a bind opens a host path whose last component
+	// is a link (O_PATH|O_NOFOLLOW): not followed, so refused.
+	fd, err := unix.Open(filepath.Join(base, "link"), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := e.exposedBy(fd); !errors.Is(err, ErrExposed) {
+		t.Errorf("the link itself: %v, want refused (ErrExposed)", err)
+	}
 }

@@ -137,6 +137,13 @@ func (e *endpoint) exposedBy(fd int) error {
 		}
 		return nil
 	case unix.S_IFDIR:
+	case unix.S_IFLNK:
+		// A grant opened as the link itself (a bind's O_PATH|O_NOFOLLOW
+		// open of a host path whose last component is a link): what it
+		// names is not this descriptor, so nothing here can say it does
+		// not reach the socket. glove-mounter refuses to bind a link
+		// too; this check fails closed on its own (each layer alone).
+		return fmt.Errorf("%w: the grant is a symbolic link, which this check does not follow", ErrExposed)
 	default:
 		return nil // a file other than a socket holds no socket
 	}
