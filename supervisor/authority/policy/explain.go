@@ -17,6 +17,11 @@ type Explanation struct {
 	EgressPolicyIDs  []string            `json:"egress_policy_ids"`
 	ToolPolicyIDs    []string            `json:"tool_policy_ids"`
 	SecretHandles    []string            `json:"secret_handles"`
+	// CredentialPolicies say what each mapped secret handle stands for;
+	// UnmappedSecretHandles are handles a plan may name and that no
+	// credential policy maps, so a plan naming one is refused at start.
+	CredentialPolicies    []CredentialPolicy `json:"credential_policies"`
+	UnmappedSecretHandles []string           `json:"unmapped_secret_handles"`
 	// UnusedPathAliases and UnusedDestinations are defined but allowed by
 	// no template, so no plan can reach them.
 	UnusedPathAliases  []string `json:"unused_path_aliases"`
@@ -59,15 +64,22 @@ type GrantAuthority struct {
 // Explain arranges a validated policy by runtime template.
 func Explain(p *Policy) *Explanation {
 	e := &Explanation{
-		Revision:           p.Revision,
-		MaxPlanTTLMs:       p.MaxPlanTTLMs,
-		RuntimeTemplates:   []TemplateAuthority{},
-		ResourceProfiles:   nonNil(p.ResourceProfiles),
-		EgressPolicyIDs:    nonNil(p.EgressPolicyIDs),
-		ToolPolicyIDs:      nonNil(p.ToolPolicyIDs),
-		SecretHandles:      nonNil(p.SecretHandles),
-		UnusedPathAliases:  []string{},
-		UnusedDestinations: []string{},
+		Revision:              p.Revision,
+		MaxPlanTTLMs:          p.MaxPlanTTLMs,
+		RuntimeTemplates:      []TemplateAuthority{},
+		ResourceProfiles:      nonNil(p.ResourceProfiles),
+		EgressPolicyIDs:       nonNil(p.EgressPolicyIDs),
+		ToolPolicyIDs:         nonNil(p.ToolPolicyIDs),
+		SecretHandles:         nonNil(p.SecretHandles),
+		CredentialPolicies:    nonNil(p.CredentialPolicies),
+		UnmappedSecretHandles: []string{},
+		UnusedPathAliases:     []string{},
+		UnusedDestinations:    []string{},
+	}
+	for _, h := range p.SecretHandles {
+		if _, ok := p.Credential(h); !ok {
+			e.UnmappedSecretHandles = append(e.UnmappedSecretHandles, h)
+		}
 	}
 	usedAlias := map[string]bool{}
 	usedDest := map[string]bool{}
@@ -175,6 +187,13 @@ func (e *Explanation) Text() string {
 	fmt.Fprintf(&b, "egress policies a plan may name: %s\n", quoteList(e.EgressPolicyIDs))
 	fmt.Fprintf(&b, "tool policies a plan may name: %s\n", quoteList(e.ToolPolicyIDs))
 	fmt.Fprintf(&b, "secret handles a plan may name: %s\n", quoteList(e.SecretHandles))
+	for _, c := range e.CredentialPolicies {
+		fmt.Fprintf(&b, "  %s: a copy of its lease (imported from %s, at most %d bytes) at %s in a native-skill runtime's private home; what the session leaves there is the lease's next version\n",
+			q(c.Handle), q(c.SourcePath), c.MaxBytes, q(c.DestinationPath))
+	}
+	if len(e.UnmappedSecretHandles) != 0 {
+		fmt.Fprintf(&b, "secret handles no credential policy maps (a plan naming one is refused at start): %s\n", quoteList(e.UnmappedSecretHandles))
+	}
 	if len(e.UnusedPathAliases) != 0 {
 		fmt.Fprintf(&b, "path aliases no template allows (unreachable): %s\n", quoteList(e.UnusedPathAliases))
 	}

@@ -402,3 +402,25 @@ var (
 	set = jsonedit.Set
 	all = jsonedit.All
 )
+
+// TestExplainCredentials: explain names what each mapped handle stands
+// for and which handles no credential policy maps (a plan naming one is
+// refused at start).
+func TestExplainCredentials(t *testing.T) {
+	p := mustDecode(t, all(set("/secret_handles", []any{"codex-token", "other"}),
+		credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096))(t, exampleText(t)))
+	if err := Validate(p); err != nil {
+		t.Fatal(err)
+	}
+	e := Explain(p)
+	if !slices.Equal(e.UnmappedSecretHandles, []string{"other"}) || len(e.CredentialPolicies) != 1 {
+		t.Fatalf("unmapped %q, credential policies %+v", e.UnmappedSecretHandles, e.CredentialPolicies)
+	}
+	text := e.Text()
+	for _, want := range []string{`"codex-token": a copy of its lease (imported from "/etc/glove/codex.json", at most 4096 bytes) at "/home/agent/.codex/auth.json"`,
+		`secret handles no credential policy maps (a plan naming one is refused at start): "other"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explain lacks %q:\n%s", want, text)
+		}
+	}
+}
