@@ -49,6 +49,7 @@ func credentialFixture(t *testing.T, e *testenv.Env) (f *fixture, src string, to
 	f = newFixture(t, e, map[string][]string{
 		"agent":   {"agent", src, dst},
 		"spoiler": {"agent", src, dst, "spoil"},
+		"holder":  {"sleep"},
 	})
 	f.pol.SecretHandles = []string{"codex-token", "unmapped"}
 	f.pol.CredentialPolicies = []policy.CredentialPolicy{{Handle: "codex-token", SourcePath: src, DestinationPath: dst, MaxBytes: 4096}}
@@ -77,6 +78,9 @@ func withHandles(pl *plan.Plan, handles ...string) *plan.Plan {
 //   - no token (the original nor a rotated one) appears in gloved's log,
 //     in any file of the session store but the lease itself, in a status
 //     or in a receipt;
+//   - while a session holds the lease, another session of the handle is
+//     refused at start (credential_busy), and the next one after it
+//     ended starts;
 //   - a plan naming a handle the policy maps to nothing fails before
 //     anything is prepared (reason unsupported, no output).
 func TestGlovedCredentialLease(t *testing.T) {
@@ -141,6 +145,24 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 	checkAgent(run("s-cred-4", "agent", "codex-token"), rot2, append(append([]byte(nil), rot2...), "+rotated"...))
 
+
+	// One session at a time: while a session holds the lease, another
+	// of the same handle is refused at start (credential_busy), before
+	// anything is prepared; once it has ended, the next one starts.
+	ht := f.create(c, "s-cred-holder", withHandles(f.plan("holder", "tiny"), "codex-token"))
+	c.ok("start_session", map[string]any{"session_id": "s-cred-holder", "start_token": ht}, nil)
+	bt := f.create(c, "s-cred-busy", withHandles(f.plan("agent", "tiny"), "codex-token"))
+	if _, e := c.call("start_session", map[string]any{"session_id": "s-cred-busy", "start_token": bt}); e == nil || !strings.Contains(e.Message, "credential_busy") {
+		t.Errorf("a second session of a held lease: start_session %v, want refused as credential_busy", e)
+	}
+	if st := status(t, c, "s-cred-busy"); st.State != "failed" || st.Reason != "credential_busy" {
+		t.Errorf("a second session of a held lease: %s %s, want failed credential_busy", st.State, st.Reason)
+	}
+	c.ok("stop_session", map[string]any{"session_id": "s-cred-holder", "grace_ms": 100}, nil)
+	attach(t, c, "s-cred-holder")
+	rot3 := append(append([]byte(nil), rot2...), "+rotated"...)
+	checkAgent(run("s-cred-5", "agent", "codex-token"), rot3, append(append([]byte(nil), rot3...), "+rotated"...))
+
 	// A handle the policy maps to no source: refused at start, before
 	// anything is prepared.
 	ut := f.create(c, "s-cred-unmapped", withHandles(f.plan("agent", "tiny"), "unmapped"))
@@ -179,14 +201,17 @@ func TestGlovedCredentialLease(t *testing.T) {
 		return got[id][0]
 	}
 	first := lease("s-cred-1")
-	for id, v := range map[string][2]uint64{"s-cred-1": {1, 2}, "s-cred-2": {2, 3}, "s-cred-3": {3, 3}, "s-cred-4": {3, 4}} {
+	for id, v := range map[string][2]uint64{"s-cred-1": {1, 2}, "s-cred-2": {2, 3}, "s-cred-3": {3, 3}, "s-cred-4": {3, 4},
+		"s-cred-holder": {4, 4}, "s-cred-5": {4, 5}} {
 		l := lease(id)
 		if l.LeaseID != first.LeaseID || l.Version != v[0] || l.VersionAtEnd != v[1] {
 			t.Errorf("receipt of %s: %+v, want lease %s versions %d..%d", id, l, first.LeaseID, v[0], v[1])
 		}
 	}
-	if len(got["s-cred-unmapped"]) != 0 {
-		t.Errorf("the unmapped session's receipt names leases: %+v", got["s-cred-unmapped"])
+	for _, id := range []string{"s-cred-unmapped", "s-cred-busy"} {
+		if len(got[id]) != 0 {
+			t.Errorf("the receipt of %s, refused at start, names leases: %+v", id, got[id])
+		}
 	}
 
 	// The operator's source: unchanged.
@@ -203,7 +228,7 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 
 	// No token anywhere it must not be.
-	secrets := [][]byte{tok, rot1, rot2}
+	secrets := [][]byte{tok, rot1, rot2, rot3}
 	var forms []string
 	for _, s := range secrets {
 		forms = append(forms, string(s), base64.StdEncoding.EncodeToString(s))
