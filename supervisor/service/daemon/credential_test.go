@@ -273,6 +273,19 @@ func TestGlovedCredentialLease(t *testing.T) {
 	if !strings.Contains(g.log.String(), `"event":"credential_lease"`) {
 		t.Errorf("gloved logged no credential_lease event\n%s", g.log)
 	}
+
+	// The operator takes the handle out of the policy: the next gloved
+	// removes its lease before serving.
+	f.pol.CredentialPolicies = nil
+	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
+	g3 := startGloved(t, e, args...)
+	g3.stop(t)
+	if _, err := os.Stat(filepath.Join(leaseDir, "codex-token.lease")); !os.IsNotExist(err) {
+		t.Errorf("the lease of a handle no longer mapped is still there: %v", err)
+	}
+	if !strings.Contains(g3.log.String(), `"event":"credential_lease_removed","handles":["codex-token"]`) {
+		t.Errorf("gloved did not log the lease's removal\n%s", g3.log)
+	}
 }
 
 // TestGlovedCredentialSourceUngrantable: the operator's credential source

@@ -247,12 +247,8 @@ func New(cfg Config) (*Daemon, error) {
 		if err := d.openOwnState(); err != nil {
 			return nil, err
 		}
-		if len(d.pol.CredentialPolicies) > 0 {
-			// Inside the session store: Glove's own state, which no
-			// grant may reach (ownpaths).
-			if d.leases, err = lease.Open(filepath.Join(cfg.StoreDir, LeaseDir)); err != nil {
-				return nil, fmt.Errorf("--session-store: %w", err)
-			}
+		if err := d.openLeases(); err != nil {
+			return nil, fmt.Errorf("--session-store: %w", err)
 		}
 		if d.seccompCache, err = openSeccompCache(cfg.StoreDir); err != nil {
 			if errors.Is(err, errUnsafeCache) {
@@ -407,6 +403,41 @@ const SeccompCacheDir = "seccomp-cache"
 // LeaseDir is the credential lease store's directory in the session
 // store (package lease).
 const LeaseDir = "leases"
+
+// openLeases opens the credential lease store when the policy maps any
+// secret handle, and removes the leases of handles it no longer maps
+// (also when it maps none and a store is left from an earlier policy):
+// a credential the operator took out of the policy does not stay on disk.
+// The store is inside the session store: Glove's own state, which no
+// grant may reach (ownpaths).
+func (d *Daemon) openLeases() error {
+	dir := filepath.Join(d.cfg.StoreDir, LeaseDir)
+	if len(d.pol.CredentialPolicies) == 0 {
+		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
+	s, err := lease.Open(dir)
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, c := range d.pol.CredentialPolicies {
+		keep = append(keep, c.Handle)
+	}
+	removed, err := s.Prune(keep)
+	if len(removed) > 0 {
+		d.log.WithFields(logrus.Fields{"event": "credential_lease_removed", "handles": removed}).Info("leases of handles the policy no longer maps removed")
+	}
+	if err != nil {
+		return errors.Join(err, s.Close())
+	}
+	if len(keep) == 0 {
+		return s.Close()
+	}
+	d.leases = s
+	return nil
+}
 
 // errUnsafeCache is wrapped by a refusal of the cache directory's owner
 // or mode, which stops gloved: someone else changed what gloved made.

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/internal/strictjson"
@@ -335,4 +336,60 @@ func (s *Store) write(r *record, content []byte) error {
 		return fmt.Errorf("lease %s: sync the lease directory: %w", r.Handle, err)
 	}
 	return nil
+}
+
+// maxPrune bounds the directory entries Prune reads: a store holds two
+// files per handle the policy ever mapped, and the policy maps at most
+// 64.
+const maxPrune = 4096
+
+// Prune removes the leases (and their lock and temporary files) of every
+// handle not in keep, and returns the handles removed. gloved calls it at
+// start-up, before any session: a credential the operator has taken out
+// of the policy must not stay on disk (threat: a rotated token outliving
+// the operator's decision to revoke its handle). A name it does not
+// recognize is left alone and not reported.
+func (s *Store) Prune(keep []string) ([]string, error) {
+	// A duplicate, so that listing (which moves the offset) does not
+	// touch the store's own descriptor.
+	fd, err := unix.Openat(int(s.dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lease store: open for listing: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "leases")
+	defer f.Close()
+	ents, err := f.Readdirnames(maxPrune)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("lease store: list: %w", err)
+	}
+	kept := map[string]bool{}
+	for _, h := range keep {
+		kept[h] = true
+	}
+	var removed []string
+	var errs []error
+	for _, n := range ents {
+		var h string
+		for _, suffix := range []string{".lease", ".lock", ".lease.tmp"} {
+			if base, ok := strings.CutSuffix(n, suffix); ok && names.Identifier(base) {
+				h = base
+			}
+		}
+		if h == "" || kept[h] {
+			continue
+		}
+		if err := unix.Unlinkat(int(s.dir.Fd()), n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("lease store: remove %s: %w", n, err))
+			continue
+		}
+		if strings.HasSuffix(n, ".lease") {
+			removed = append(removed, h)
+		}
+	}
+	if len(removed) > 0 || len(errs) > 0 {
+		if err := unix.Fsync(int(s.dir.Fd())); err != nil {
+			errs = append(errs, fmt.Errorf("lease store: sync after removing: %w", err))
+		}
+	}
+	return removed, errors.Join(errs...)
 }

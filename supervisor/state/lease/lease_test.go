@@ -242,3 +242,42 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestPrune: the leases of handles the policy no longer maps are removed,
+// with their lock files; the kept handles' and foreign names stay.
+func TestPrune(t *testing.T) {
+	s, dir := openStore(t)
+	for _, h := range []string{"keep", "gone"} {
+		l, err := s.Acquire(h, []byte("t-"+h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(t, l)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gone.lease.tmp"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := s.Prune([]string{"keep"})
+	if err != nil || len(removed) != 1 || removed[0] != "gone" {
+		t.Fatalf("removed %q, %v; want [gone]", removed, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, " ") != "README keep.lease keep.lock" {
+		t.Fatalf("left %q", left)
+	}
+	l, err := s.Acquire("keep", []byte("t-keep"))
+	if err != nil || l.Imported || l.Version() != 1 {
+		t.Fatalf("the kept lease: %v", err)
+	}
+	release(t, l)
+}
