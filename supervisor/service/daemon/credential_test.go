@@ -145,7 +145,6 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 	checkAgent(run("s-cred-4", "agent", "codex-token"), rot2, append(append([]byte(nil), rot2...), "+rotated"...))
 
-
 	// One session at a time: while a session holds the lease, another
 	// of the same handle is refused at start (credential_busy), before
 	// anything is prepared; once it has ended, the next one starts.
