@@ -3,9 +3,9 @@ package localservice
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
