@@ -12,7 +12,10 @@ package programs
 // prints a line, waits a second, then writes output or takes memory
 // without end; with "retain" it writes /workspace/out and waits, with
 // "streamwait" it makes one exchange on its stream and waits, with "ls
-// DIR" it lists DIR, with "mountinfo" it prints its mount table.
+// DIR" it lists DIR, with "mountinfo" it prints its mount table, with
+// "services" it prints what it has of local services (its
+// GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
+// descriptor 3 is open, makes one exchange on it.
 const Harness = `package main
 
 import (
@@ -162,6 +165,22 @@ func main() {
 		fmt.Println("mountinfo read", err)
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "services" {
+		vars := []string{}
+		for _, kv := range os.Environ() {
+			if strings.HasPrefix(kv, "GLOVE_LOCAL_SERVICE_") {
+				vars = append(vars, kv)
+			}
+		}
+		fmt.Println("service vars", vars)
+		_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, 3, syscall.F_GETFD, 0)
+		fmt.Println("fd3", errno)
+		if errno == 0 {
+			reply, err := exchange(os.NewFile(3, "stream"), "ping")
+			fmt.Println("reply", reply, err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "streamwait" {
 		streamWait()
 		return
@@ -181,7 +200,9 @@ func main() {
 `
 
 // Upstream is the upstream service of gloved's stream tests: it listens
-// on a unix socket and answers each frame with "pong:" and the payload.
+// on a unix socket and answers each frame with "pong:" and the payload;
+// given a second argument, it appends a line "accept" to that file for
+// each connection it accepts (what a test judges from outside).
 const Upstream = `package main
 
 import (
@@ -200,6 +221,18 @@ func main() {
 		c, err := l.Accept()
 		if err != nil {
 			return
+		}
+		if len(os.Args) > 2 {
+			f, err := os.OpenFile(os.Args[2], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				panic(err)
+			}
+			if _, err := f.WriteString("accept\n"); err != nil {
+				panic(err)
+			}
+			if err := f.Close(); err != nil {
+				panic(err)
+			}
 		}
 		go func(c net.Conn) {
 			defer c.Close()
