@@ -193,6 +193,17 @@ func TestDerived(t *testing.T) {
 			t.Errorf("%s: guest channel schema version %d, want %d", tc.name, got, tc.version)
 		}
 	}
+	// Validate refuses the Sage binding with another runtime set; the
+	// version is 0 for it all the same, should one reach it unvalidated.
+	for _, rts := range []string{`["codex"]`, `["codex","pi"]`, `["opencode"]`} {
+		c, err := Decode([]byte(one(stream, rts, sage)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := GuestChannelSchemaVersion(c); got != 0 {
+			t.Errorf("sage for %s (unvalidated): version %d, want 0", rts, got)
+		}
+	}
 	if got := GuestChannelSchemaVersion(nil); got != 0 {
 		t.Errorf("no configuration: version %d, want 0", got)
 	}
