@@ -14,7 +14,10 @@ package programs
 // "streamwait" it makes one exchange on its stream and waits, with "ls
 // DIR" it lists DIR, with "mountinfo" it prints its mount table, with
 // "connect PATH" it tries to reach the unix socket at PATH by its name,
-// with "agent SRC DST [spoil]" it is a stand-in agent (agent below).
+// with "agent SRC DST [spoil]" it is a stand-in agent (agent below), with
+// "services" it prints what it has of local services (its
+// GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
+// descriptor 3 is open, makes one exchange on it.
 const Harness = `package main
 
 import (
@@ -269,6 +272,22 @@ func main() {
 		fmt.Println("mountinfo read", err)
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "services" {
+		vars := []string{}
+		for _, kv := range os.Environ() {
+			if strings.HasPrefix(kv, "GLOVE_LOCAL_SERVICE_") {
+				vars = append(vars, kv)
+			}
+		}
+		fmt.Println("service vars", vars)
+		_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, 3, syscall.F_GETFD, 0)
+		fmt.Println("fd3", errno)
+		if errno == 0 {
+			reply, err := exchange(os.NewFile(3, "stream"), "ping")
+			fmt.Println("reply", reply, err)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "streamwait" {
 		streamWait()
 		return
@@ -292,7 +311,9 @@ func main() {
 // On its standard output it tells what it got, for a test to judge from
 // outside who reached it: "accept pid=N" for each connection (the
 // connecting process, by SO_PEERCRED), in the order they were accepted,
-// and "bytes N" for each read of N bytes from any of them.
+// and "bytes N" for each read of N bytes from any of them. Given a second
+// argument, it also appends a line "accept" to that file for each
+// connection it accepts.
 const Upstream = `package main
 
 import (
@@ -345,6 +366,18 @@ func main() {
 			return
 		}
 		fmt.Println("accept pid=" + fmt.Sprint(peerPID(c)))
+		if len(os.Args) > 2 {
+			f, err := os.OpenFile(os.Args[2], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				panic(err)
+			}
+			if _, err := f.WriteString("accept\n"); err != nil {
+				panic(err)
+			}
+			if err := f.Close(); err != nil {
+				panic(err)
+			}
+		}
 		go func(c net.Conn) {
 			defer c.Close()
 			r := counted{c}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
@@ -275,6 +276,39 @@ func TestLanePolicy(t *testing.T) {
 }
 
 // TestScriptsParse checks every template's script with the host's dash.
+// TestLaneLocalServices: the lane's --local-services file is valid,
+// selects inherited-stream-v1, forwards its upstream to the lane's
+// runtime (every template's) and to no other, and advertises no guest
+// channel (it has no binding).
+func TestLaneLocalServices(t *testing.T) {
+	c, err := localservice.Decode(LocalServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localservice.Validate(c); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := localservice.ServiceFor(c, RuntimeID)
+	if !ok || s.Alias != StreamAlias || s.Socket != UpstreamSocket {
+		t.Errorf("the lane's runtime %s gets %+v, %v", RuntimeID, s, ok)
+	}
+	if _, ok := localservice.ServiceFor(c, "codex"); ok {
+		t.Error("codex is allowed the lane's upstream")
+	}
+	if v := localservice.GuestChannelSchemaVersion(c); v != 0 {
+		t.Errorf("guest channel schema version %d, want 0", v)
+	}
+	lp, err := BuildPolicy("/bin/sh", nil, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range lp.Policy.RuntimeTemplates {
+		if _, ok := localservice.ServiceFor(c, tm.RuntimeID); !ok {
+			t.Errorf("template %s (runtime %s) would get no stream", tm.RuntimeTemplateID, tm.RuntimeID)
+		}
+	}
+}
+
 func TestScriptsParse(t *testing.T) {
 	dash, err := exec.LookPath("dash")
 	if err != nil {
@@ -376,8 +410,8 @@ func TestExecStart(t *testing.T) {
 		!strings.HasSuffix(es, "--receipt-anchor ${GLOVED_RECEIPT_ANCHOR}") || strings.Contains(es, `\`) {
 		t.Errorf("ExecStart %q", es)
 	}
-	d := DropIn(es, []string{"--inherited-stream", "lane=/run/x/s.sock"})
-	if !strings.Contains(d, "[Service]\nExecStart=\nExecStart=/usr/bin/gloved ") || !strings.HasSuffix(d, "${GLOVED_RECEIPT_ANCHOR} --inherited-stream lane=/run/x/s.sock\n") {
+	d := DropIn(es, []string{"--local-services", LocalServicesFile})
+	if !strings.Contains(d, "[Service]\nExecStart=\nExecStart=/usr/bin/gloved ") || !strings.HasSuffix(d, "${GLOVED_RECEIPT_ANCHOR} --local-services "+LocalServicesFile+"\n") {
 		t.Errorf("drop-in %q", d)
 	}
 	got := ExpandEnv(es, map[string]string{"GLOVED_RECEIPT_ANCHOR": "ab"})

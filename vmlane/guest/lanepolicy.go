@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 )
@@ -25,6 +26,20 @@ const PolicyRevision = 1
 // RuntimeID is every template's runtime: not a native-skill runtime, so
 // HOME is the first writable grant's target and no private home is made.
 const RuntimeID = "lane-sh"
+
+// LocalServicesFile is the lane's --local-services file during the
+// stream check: the glove user's, mode 0600, in the lane's own tree
+// (removed before purge, so nothing of it is left in /etc/glove).
+const LocalServicesFile = DataDir + "/local-services.json"
+
+// LocalServices is the lane's local-services configuration: its upstream
+// (UpstreamSocket) under StreamAlias over inherited-stream-v1, for the
+// lane's runtime (RuntimeID) alone, with no guest-channel binding.
+func LocalServices() []byte {
+	t := localservice.TransportInheritedStream
+	return localservice.Canonical(&localservice.Config{SchemaVersion: localservice.SchemaVersion, Transport: &t,
+		Services: []localservice.Service{{Alias: StreamAlias, Socket: UpstreamSocket, RuntimeIDs: []string{RuntimeID}}}})
+}
 
 // Alias names.
 const (

@@ -1648,9 +1648,20 @@ func (a *Agent) checkStream(ev *Evidence) error {
 		} else if err := a.waitServing(ev, 90*time.Second); err != nil {
 			f.add("gloved without the stream: %v", err)
 		}
+		if err := os.Remove(LocalServicesFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			f.add("remove %s: %v", LocalServicesFile, err)
+		}
 	}
-	args := []string{"--inherited-stream", StreamAlias + "=" + UpstreamSocket}
+	conf := LocalServices()
+	if err := writeOwned(LocalServicesFile, conf, a.st.GloveUID, a.st.GloveGID, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", LocalServicesFile, err)
+	}
+	ev.Printf("%s:\n%s", LocalServicesFile, indent(string(conf)))
+	args := []string{"--local-services", LocalServicesFile}
 	if err := a.svc.SetExtraArgs(ev, args); err != nil {
+		if rerr := os.Remove(LocalServicesFile); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("remove %s: %w", LocalServicesFile, rerr))
+		}
 		return fmt.Errorf("configure the stream: %w", err)
 	}
 	if err := a.svc.Restart(ev); err != nil {
@@ -1672,10 +1683,12 @@ func (a *Agent) checkStream(ev *Evidence) error {
 		}
 		defer c.Close()
 		var caps struct {
-			Stream int `json:"inherited_stream_version"`
+			Stream  int `json:"inherited_stream_version"`
+			Channel int `json:"guest_channel_schema_version"`
 		}
-		if err := c.Call("capabilities", nil, &caps, 30*time.Second); err != nil || caps.Stream != 1 {
-			f.add("capabilities: inherited_stream_version %d (%v), want 1", caps.Stream, err)
+		// An unbound service: the stream, and no guest channel.
+		if err := c.Call("capabilities", nil, &caps, 30*time.Second); err != nil || caps.Stream != 1 || caps.Channel != 0 {
+			f.add("capabilities: inherited_stream_version %d, guest_channel_schema_version %d (%v), want 1 and 0", caps.Stream, caps.Channel, err)
 		}
 		s, st, err := a.Run(ev, c, "stream", "t-stream", ProfBasic, nil)
 		if err != nil {

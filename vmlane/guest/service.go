@@ -91,7 +91,7 @@ func ParseExecStart(unit string) (string, error) {
 
 // DropIn is the drop-in that adds args to the unit's ExecStart.
 func DropIn(execStart string, args []string) string {
-	return "# written by glove-lane-guest (vmlane/guest): the lane's inherited-stream upstream\n" +
+	return "# written by glove-lane-guest (vmlane/guest): the lane's local services (inherited-stream upstream)\n" +
 		"[Service]\nExecStart=\nExecStart=" + execStart + " " + strings.Join(args, " ") + "\n"
 }
 

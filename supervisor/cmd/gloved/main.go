@@ -41,6 +41,7 @@ func redact(cfg daemon.Config, err error) string {
 	for _, p := range [][2]string{
 		{cfg.PolicyFile, "SESSION-POLICY"}, {cfg.StoreDir, "SESSION-STORE"}, {cfg.MaterializationRoot, "MATERIALIZATION-ROOT"},
 		{cfg.RuntimeDir, "RUNTIME-DIR"}, {cfg.Socket, "SOCKET"}, {cfg.KeyFile, "RECEIPT-KEY"}, {cfg.Libexec, "LIBEXEC"},
+		{cfg.LocalServices, "LOCAL-SERVICES"},
 	} {
 		if p[0] != "" {
 			pairs = append(pairs, p[0], p[1])
@@ -73,7 +74,7 @@ func run(args []string) int {
 		"close a control connection idle that long, unless attached to a running session (1s..1h)")
 	fs.DurationVar(&cfg.LineTimeout, "line-timeout", daemon.DefaultLineTimeout,
 		"close a control connection whose request line is not complete that long after its first byte (1s..1m)")
-	stream := fs.String("inherited-stream", "", "ALIAS=SOCKET: the inherited-stream-v1 upstream (a unix socket of the service user in a 0700 directory)")
+	fs.StringVar(&cfg.LocalServices, "local-services", "", "local-service forwarding configuration (mode 0600, owned by the service user; docs/local-services.md)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -82,14 +83,6 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.AllowUIDs = uids
-	if *stream != "" {
-		sc, err := daemon.ParseStream(*stream)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "gloved: --inherited-stream: %v\n", err)
-			return 2
-		}
-		cfg.Stream = &sc
-	}
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
 	log.SetFormatter(&logrus.JSONFormatter{})

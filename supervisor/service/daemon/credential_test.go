@@ -93,7 +93,7 @@ func TestGlovedCredentialLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := startUpstream(t, e, f)
-	args := append(f.args, "--inherited-stream", "sage="+sock)
+	args := withStream(t, e, f, sock)
 	g := startGloved(t, e, args...)
 	c := dial(t, g.socket)
 

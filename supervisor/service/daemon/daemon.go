@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/library"
+	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
@@ -46,17 +47,17 @@ const StartTokenTTL = 5 * time.Minute
 
 // Config is gloved's configuration: its command line.
 type Config struct {
-	PolicyFile          string        // --session-policy
-	StoreDir            string        // --session-store: sessions.journal and receipts.journal
-	MaterializationRoot string        // --materialization-root
-	RuntimeDir          string        // --runtime-dir
-	Socket              string        // --socket (default: RuntimeDir/gloved.sock)
-	KeyFile             string        // --receipt-key: the service key
-	Anchor              string        // --receipt-anchor: the controller's trusted anchor
-	Libexec             string        // --libexec
-	AllowUIDs           []int         // --allow-uid (default: our own uid)
-	Stream              *StreamConfig // --inherited-stream ALIAS=SOCKET
-	LibraryBundleRoot   string        // --library-bundle-root
+	PolicyFile          string // --session-policy
+	StoreDir            string // --session-store: sessions.journal and receipts.journal
+	MaterializationRoot string // --materialization-root
+	RuntimeDir          string // --runtime-dir
+	Socket              string // --socket (default: RuntimeDir/gloved.sock)
+	KeyFile             string // --receipt-key: the service key
+	Anchor              string // --receipt-anchor: the controller's trusted anchor
+	Libexec             string // --libexec
+	AllowUIDs           []int  // --allow-uid (default: our own uid)
+	LocalServices       string // --local-services: the forwarded local services (localservice)
+	LibraryBundleRoot   string // --library-bundle-root
 	// Retention is how long a cleaned-up session's id and idempotency
 	// key are kept (--idempotency-retention; store.DefaultRetention
 	// when 0).
@@ -93,8 +94,11 @@ type Daemon struct {
 	// (pool.go); set with lifecycle, filled once gloved serves.
 	pool *helperPool
 	// stream is the inherited-stream-v1 upstream, when configured and
-	// its helper works; sessions then get the stream at descriptor 3.
-	stream *endpoint
+	// its helper works; sessions of an allowed runtime then get the
+	// stream at descriptor 3. services is the --local-services file it
+	// comes from (nil without one).
+	stream   *endpoint
+	services *localservice.Config
 	// seccompCache is glove-shim's seccomp cache directory in the session
 	// store (O_PATH), made and opened once at start-up, passed to every
 	// shim, closed at shutdown (openSeccompCache).
@@ -265,19 +269,10 @@ func New(cfg Config) (*Daemon, error) {
 		}
 		d.lifecycle = true
 		d.pool = newHelperPool(d.startHelper, d.log)
-		if cfg.Stream != nil {
-			ep, err := openEndpoint(*cfg.Stream)
-			if err != nil {
-				return nil, fmt.Errorf("--inherited-stream: %w", err)
+		if cfg.LocalServices != "" {
+			if err := d.openLocalServices(cfg.LocalServices); err != nil {
+				return nil, fmt.Errorf("--local-services: %w", err)
 			}
-			d.stream = ep
-			p, err := d.startHelper("glove-streamproxy")
-			if err != nil {
-				return nil, fmt.Errorf("--inherited-stream: %w", err)
-			}
-			// The probe's verdict is Hello's; Close returns only the
-			// helper's exit status after EOF.
-			_ = p.Close()
 		}
 		if cfg.LibraryBundleRoot != "" {
 			r, err := library.OpenRoot(cfg.LibraryBundleRoot)
@@ -286,8 +281,8 @@ func New(cfg Config) (*Daemon, error) {
 			}
 			d.libraries = r
 		}
-	} else if cfg.Stream != nil {
-		return nil, errors.New("--inherited-stream needs --materialization-root (sessions)")
+	} else if cfg.LocalServices != "" {
+		return nil, errors.New("--local-services needs --materialization-root (sessions)")
 	} else if cfg.LibraryBundleRoot != "" {
 		return nil, errors.New("--library-bundle-root needs --materialization-root (sessions)")
 	}
@@ -561,8 +556,10 @@ func (d *Daemon) closeComponents() error {
 		d.seccompCache = nil
 	}
 	if d.stream != nil {
-		unix.Close(d.stream.parent)
-		d.stream = nil
+		if err := unix.Close(d.stream.parent); err != nil {
+			errs = append(errs, fmt.Errorf("close the inherited stream's upstream directory: %w", err))
+		}
+		d.stream, d.services = nil, nil
 	}
 	if d.libraries != nil {
 		errs = append(errs, d.libraries.Close())

@@ -24,8 +24,9 @@ import (
 // exposedStreamArgs is gloved's configuration of the inherited stream
 // whose upstream listens at sock, under the alias "sage": the one place
 // these tests say how an operator configures it.
-func exposedStreamArgs(sock string) []string {
-	return []string{"--inherited-stream", "sage=" + sock}
+func exposedStreamArgs(t testing.TB, e *testenv.Env, f *fixture, sock string) []string {
+	t.Helper()
+	return localServices(t, e, f, streamConfig(sock, `["codex"]`, ""))
 }
 
 // countingUpstream is the upstream service of the exposure attacks,
@@ -291,7 +292,7 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 			}
 			grantPolicy(t, f, a.host, a.acc, true)
 			offset := len(up.out.String())
-			g := startGlovedAt(t, e, e.HelperPath("gloved"), a.env, append(f.args, exposedStreamArgs(up.sock)...)...)
+			g := startGlovedAt(t, e, e.HelperPath("gloved"), a.env, append(f.args, exposedStreamArgs(t, e, f, up.sock)...)...)
 			logOnFailure(t, g)
 			c := dial(t, g.socket)
 			id := "s-attack-" + strconv.Itoa(i)
@@ -324,7 +325,7 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 		}
 		grantPolicy(t, f, host, roBind, false)
 		offset := len(up.out.String())
-		cmd := exec.Command(e.HelperPath("gloved"), append(f.args, exposedStreamArgs(up.sock)...)...)
+		cmd := exec.Command(e.HelperPath("gloved"), append(f.args, exposedStreamArgs(t, e, f, up.sock)...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		cmd.SysProcAttr = e.InDelegatedCgroup(t)
@@ -357,7 +358,7 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 		grantPolicy(t, f, svc, roBind, true)
 		offset := len(up.out.String())
 		g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_NO_EXPOSURE_CHECK=1"},
-			append(f.args, exposedStreamArgs(up.sock)...)...)
+			append(f.args, exposedStreamArgs(t, e, f, up.sock)...)...)
 		logOnFailure(t, g)
 		c := dial(t, g.socket)
 		tok := f.create(c, "s-seccomp", grantPlan(f, "in-svc", roBind))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,7 +42,7 @@ func TestExposedBy(t *testing.T) {
 	if err := os.Symlink(svc, filepath.Join(base, "link")); err != nil {
 		t.Fatal(err)
 	}
-	e, err := openEndpoint(StreamConfig{Alias: "sage", Socket: sock})
+	e, err := openEndpoint(localservice.Service{Alias: "sage", Socket: sock, RuntimeIDs: []string{"codex"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 	sock := startUpstream(t, e, f)
 	pause := filepath.Join(f.run, "pause")
 	g := startGlovedAt(t, e, buildFaultyGloved(t, e), []string{"GLOVED_TEST_PAUSE=prepare:" + pause},
-		append(f.args, "--inherited-stream", "sage="+sock)...)
+		withStream(t, e, f, sock)...)
 	logOnFailure(t, g)
 	c := dial(t, g.socket)
 	// arm makes the next start wait at its prepare point; unpause lets it

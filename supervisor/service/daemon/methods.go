@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/names"
+	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/state/journal"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
@@ -24,6 +25,13 @@ func (d *Daemon) capabilities(_ *conn, k *call, _ *noParams) (any, *Error) {
 	if d.stream != nil {
 		stream = 1
 	}
+	// guest_channel_schema_version is 1 only when a configured service
+	// carries a supported guest-channel binding with its exact runtime
+	// set (localservice); an unbound service is a generic proxy.
+	channel := 0
+	if d.stream != nil {
+		channel = localservice.GuestChannelSchemaVersion(d.services)
+	}
 	// agent_runtime_adapter_schema_version is 1 only when the managed
 	// lifecycle runs here: sessions of a native-skill runtime then get a
 	// fresh private home with the verified skills of their bundles, and
@@ -34,7 +42,8 @@ func (d *Daemon) capabilities(_ *conn, k *call, _ *noParams) (any, *Error) {
 		adapter = 1
 	}
 	return map[string]any{"protocol_version": ProtocolVersion, "version": Version, "methods": d.Methods(),
-		"inherited_stream_version": stream, "agent_runtime_adapter_schema_version": adapter}, nil
+		"inherited_stream_version": stream, "guest_channel_schema_version": channel,
+		"agent_runtime_adapter_schema_version": adapter}, nil
 }
 
 // checkPlan decodes and validates a plan given as a JSON object.

@@ -345,7 +345,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	launch.Terminal = true
 	var sp *helperproc.Proc
 	var transport *session.Transport
-	if d.stream != nil {
+	if d.streamFor(pl) {
 		// No grant may hand the sandbox the upstream socket another way:
 		// d.guard checks each grant's very descriptor at materialization.
 		guest, tr, p, err := d.openStream(sess.ID)

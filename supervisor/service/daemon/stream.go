@@ -6,38 +6,28 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
-	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
 	"golang.org/x/sys/unix"
 )
 
-// StreamConfig is the operator's inherited-stream-v1 endpoint
-// (--inherited-stream ALIAS=SOCKET): the one adapter-bound alias and the
-// upstream service's unix socket. Its parent directory is opened once at
-// start-up and kept (descriptor-pinned); it must be the service user's,
-// mode 0700.
-type StreamConfig struct {
-	Alias  string
-	Socket string
-}
+// The inherited-stream-v1 upstream is the one service of the operator's
+// --local-services file (supervisor/authority/localservice) when that
+// file selects the transport: its socket's parent directory is opened
+// once at start-up and kept (descriptor-pinned); it must be the service
+// user's, mode 0700.
 
-// ParseStream parses --inherited-stream ALIAS=SOCKET.
-func ParseStream(v string) (StreamConfig, error) {
-	alias, path, ok := strings.Cut(v, "=")
-	if !ok || !policy.ValidIdentifier(alias) {
-		return StreamConfig{}, errors.New("want ALIAS=SOCKET with ALIAS an identifier")
-	}
-	if !filepath.IsAbs(path) || filepath.Clean(path) != path || filepath.Base(path) == "/" {
-		return StreamConfig{}, errors.New("SOCKET must be an absolute clean path")
-	}
-	return StreamConfig{Alias: alias, Socket: path}, nil
-}
+// errPathnameTransport refuses a --local-services file without a
+// transport selector: it asks for the pathname compatibility transport,
+// which gloved does not have yet. Failing closed at start-up, rather
+// than serving sessions without the services the operator configured.
+var errPathnameTransport = errors.New("the file selects the pathname compatibility transport (no \"transport\"), which this gloved does not implement; give \"transport\": \"inherited-stream-v1\" with one service")
 
 // endpoint is the configured upstream, pinned by its parent directory.
 type endpoint struct {
@@ -48,7 +38,7 @@ type endpoint struct {
 }
 
 // openEndpoint pins the upstream socket's parent directory.
-func openEndpoint(c StreamConfig) (*endpoint, error) {
+func openEndpoint(c localservice.Service) (*endpoint, error) {
 	dir := filepath.Dir(c.Socket)
 	if err := CheckDir(dir); err != nil {
 		return nil, fmt.Errorf("its directory: %w", err)
@@ -175,6 +165,55 @@ func (e *endpoint) exposedBy(fd int) error {
 		}
 	}
 	return fmt.Errorf("%w: the upstream's directory is deeper than 512 levels", ErrExposed)
+}
+
+// streamFor reports whether a session of the plan gets the inherited
+// stream: one is configured, and the runtime_id of the plan's runtime
+// template is in its service's runtime_ids (the plan's own runtime_id
+// was checked equal to it). Any other session runs with no stream: no
+// descriptor 3, no GLOVE_LOCAL_SERVICE_* variable, no connection to the
+// upstream (threat: a runtime the operator did not allow reaching the
+// service).
+func (d *Daemon) streamFor(pl *plan.Plan) bool {
+	if d.stream == nil {
+		return false
+	}
+	t, ok := d.pol.Template(pl.RuntimeTemplateID)
+	if !ok {
+		return false
+	}
+	_, ok = localservice.ServiceFor(d.services, t.RuntimeID)
+	return ok
+}
+
+// openLocalServices loads --local-services, pins the inherited stream's
+// upstream directory and checks that glove-streamproxy answers. Only
+// the inherited-stream-v1 transport is built: a file without a
+// transport selector is refused (errPathnameTransport).
+func (d *Daemon) openLocalServices(path string) error {
+	c, err := localservice.Load(path)
+	if err != nil {
+		return err
+	}
+	if c.Transport == nil {
+		return errPathnameTransport
+	}
+	svc := c.Services[0] // Validate: inherited-stream-v1 has exactly one
+	ep, err := openEndpoint(svc)
+	if err != nil {
+		return fmt.Errorf("/services/0/socket: %w", err)
+	}
+	d.stream, d.services = ep, c
+	p, err := d.startHelper("glove-streamproxy")
+	if err != nil {
+		return err
+	}
+	// The probe's verdict is Hello's; Close returns only the helper's
+	// exit status after EOF, which is reported all the same.
+	if err := p.Close(); err != nil {
+		return fmt.Errorf("glove-streamproxy probe: %w", err)
+	}
+	return nil
 }
 
 // openStream prepares a session's stream: the socketpair (the guest end,

@@ -1,10 +1,12 @@
 package daemon_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ func startUpstreamIn(t *testing.T, e *testenv.Env, dir string) string {
 	up := testenv.BuildStatic(t, e, "upstream", programs.Upstream)
 	sockDir := ownedDir(t, e, dir)
 	sock := filepath.Join(sockDir, "upstream.sock")
-	srv := exec.Command(up, sock)
+	srv := exec.Command(up, sock, acceptLog(sock))
 	srv.SysProcAttr = e.InDelegatedCgroup(t)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -46,6 +48,46 @@ func startUpstreamIn(t *testing.T, e *testenv.Env, dir string) string {
 	}
 }
 
+// acceptLog is the file where the upstream of socket sock logs each
+// connection it accepts.
+func acceptLog(sock string) string { return filepath.Join(filepath.Dir(sock), "accepts") }
+
+// accepts counts the connections the upstream of sock has accepted.
+func accepts(t *testing.T, sock string) int {
+	t.Helper()
+	b, err := os.ReadFile(acceptLog(sock))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "accept\n")
+}
+
+// localServices writes doc as gloved's --local-services file (the
+// service user's, mode 0600) and returns the arguments naming it.
+func localServices(t testing.TB, e *testenv.Env, f *fixture, doc string) []string {
+	t.Helper()
+	p := filepath.Join(f.dir, "local-services.json")
+	writeProtected(t, p, []byte(doc), e.UID, e.GID)
+	return []string{"--local-services", p}
+}
+
+// streamConfig is an inherited-stream-v1 configuration: alias sage at
+// sock, for the runtimes (a JSON array), with binding (a member, or "").
+func streamConfig(sock, runtimes, binding string) string {
+	return `{"schema_version":1,"transport":"inherited-stream-v1","services":[{"alias":"sage","socket":` +
+		strconv.Quote(sock) + `,"runtime_ids":` + runtimes + binding + `}]}`
+}
+
+// withStream is the fixture's gloved arguments with an inherited stream
+// to sock for the fixture's runtime (codex), unbound.
+func withStream(t testing.TB, e *testenv.Env, f *fixture, sock string) []string {
+	t.Helper()
+	return append(append([]string{}, f.args...), localServices(t, e, f, streamConfig(sock, `["codex"]`, ""))...)
+}
+
 // TestGlovedInheritedStream runs a session whose program talks to a real
 // upstream unix service through descriptor 3, as inherited-stream-v1
 // says: the descriptor map in its environment, getsockname and
@@ -60,14 +102,16 @@ func TestGlovedInheritedStream(t *testing.T) {
 
 	sock := startUpstream(t, e, f)
 
-	g := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	g := startGloved(t, e, withStream(t, e, f, sock)...)
 	c := dial(t, g.socket)
 	var caps struct {
-		Stream int `json:"inherited_stream_version"`
+		Stream  int `json:"inherited_stream_version"`
+		Channel int `json:"guest_channel_schema_version"`
 	}
 	c.ok("capabilities", nil, &caps)
-	if caps.Stream != 1 {
-		t.Errorf("inherited_stream_version %d, want 1", caps.Stream)
+	// An unbound service for codex: the stream, and no guest channel.
+	if caps.Stream != 1 || caps.Channel != 0 {
+		t.Errorf("inherited_stream_version %d, guest_channel_schema_version %d; want 1 and 0", caps.Stream, caps.Channel)
 	}
 	tok := f.create(c, "s-stream", f.plan("streamer", "tiny"))
 	c.ok("start_session", map[string]any{"session_id": "s-stream", "start_token": tok}, nil)
@@ -80,7 +124,7 @@ func TestGlovedInheritedStream(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(st.LaunchDigest) {
 		t.Errorf("launch_digest %q, want the managed-launch digest", st.LaunchDigest)
 	}
-	g2 := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	g2 := startGloved(t, e, withStream(t, e, f, sock)...)
 	var page struct {
 		Envelopes []receipt.Envelope `json:"envelopes"`
 	}
@@ -140,7 +184,7 @@ func TestGlovedStreamExposed(t *testing.T) {
 	testenv.CheckLeaks(t, e.UID)
 	f := newFixture(t, e, map[string][]string{"streamer": {"stream"}})
 	sock := startUpstreamIn(t, e, filepath.Join(f.ws, "svc"))
-	g := startGloved(t, e, append(f.args, "--inherited-stream", "sage="+sock)...)
+	g := startGloved(t, e, withStream(t, e, f, sock)...)
 	c := dial(t, g.socket)
 	tok := f.create(c, "s-exposed", f.plan("streamer", "tiny"))
 	c.ok("start_session", map[string]any{"session_id": "s-exposed", "start_token": tok}, nil)
