@@ -379,8 +379,11 @@ func (d *Daemon) checkRuntime() error {
 		if err != nil {
 			return fmt.Errorf("--libexec: %w", err)
 		}
-		// As above: the probe's verdict is Hello's.
-		_ = p.Close()
+		// The probe's verdict is Hello's; a helper that then does not
+		// exit cleanly is a fault of the installation all the same.
+		if err := p.Close(); err != nil {
+			return fmt.Errorf("--libexec: %s probe: %w", name, err)
+		}
 	}
 	return nil
 }

@@ -50,6 +50,17 @@ func openEndpoint(c localservice.Service) (*endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open its directory: %w", err)
 	}
+	// The check again, on the descriptor kept from now on: the name
+	// checked above may have been swapped for another directory before
+	// the open (threat: an upstream directory others can write or enter,
+	// where the socket could be replaced).
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, errors.Join(fmt.Errorf("stat its directory: %w", err), unix.Close(fd))
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o7777 != 0o700 {
+		return nil, errors.Join(fmt.Errorf("its directory, as opened: owner uid %d mode %04o, want uid %d mode 0700", st.Uid, st.Mode&0o7777, os.Geteuid()), unix.Close(fd))
+	}
 	return &endpoint{alias: c.Alias, socket: c.Socket, parent: fd, name: filepath.Base(c.Socket)}, nil
 }
 
