@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -9,18 +8,15 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/service/daemon"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 	"github.com/glove-sandbox/glove/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // credentialFixture is a fixture whose policy maps the secret handle
@@ -309,45 +305,16 @@ func TestGlovedCredentialSourceUngrantable(t *testing.T) {
 	} {
 		f.pol.PathAliases[0].HostPath = host
 		writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
-		cmd := exec.Command(e.HelperPath("gloved"), f.args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		cmd.SysProcAttr = e.InDelegatedCgroup(t)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(stderr.String(), want) {
-				t.Errorf("alias %s: exit %v, stderr %s; want a refusal saying %q", host, err, stderr.String(), want)
-			}
-		case <-time.After(20 * time.Second):
-			if err := cmd.Process.Kill(); err != nil {
-				t.Error(err)
-			}
-			<-done
-			t.Fatalf("gloved started with an alias over the credential source\nlog: %s", stderr.String())
+		stderr, err := refusedStart(t, e, nil, f.args...)
+		if err == nil || !strings.Contains(stderr, want) {
+			t.Errorf("alias %s: exit %v, stderr %s; want a refusal saying %q", host, err, stderr, want)
 		}
 	}
 	f.pol.PathAliases[0].HostPath = ws
 	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
 	g := f.start()
 	c := dial(t, g.socket)
-	if err := unix.Mount(filepath.Dir(src), ws, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind the source's directory over the workspace: %v", err)
-	}
-	mounted := true
-	unmount := func() {
-		if mounted {
-			mounted = false
-			if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil {
-				t.Errorf("unmount: %v", err)
-			}
-		}
-	}
-	t.Cleanup(unmount)
+	unmount := mountOver(t, filepath.Dir(src), ws)
 	tok := f.create(c, "cred-own", withHandles(f.plan("agent", "tiny"), "codex-token"))
 	c.ok("start_session", map[string]any{"session_id": "cred-own", "start_token": tok}, nil)
 	end := attach(t, c, "cred-own")

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net"
 	"os"
@@ -86,6 +87,58 @@ func startGlovedAt(t testing.TB, e *testenv.Env, path string, env []string, args
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// refusedStart runs gloved with args (as the service user, in the
+// delegated cgroup parent) expecting it to refuse to start: it returns
+// everything gloved wrote on stderr and the exit error, and fails the
+// test if gloved is still running after 20 s (it started: the refusal
+// the caller expects did not happen).
+func refusedStart(t testing.TB, e *testenv.Env, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(e.HelperPath("gloved"), args...)
+	if env != nil {
+		cmd.Env = env
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = e.InDelegatedCgroup(t)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return stderr.String(), err
+	case <-time.After(20 * time.Second):
+		if err := cmd.Process.Kill(); err != nil {
+			t.Error(err)
+		}
+		<-done
+		t.Fatalf("gloved started where it must refuse to\nlog: %s", stderr.String())
+	}
+	return "", nil
+}
+
+// mountOver binds dir over the existing directory path (root) and returns
+// its unmount, which runs once: when called, or at the test's end.
+func mountOver(t testing.TB, dir, path string) (unmount func()) {
+	t.Helper()
+	if err := unix.Mount(dir, path, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind %s over %s: %v", dir, path, err)
+	}
+	mounted := true
+	unmount = func() {
+		if mounted {
+			mounted = false
+			if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", path, err)
+			}
+		}
+	}
+	t.Cleanup(unmount)
+	return unmount
 }
 
 // stop sends SIGTERM and checks gloved exits 0 and removed its socket.

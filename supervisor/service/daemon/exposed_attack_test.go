@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"io"
 	"net"
@@ -325,27 +324,10 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 		}
 		grantPolicy(t, f, host, roBind, false)
 		offset := len(up.out.String())
-		cmd := exec.Command(e.HelperPath("gloved"), append(f.args, exposedStreamArgs(t, e, f, up.sock)...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		cmd.SysProcAttr = e.InDelegatedCgroup(t)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(stderr.String(), "refusing to start: --session-policy: load policy SESSION-POLICY: "+dotdotLog) ||
-				!strings.Contains(stderr.String(), `contains \"..\"`) {
-				t.Errorf("gloved with host_path %s: exit %v, stderr %s; want the policy refused at /path_aliases/0/host_path", host, err, stderr.String())
-			}
-		case <-time.After(20 * time.Second):
-			if err := cmd.Process.Kill(); err != nil {
-				t.Error(err)
-			}
-			<-done
-			t.Fatalf("gloved started with host_path %s\nlog: %s", host, stderr.String())
+		stderr, err := refusedStart(t, e, nil, append(f.args, exposedStreamArgs(t, e, f, up.sock)...)...)
+		if err == nil || !strings.Contains(stderr, "refusing to start: --session-policy: load policy SESSION-POLICY: "+dotdotLog) ||
+			!strings.Contains(stderr, `contains \"..\"`) {
+			t.Errorf("gloved with host_path %s: exit %v, stderr %s; want the policy refused at /path_aliases/0/host_path", host, err, stderr)
 		}
 		up.reachedOnlyBy(t, offset, -1, 0)
 	})

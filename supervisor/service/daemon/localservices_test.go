@@ -1,14 +1,11 @@
 package daemon_test
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/testenv"
@@ -133,32 +130,15 @@ func TestGlovedLocalServicesRefused(t *testing.T) {
 			if err := os.Chmod(path, tc.mode); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(e.HelperPath("gloved"), append(f.args, "--local-services", path)...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			cmd.SysProcAttr = e.InDelegatedCgroup(t)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
+			stderr, err := refusedStart(t, e, nil, append(f.args, "--local-services", path)...)
+			var lines []string
+			for _, l := range strings.Split(stderr, "\n") {
+				if strings.Contains(l, "refusing to start") {
+					lines = append(lines, l)
+				}
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				var lines []string
-				for _, l := range strings.Split(stderr.String(), "\n") {
-					if strings.Contains(l, "refusing to start") {
-						lines = append(lines, l)
-					}
-				}
-				if err == nil || len(lines) != 1 || !strings.Contains(lines[0], tc.want) || strings.Contains(lines[0], path) {
-					t.Errorf("exit %v, refusal %q; want one line saying %q without the file's path\nlog: %s", err, lines, tc.want, stderr.String())
-				}
-			case <-time.After(20 * time.Second):
-				if err := cmd.Process.Kill(); err != nil {
-					t.Error(err)
-				}
-				<-done
-				t.Fatalf("gloved started with %s\nlog: %s", tc.doc, stderr.String())
+			if err == nil || len(lines) != 1 || !strings.Contains(lines[0], tc.want) || strings.Contains(lines[0], path) {
+				t.Errorf("exit %v, refusal %q; want one line saying %q without the file's path\nlog: %s", err, lines, tc.want, stderr)
 			}
 		})
 	}

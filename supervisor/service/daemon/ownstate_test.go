@@ -1,17 +1,13 @@
 package daemon_test
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/testenv"
-	"golang.org/x/sys/unix"
 )
 
 // TestGlovedRefusesOwnState: a policy that would grant gloved's own state
@@ -38,26 +34,9 @@ func TestGlovedRefusesOwnState(t *testing.T) {
 				t.Fatalf("test policy: %v", err)
 			}
 			writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), e.UID, e.GID)
-			cmd := exec.Command(e.HelperPath("gloved"), f.args...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			cmd.SysProcAttr = e.InDelegatedCgroup(t)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err == nil || !strings.Contains(stderr.String(), tc.want) {
-					t.Errorf("gloved with alias %s: exit %v, stderr %s; want a refusal saying %q", tc.host, err, stderr.String(), tc.want)
-				}
-			case <-time.After(20 * time.Second):
-				if err := cmd.Process.Kill(); err != nil {
-					t.Error(err)
-				}
-				<-done
-				t.Fatalf("gloved started with alias %s (its own state)\nlog: %s", tc.host, stderr.String())
+			stderr, err := refusedStart(t, e, nil, f.args...)
+			if err == nil || !strings.Contains(stderr, tc.want) {
+				t.Errorf("gloved with alias %s: exit %v, stderr %s; want a refusal saying %q", tc.host, err, stderr, tc.want)
 			}
 		})
 	}
@@ -67,19 +46,7 @@ func TestGlovedRefusesOwnState(t *testing.T) {
 	g := f.start()
 	c := dial(t, g.socket)
 	// The workspace's name now reaches the session store.
-	if err := unix.Mount(f.storeDir, ws, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind the store over the workspace: %v", err)
-	}
-	mounted := true
-	unmount := func() {
-		if mounted {
-			mounted = false
-			if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil {
-				t.Errorf("unmount: %v", err)
-			}
-		}
-	}
-	t.Cleanup(unmount)
+	unmount := mountOver(t, f.storeDir, ws)
 	tok := f.create(c, "own-1", f.plan("harness", "tiny"))
 	c.ok("start_session", map[string]any{"session_id": "own-1", "start_token": tok}, nil)
 	end := attach(t, c, "own-1")
