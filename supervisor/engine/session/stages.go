@@ -463,12 +463,14 @@ func (h *Handle) Close(cause error) (*Result, error) {
 		sp.close()
 	}
 	// Before the scratch goes: what the program left at each credential's
-	// destination becomes the lease's next version. Only once the program
-	// was released (before, nothing could have changed the copy) and
-	// with every process of the session gone (Wait, or the kill above),
-	// so nothing writes the copy while it is read.
+	// destination becomes the lease's next version. Only for a program
+	// that was released and whose end Wait saw (res): before the release
+	// nothing could have changed the copy, Wait has waited for every
+	// process of the session, so nothing writes the copy while it is
+	// read, and the result carries the versions into the receipt, which
+	// must never say less than the lease holds.
 	var creds []CredentialOutcome
-	if p.started && len(h.l.Credentials) > 0 {
+	if p.started && res != nil && len(h.l.Credentials) > 0 {
 		if home := p.home(h.l); home != nil {
 			var cerr error
 			creds, cerr = returnCredentials(home, h.l, p.pins)
