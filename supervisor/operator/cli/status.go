@@ -24,6 +24,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/mountinfo"
 	"github.com/glove-sandbox/glove/supervisor/state/journal"
+	"github.com/glove-sandbox/glove/supervisor/state/lease"
 )
 
 // statusItem is one thing `glove status` probes.
@@ -587,6 +588,30 @@ func readTrim(path string) (string, error) {
 	return string(bytes.TrimSpace(b)), err
 }
 
+// leasesPart says which credential leases the store holds: each handle
+// with its version (0: a lease file gloved will refuse until the
+// operator removes it), never a credential.
+func leasesPart(dir string) string {
+	infos, err := lease.List(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "credential leases: none"
+	case err != nil:
+		return fmt.Sprintf("credential leases: %v", errors.Unwrap(err))
+	case len(infos) == 0:
+		return "credential leases: none"
+	}
+	var hs []string
+	for _, i := range infos {
+		if i.Version == 0 {
+			hs = append(hs, i.Handle+" (not valid: remove it to import the source again)")
+		} else {
+			hs = append(hs, fmt.Sprintf("%s version %d", i.Handle, i.Version))
+		}
+	}
+	return "credential leases: " + strings.Join(hs, ", ")
+}
+
 // storeLowSpace is the free room under which the store's file system
 // counts as full: less than one compaction of a full journal needs.
 const storeLowSpace = 16 << 20
@@ -627,6 +652,7 @@ func (p statusProbe) probeStore() statusItem {
 			parts[len(parts)-1] += ": nearly full (gloved compacts it on its own; clean up ended sessions and acknowledge receipts)"
 		}
 	}
+	parts = append(parts, leasesPart(filepath.Join(p.storeDir, "leases")))
 	free, err := p.freeBytes(p.storeDir)
 	switch {
 	case err != nil:

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/glove-sandbox/glove/supervisor/state/lease"
 	"github.com/glove-sandbox/glove/supervisor/state/store"
 )
 
@@ -332,8 +333,36 @@ func TestStatusStore(t *testing.T) {
 	defer st.Close()
 	it := item(t, p.run(), "session-store")
 	if !it.OK || !strings.Contains(it.Detail, "sessions.journal: 3 of 10000 records") ||
-		!strings.Contains(it.Detail, "receipts.journal: not created yet") || !strings.Contains(it.Detail, "1.0 GiB free") {
+		!strings.Contains(it.Detail, "receipts.journal: not created yet") || !strings.Contains(it.Detail, "1.0 GiB free") ||
+		!strings.Contains(it.Detail, "credential leases: none") {
 		t.Fatalf("store: %+v", it)
+	}
+	// Credential leases: each handle with its version, a spoiled one
+	// named as such, and never a credential.
+	ls, err := lease.Open(filepath.Join(p.storeDir, "leases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	for _, h := range []string{"codex-token", "spoiled"} {
+		l, err := ls.Acquire(h, []byte("secret-"+h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Commit([]byte("rotated-" + h)); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(p.storeDir, "leases", "spoiled.lease"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	it = item(t, p.run(), "session-store")
+	if !strings.Contains(it.Detail, "credential leases: codex-token version 2, spoiled (not valid: remove it to import the source again)") ||
+		strings.Contains(it.Detail, "secret") || strings.Contains(it.Detail, "rotated") {
+		t.Fatalf("leases: %+v", it)
 	}
 	p.freeBytes = func(string) (uint64, error) { return 4096, nil }
 	r := p.run()

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/glove-sandbox/glove/names"
@@ -392,4 +393,48 @@ func (s *Store) Prune(keep []string) ([]string, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// Info is what may be said of a lease without its content.
+type Info struct {
+	Handle  string
+	LeaseID string
+	Version uint64
+}
+
+// List describes the leases in dir (for `glove status`), by handle,
+// without taking any lock: a status never makes a session's start fail.
+// A lease file that is not valid is listed with version 0.
+func List(dir string) ([]Info, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lease store: list %s: %w", dir, err)
+	}
+	var out []Info
+	for _, e := range ents {
+		h, ok := strings.CutSuffix(e.Name(), ".lease")
+		if !ok || !names.Identifier(h) || len(out) >= maxPrune {
+			continue
+		}
+		info := Info{Handle: h}
+		if data, err := readBounded(filepath.Join(dir, e.Name())); err == nil {
+			if r, _, err := decode(data); err == nil && r.Handle == h {
+				info.LeaseID, info.Version = r.LeaseID, r.Version
+			}
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// readBounded reads a lease file by name, without following a link or
+// blocking, at most maxFileBytes.
+func readBounded(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 }
