@@ -14,7 +14,7 @@ package programs
 // "streamwait" it makes one exchange on its stream and waits, with "ls
 // DIR" it lists DIR, with "mountinfo" it prints its mount table, with
 // "connect PATH" it tries to reach the unix socket at PATH by its name,
-// with "agent SRC DST [spoil]" it is a stand-in agent (agent below), with
+// with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
 // "services" it prints what it has of local services (its
 // GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
 // descriptor 3 is open, makes one exchange on it.
@@ -41,10 +41,12 @@ import (
 // operator's source file SRC by every way it knows and for any other file
 // holding the token, authenticates to the model service on its stream
 // (descriptor 3) with the token, and rotates the token the way careful
-// harnesses do (a new file renamed over the old). It prints digests of
-// tokens, never a token. With "spoil" it leaves a symbolic link at DST
-// instead of a rotated token.
-func agent(src, dst string, spoil bool) {
+// harnesses do (a new file renamed over the old), or with MODE "inplace"
+// by rewriting the file itself. It prints digests of tokens, never a
+// token. With MODE "link", "fifo" or "big" it leaves at DST, instead of a
+// rotated token, a symbolic link to /etc/passwd, a FIFO, or a file of
+// 1 MiB (more than any credential's bound in the tests).
+func agent(src, dst, mode string) {
 	tok, err := os.ReadFile(dst)
 	if err != nil {
 		fmt.Println("credential", err)
@@ -80,15 +82,31 @@ func agent(src, dst string, spoil bool) {
 		reply, err := exchange(os.NewFile(3, "stream"), "Bearer "+string(tok))
 		fmt.Println("model authenticated", err == nil && reply == "pong:Bearer "+string(tok))
 	}
-	if spoil {
+	if mode == "link" || mode == "fifo" || mode == "big" {
 		if err := os.Remove(dst); err != nil {
 			fmt.Println("spoil", err)
 			os.Exit(1)
 		}
-		fmt.Println("spoiled", os.Symlink("/etc/passwd", dst))
+		switch mode {
+		case "link":
+			err = os.Symlink("/etc/passwd", dst)
+		case "fifo":
+			err = syscall.Mkfifo(dst, 0o600)
+		case "big":
+			err = os.WriteFile(dst, bytes.Repeat([]byte("x"), 1<<20), 0o600)
+		}
+		fmt.Println("spoiled", err)
 		return
 	}
 	next := append(tok, "+rotated"...)
+	if mode == "inplace" {
+		if err := os.WriteFile(dst, next, 0o600); err != nil {
+			fmt.Println("rotate", err)
+			os.Exit(1)
+		}
+		fmt.Printf("rotated to sha256 %x\n", sha256.Sum256(next))
+		return
+	}
 	tmp := dst + ".new"
 	if err := os.WriteFile(tmp, next, 0o600); err != nil {
 		fmt.Println("rotate", err)
@@ -203,7 +221,11 @@ func main() {
 		return
 	}
 	if len(os.Args) > 3 && os.Args[1] == "agent" {
-		agent(os.Args[2], os.Args[3], len(os.Args) > 4 && os.Args[4] == "spoil")
+		mode := ""
+		if len(os.Args) > 4 {
+			mode = os.Args[4]
+		}
+		agent(os.Args[2], os.Args[3], mode)
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "line" {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,7 +23,9 @@ import (
 // credentialFixture is a fixture whose policy maps the secret handle
 // codex-token to a protected source file of the service user, with the
 // stand-in agent (the harness's "agent" mode) as its templates: "agent"
-// rotates the token, "spoiler" leaves a symbolic link in its place.
+// rotates the token by renaming a new file over it, "inplace" by
+// rewriting it, and "link", "fifo" and "big" leave in its place a
+// symbolic link, a FIFO or a file larger than the credential's bound.
 // The policy also declares "unmapped", a handle with no source.
 func credentialFixture(t *testing.T, e *testenv.Env) (f *fixture, src string, token []byte) {
 	t.Helper()
@@ -44,7 +47,10 @@ func credentialFixture(t *testing.T, e *testenv.Env) (f *fixture, src string, to
 	const dst = "/home/agent/.codex/auth.json"
 	f = newFixture(t, e, map[string][]string{
 		"agent":   {"agent", src, dst},
-		"spoiler": {"agent", src, dst, "spoil"},
+		"inplace": {"agent", src, dst, "inplace"},
+		"link":    {"agent", src, dst, "link"},
+		"fifo":    {"agent", src, dst, "fifo"},
+		"big":     {"agent", src, dst, "big"},
 		"holder":  {"sleep"},
 	})
 	f.pol.SecretHandles = []string{"codex-token", "unmapped"}
@@ -96,6 +102,8 @@ func TestGlovedCredentialLease(t *testing.T) {
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	rot1 := append(append([]byte(nil), tok...), "+rotated"...)
 	rot2 := append(append([]byte(nil), rot1...), "+rotated"...)
+	rot3 := append(append([]byte(nil), rot2...), "+rotated"...)
+	rot4 := append(append([]byte(nil), rot3...), "+rotated"...)
 	var statuses []string
 	run := func(id, template string, handles ...string) ended {
 		t.Helper()
@@ -133,13 +141,19 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 
 	checkAgent(run("s-cred-1", "agent", "codex-token"), tok, rot1)
-	checkAgent(run("s-cred-2", "agent", "codex-token"), rot1, rot2)
-	spoiled := run("s-cred-3", "spoiler", "codex-token")
-	checkAgent(spoiled, rot2, nil)
-	if !strings.Contains(spoiled.output, "spoiled <nil>") {
-		t.Errorf("the spoiler did not leave its link:\n%s", spoiled.output)
+	checkAgent(run("s-cred-2", "inplace", "codex-token"), rot1, rot2)
+	// What the session leaves is not taken back unless it is a regular
+	// file within the bound, reached without a link: the lease keeps
+	// its version, and gloved neither follows the link nor blocks on the
+	// FIFO (the next session starts and sees the last good token).
+	for i, spoiler := range []string{"link", "fifo", "big"} {
+		spoiled := run(fmt.Sprintf("s-cred-spoil-%d", i), spoiler, "codex-token")
+		checkAgent(spoiled, rot2, nil)
+		if !strings.Contains(spoiled.output, "spoiled <nil>") {
+			t.Errorf("%s: the agent did not leave what it should:\n%s", spoiler, spoiled.output)
+		}
 	}
-	checkAgent(run("s-cred-4", "agent", "codex-token"), rot2, append(append([]byte(nil), rot2...), "+rotated"...))
+	checkAgent(run("s-cred-3", "agent", "codex-token"), rot2, rot3)
 
 	// One session at a time: while a session holds the lease, another
 	// of the same handle is refused at start (credential_busy), before
@@ -155,8 +169,7 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 	c.ok("stop_session", map[string]any{"session_id": "s-cred-holder", "grace_ms": 100}, nil)
 	attach(t, c, "s-cred-holder")
-	rot3 := append(append([]byte(nil), rot2...), "+rotated"...)
-	checkAgent(run("s-cred-5", "agent", "codex-token"), rot3, append(append([]byte(nil), rot3...), "+rotated"...))
+	checkAgent(run("s-cred-4", "agent", "codex-token"), rot3, rot4)
 
 	// A handle the policy maps to no source: refused at start, before
 	// anything is prepared.
@@ -196,8 +209,9 @@ func TestGlovedCredentialLease(t *testing.T) {
 		return got[id][0]
 	}
 	first := lease("s-cred-1")
-	for id, v := range map[string][2]uint64{"s-cred-1": {1, 2}, "s-cred-2": {2, 3}, "s-cred-3": {3, 3}, "s-cred-4": {3, 4},
-		"s-cred-holder": {4, 4}, "s-cred-5": {4, 5}} {
+	for id, v := range map[string][2]uint64{"s-cred-1": {1, 2}, "s-cred-2": {2, 3},
+		"s-cred-spoil-0": {3, 3}, "s-cred-spoil-1": {3, 3}, "s-cred-spoil-2": {3, 3}, "s-cred-3": {3, 4},
+		"s-cred-holder": {4, 4}, "s-cred-4": {4, 5}} {
 		l := lease(id)
 		if l.LeaseID != first.LeaseID || l.Version != v[0] || l.VersionAtEnd != v[1] {
 			t.Errorf("receipt of %s: %+v, want lease %s versions %d..%d", id, l, first.LeaseID, v[0], v[1])
@@ -223,7 +237,7 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 
 	// No token anywhere it must not be.
-	secrets := [][]byte{tok, rot1, rot2, rot3}
+	secrets := [][]byte{tok, rot1, rot2, rot3, rot4}
 	var forms []string
 	for _, s := range secrets {
 		forms = append(forms, string(s), base64.StdEncoding.EncodeToString(s))
@@ -267,6 +281,11 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 	if !strings.Contains(g.log.String(), `"event":"credential_lease"`) {
 		t.Errorf("gloved logged no credential_lease event\n%s", g.log)
+	}
+	for _, why := range []string{`"kept":"not reachable without a link: ELOOP"`, `"kept":"not a regular file"`, `"kept":"larger than max_bytes 4096"`} {
+		if !strings.Contains(g.log.String(), why) {
+			t.Errorf("gloved's log lacks %s", why)
+		}
 	}
 
 	// The operator takes the handle out of the policy: the next gloved
