@@ -42,7 +42,8 @@ import (
 // holding the token, authenticates to the model service on its stream
 // (descriptor 3) with the token, and rotates the token the way careful
 // harnesses do (a new file renamed over the old), or with MODE "inplace"
-// by rewriting the file itself. It prints digests of tokens, never a
+// by rewriting the file itself, or with "wait" renames, then waits for
+// its end (a minute). It prints digests of tokens, never a
 // token. With MODE "link", "fifo" or "big" it leaves at DST, instead of a
 // rotated token, a symbolic link to /etc/passwd, a FIFO, or a file of
 // 1 MiB (more than any credential's bound in the tests).
@@ -117,6 +118,9 @@ func agent(src, dst, mode string) {
 		os.Exit(1)
 	}
 	fmt.Printf("rotated to sha256 %x\n", sha256.Sum256(next))
+	if mode == "wait" {
+		time.Sleep(60 * time.Second)
+	}
 }
 
 // stream is the sandboxed side of inherited-stream-v1: descriptor 3.

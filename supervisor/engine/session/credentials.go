@@ -1,11 +1,15 @@
 package session
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
+	"slices"
+	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
@@ -172,12 +176,13 @@ func returnCredentials(home *os.File, l *Launch, pins *Pins) ([]CredentialOutcom
 		data, why := readBack(home, rel, c.MaxBytes)
 		if why != "" {
 			o.Kept = why
-		} else if rotated, err := ls.Commit(data); err != nil {
+		} else if _, err := ls.Commit(data); err != nil {
 			errs = append(errs, fmt.Errorf("credential %s: keep the session's rotation: %w", c.Handle, err))
 			o.Kept = "the lease could not be written"
-		} else {
-			o.Rotated, o.Version = rotated, ls.Version()
 		}
+		// Rotated: by the end's take-back or by the watcher meanwhile.
+		o.Version = ls.Version()
+		o.Rotated = o.Version != c.Version
 		out = append(out, o)
 	}
 	return out, errors.Join(errs...)
@@ -235,4 +240,152 @@ func (p *prepared) home(l *Launch) *os.File {
 		}
 	}
 	return nil
+}
+
+// credCommitGap is the least time between two commits of the watcher: a
+// program that rewrites its credential in a loop costs the store one
+// durable write a second at most (threat: a sandbox turning gloved's
+// rotation persistence into an I/O flood on the session store).
+const credCommitGap = time.Second
+
+// credWatch keeps a session's rotations durable while it runs (threat:
+// gloved dying mid-session after a harness rotated a token the vendor
+// then invalidated: the copy goes with the session's scratch, and the
+// operator would have to log in again). inotify on the destinations'
+// directories in the private home says when a credential file was
+// written and closed or renamed into place; the file is then read back
+// exactly as at the end (readBack) and committed. The end's take-back
+// still runs after the watcher has stopped, so nothing depends on an
+// event arriving.
+type credWatch struct {
+	ino   *os.File // inotify descriptor
+	wakeR *os.File // closed-by-stop pipe: wakes the loop
+	wakeW *os.File
+	done  chan struct{}
+	errs  []error
+}
+
+// watchCredentials starts the watcher, before the program is released.
+func (p *prepared) watchCredentials(l *Launch) (*credWatch, error) {
+	home := p.home(l)
+	if home == nil || len(l.Credentials) == 0 {
+		return nil, nil
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("credential watch: inotify: %w", err)
+	}
+	w := &credWatch{ino: os.NewFile(uintptr(fd), "inotify"), done: make(chan struct{})}
+	// Each destination's directory, by its path through the home's
+	// descriptor: the directories were made by gloved and the program has
+	// not run yet, so no name on the way is the sandbox's.
+	dirs := map[int32]string{}
+	for _, c := range l.Credentials {
+		rel, _ := cutDir(c.Destination, l.Skills.Home)
+		d := path.Dir(rel)
+		// "/." for the home itself: IN_DONT_FOLLOW applies to the last
+		// component, which must be the directory, not the magic link.
+		name := fmt.Sprintf("/proc/self/fd/%d/%s", home.Fd(), d)
+		wd, err := unix.InotifyAddWatch(fd, name, unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("credential watch: %s: %w", c.Handle, err), w.ino.Close())
+		}
+		dirs[int32(wd)] = d
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("credential watch: pipe: %w", err), w.ino.Close())
+	}
+	w.wakeR, w.wakeW = pr, pw
+	go w.loop(home, l, p.pins, dirs)
+	return w, nil
+}
+
+// stop ends the watcher and returns what it failed to commit.
+func (w *credWatch) stop() error {
+	if w == nil {
+		return nil
+	}
+	err := w.wakeW.Close()
+	<-w.done
+	return errors.Join(append(w.errs, err, w.wakeR.Close(), w.ino.Close())...)
+}
+
+func (w *credWatch) loop(home *os.File, l *Launch, pins *Pins, dirs map[int32]string) {
+	defer close(w.done)
+	dirty := make([]bool, len(l.Credentials))
+	var last time.Time
+	buf := make([]byte, 64<<10)
+	for {
+		timeout := -1
+		if slices.Contains(dirty, true) {
+			timeout = max(0, int(time.Until(last.Add(credCommitGap)).Milliseconds())+1)
+		}
+		fds := []unix.PollFd{{Fd: int32(w.ino.Fd()), Events: unix.POLLIN}, {Fd: int32(w.wakeR.Fd()), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
+			w.errs = append(w.errs, fmt.Errorf("credential watch: poll: %w", err))
+			return
+		}
+		if fds[1].Revents != 0 {
+			return // stop: the end's take-back follows
+		}
+		if fds[0].Revents != 0 {
+			n, err := unix.Read(int(w.ino.Fd()), buf)
+			if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+				w.errs = append(w.errs, fmt.Errorf("credential watch: read: %w", err))
+				return
+			}
+			for _, ev := range parseInotify(buf[:max(n, 0)]) {
+				for i, c := range l.Credentials {
+					rel, _ := cutDir(c.Destination, l.Skills.Home)
+					if ev.overflow || (dirs[ev.wd] == path.Dir(rel) && ev.name == path.Base(rel)) {
+						dirty[i] = true
+					}
+				}
+			}
+		}
+		if !slices.Contains(dirty, true) || time.Since(last) < credCommitGap {
+			continue
+		}
+		last = time.Now()
+		for i, c := range l.Credentials {
+			if !dirty[i] {
+				continue
+			}
+			dirty[i] = false
+			rel, _ := cutDir(c.Destination, l.Skills.Home)
+			if data, why := readBack(home, rel, c.MaxBytes); why == "" {
+				if _, err := pins.leases[i].Commit(data); err != nil {
+					w.errs = append(w.errs, fmt.Errorf("credential %s: keep a rotation during the session: %w", c.Handle, err))
+				}
+			}
+		}
+	}
+}
+
+// inotifyEvent is one event of an inotify read: its watch, the name in
+// the watched directory, or a queue overflow (events were lost).
+type inotifyEvent struct {
+	wd       int32
+	name     string
+	overflow bool
+}
+
+// parseInotify decodes the events of one read (struct inotify_event:
+// wd, mask, cookie, len, then len bytes of NUL-padded name), stopping at
+// the first that does not fit the bytes read.
+func parseInotify(b []byte) []inotifyEvent {
+	var out []inotifyEvent
+	for len(b) >= unix.SizeofInotifyEvent {
+		wd := int32(binary.NativeEndian.Uint32(b[0:4]))
+		mask := binary.NativeEndian.Uint32(b[4:8])
+		n := int(binary.NativeEndian.Uint32(b[12:16]))
+		if n > len(b)-unix.SizeofInotifyEvent {
+			break
+		}
+		name := string(bytes.TrimRight(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+n], "\x00"))
+		out = append(out, inotifyEvent{wd: wd, name: name, overflow: mask&unix.IN_Q_OVERFLOW != 0})
+		b = b[unix.SizeofInotifyEvent+n:]
+	}
+	return out
 }

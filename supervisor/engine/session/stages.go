@@ -37,6 +37,9 @@ type Handle struct {
 	pio IO
 	sp  *spawned // from Spawn
 	res *Result  // from Wait
+	// watch keeps credential rotations durable while the program runs
+	// (credWatch); nil without credentials.
+	watch *credWatch
 }
 
 // Run runs l to its end: Prepare, Spawn, Release, Wait, Close. An error
@@ -293,6 +296,16 @@ func (h *Handle) Release() error {
 		return err
 	}
 	p, sp, pio := h.p, h.sp, h.pio
+	// Before the program exists, so that no write of it is missed. A
+	// watcher that cannot start (inotify's per-user limits) leaves the
+	// end's take-back, which alone keeps a rotation unless gloved dies
+	// during the session: reported with the result, not a reason to
+	// refuse the session.
+	if w, err := p.watchCredentials(h.l); err != nil {
+		p.endErrs = append(p.endErrs, err)
+	} else {
+		h.watch = w
+	}
 	p.started = true
 	if _, err := sp.syncW.Write([]byte{1}); err != nil {
 		p.started = false
@@ -469,6 +482,10 @@ func (h *Handle) Close(cause error) (*Result, error) {
 	// process of the session, so nothing writes the copy while it is
 	// read, and the result carries the versions into the receipt, which
 	// must never say less than the lease holds.
+	if err := h.watch.stop(); err != nil {
+		p.endErrs = append(p.endErrs, err)
+	}
+	h.watch = nil
 	var creds []CredentialOutcome
 	if p.started && res != nil && len(h.l.Credentials) > 0 {
 		if home := p.home(h.l); home != nil {
@@ -476,6 +493,14 @@ func (h *Handle) Close(cause error) (*Result, error) {
 			creds, cerr = returnCredentials(home, h.l, p.pins)
 			if cerr != nil {
 				p.endErrs = append(p.endErrs, cerr)
+			}
+		}
+	} else if p.started {
+		// No result to carry the versions: the receipt will say the
+		// launched ones, so a rotation the watcher kept is said here.
+		for i, c := range h.l.Credentials {
+			if v := p.pins.leases[i].Version(); v != c.Version {
+				p.endErrs = append(p.endErrs, fmt.Errorf("credential %s: lease %s is at version %d after a session whose end was not seen (launched with %d)", c.Handle, c.LeaseID, v, c.Version))
 			}
 		}
 	}

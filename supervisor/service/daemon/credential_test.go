@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/service/daemon"
+	"github.com/glove-sandbox/glove/supervisor/state/lease"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 	"github.com/glove-sandbox/glove/testenv"
 )
@@ -51,6 +53,7 @@ func credentialFixture(t *testing.T, e *testenv.Env) (f *fixture, src string, to
 		"link":    {"agent", src, dst, "link"},
 		"fifo":    {"agent", src, dst, "fifo"},
 		"big":     {"agent", src, dst, "big"},
+		"rotwait": {"agent", src, dst, "wait"},
 		"holder":  {"sleep"},
 	})
 	f.pol.SecretHandles = []string{"codex-token", "unmapped"}
@@ -345,4 +348,63 @@ func TestGlovedCredentialSourceUngrantable(t *testing.T) {
 		t.Errorf("status %+v, want failed, reason own_state\nlog: %s", st, g.log)
 	}
 	g.stop(t)
+}
+
+// TestGlovedCredentialRotationSurvivesCrash: a harness rotates its token
+// and runs on; gloved is killed (SIGKILL) while the session runs. The
+// rotation was made durable while the session ran (the watcher on the
+// private home), so after the restart, which ends the orphaned session,
+// the next session sees the rotated token, not the one the vendor may
+// already have invalidated.
+func TestGlovedCredentialRotationSurvivesCrash(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	becomeReaper(t)
+	testenv.CheckLeaks(t, e.UID)
+	// Registered before gloved starts, so it runs after gloved's own
+	// clean-up on every path, a failing one too: the orphans of the
+	// killed gloved are this process's to reap.
+	t.Cleanup(func() { reapOrphans(t) })
+	f, _, tok := credentialFixture(t, e)
+	rotated := append(append([]byte(nil), tok...), "+rotated"...)
+	leaseDir := filepath.Join(f.storeDir, daemon.LeaseDir)
+	g := startGloved(t, e, f.args...)
+	c := dial(t, g.socket)
+	st := f.create(c, "s-crash", withHandles(f.plan("rotwait", "tiny"), "codex-token"))
+	c.ok("start_session", map[string]any{"session_id": "s-crash", "start_token": st}, nil)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		infos, err := lease.List(leaseDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) == 1 && infos[0].Version == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rotation was not made durable while the session ran: leases %+v\nlog: %s", infos, g.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cmd.Wait(); err == nil {
+		t.Fatal("gloved exited cleanly after SIGKILL")
+	}
+	reapOrphans(t)
+
+	g2 := startGloved(t, e, f.args...)
+	c2 := dial(t, g2.socket)
+	if s := status(t, c2, "s-crash"); s.State != "failed" || (s.Reason != daemon.RecoveredGone && s.Reason != daemon.RecoveredKilled) {
+		t.Errorf("the crashed session after restart: %s %s, want failed and recovered:*", s.State, s.Reason)
+	}
+	nt := f.create(c2, "s-after", withHandles(f.plan("agent", "tiny"), "codex-token"))
+	c2.ok("start_session", map[string]any{"session_id": "s-after", "start_token": nt}, nil)
+	end := attach(t, c2, "s-after")
+	sum := sha256.Sum256(rotated)
+	if want := "credential sha256 " + hex.EncodeToString(sum[:]); !strings.Contains(end.output, want) {
+		t.Errorf("the session after the crash did not get the rotated token (%s):\n%s\nlog: %s", want, end.output, g2.log)
+	}
+	g2.stop(t)
 }
