@@ -63,13 +63,15 @@ type CredentialOutcome struct {
 	Handle  string
 	LeaseID string
 	// Version is the lease's version after the session: the launch's, or
-	// the next one when the session changed the credential.
+	// a later one when the session changed the credential (each rotation
+	// the watcher kept while it ran, then the end's take-back).
 	Version uint64
-	// Rotated: the session left different content, now the lease's.
+	// Rotated: the lease's version moved during the session.
 	Rotated bool
-	// Kept names why the session's copy was not read back (the program
-	// removed it, or left something that is not a regular file of at
-	// most max_bytes): the lease keeps the launch's version.
+	// Kept names why the end's take-back did not read the session's copy
+	// (the program removed it, or left something that is not a regular
+	// file of at most max_bytes): the lease keeps what it held before,
+	// the launch's version or a rotation the watcher kept.
 	Kept string
 }
 
