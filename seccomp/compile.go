@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -106,8 +108,13 @@ func Compile(s *specs.LinuxSeccomp) (*libseccomp.ScmpFilter, error) {
 	if s == nil {
 		return nil, fmt.Errorf("compile seccomp: %w: no profile", ErrRefused)
 	}
-	if s.ListenerPath != "" || s.ListenerMetadata != "" {
-		return nil, fmt.Errorf("compile seccomp: %w: listenerPath/listenerMetadata are not supported (no user notification)", ErrRefused)
+	if s.DefaultAction == specs.ActNotify {
+		// Every call the rules do not name would wait on the handler,
+		// execve and exit included: a profile means something else.
+		return nil, fmt.Errorf("compile seccomp: %w: default action %s", ErrRefused, s.DefaultAction)
+	}
+	if err := checkListener(s); err != nil {
+		return nil, fmt.Errorf("compile seccomp: %w", err)
 	}
 	def, err := action(s.DefaultAction, s.DefaultErrnoRet)
 	if err != nil {
@@ -162,6 +169,49 @@ func Compile(s *specs.LinuxSeccomp) (*libseccomp.ScmpFilter, error) {
 	return f, nil
 }
 
+// ListenerFD returns N of a listenerPath /proc/self/fd/N, the only form
+// accepted (N a decimal without leading zeros): the listener goes to a
+// descriptor the runtime was given, never to a path it would open on the
+// host (threat: a path the bundle names leading the listener, and with it
+// the answers to the program's calls, to whoever can bind there). ok is
+// false for any other string; the range of N (a preserved descriptor) is
+// the runtime's to check.
+func ListenerFD(path string) (n int, ok bool) {
+	rest, found := strings.CutPrefix(path, "/proc/self/fd/")
+	if !found {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return 0, false
+	}
+	return n, true
+}
+
+// checkListener refuses listenerMetadata, a listenerPath not of the form
+// ListenerFD accepts, and a listener without a notify rule or a notify
+// rule without a listener: the first is a descriptor nobody needs handed
+// out of the sandbox's filter, the second a call that would wait forever
+// for an answer nobody gives (the program hangs in connect).
+func checkListener(s *specs.LinuxSeccomp) error {
+	if s.ListenerMetadata != "" {
+		return fmt.Errorf("%w: listenerMetadata is not supported", ErrRefused)
+	}
+	notify := false
+	for _, r := range s.Syscalls {
+		notify = notify || r.Action == specs.ActNotify
+	}
+	switch _, ok := ListenerFD(s.ListenerPath); {
+	case s.ListenerPath != "" && !ok:
+		return fmt.Errorf("%w: listenerPath %q: only /proc/self/fd/N, a descriptor the runtime was given", ErrRefused, s.ListenerPath)
+	case s.ListenerPath != "" && !notify:
+		return fmt.Errorf("%w: listenerPath %q without a rule of action %s", ErrRefused, s.ListenerPath, specs.ActNotify)
+	case s.ListenerPath == "" && notify:
+		return fmt.Errorf("%w: action %s without a listenerPath (nobody would answer the call)", ErrRefused, specs.ActNotify)
+	}
+	return nil
+}
+
 // configure sets the attributes every Glove filter has and the spec's flags.
 func configure(f *libseccomp.ScmpFilter, flags []specs.LinuxSeccompFlag) error {
 	if err := f.SetNoNewPrivsBit(true); err != nil {
@@ -180,8 +230,8 @@ func configure(f *libseccomp.ScmpFilter, flags []specs.LinuxSeccompFlag) error {
 		case specs.LinuxSeccompFlagSpecAllow:
 			err = f.SetSSB(true)
 		default:
-			// WAIT_KILLABLE_RECV only matters with a listener, which is
-			// refused; anything else is unknown.
+			// WAIT_KILLABLE_RECV (6.0) is newer than the kernels
+			// Glove supports need; anything else is unknown.
 			return fmt.Errorf("%w: unsupported flag %q", ErrRefused, fl)
 		}
 		if err != nil {
@@ -219,9 +269,13 @@ func action(a specs.LinuxSeccompAction, errnoRet *uint) (libseccomp.ScmpAction, 
 			return 0, fmt.Errorf("%w: errnoRet %d outside 1..%d", ErrRefused, errno, maxErrno)
 		}
 		return libseccomp.ActErrno.SetReturnCode(int16(errno)), nil
-	case specs.ActTrace, specs.ActNotify:
-		// TRACE without a tracer returns ENOSYS, NOTIFY needs a listener:
-		// neither is part of Glove's sandbox, so neither is accepted.
+	case specs.ActNotify:
+		// The listener is checked by checkListener: present, and a
+		// descriptor of the runtime's.
+		return libseccomp.ActNotify, nil
+	case specs.ActTrace:
+		// TRACE without a tracer returns ENOSYS: not part of Glove's
+		// sandbox.
 		return 0, fmt.Errorf("%w: unsupported action %s", ErrRefused, a)
 	default:
 		return 0, fmt.Errorf("%w: unknown action %q", ErrRefused, a)

@@ -2,6 +2,7 @@ package seccomp
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,6 +22,12 @@ func TestCompileTable(t *testing.T) {
 	allow := func(name string, args ...specs.LinuxSeccompArg) specs.LinuxSyscall {
 		return specs.LinuxSyscall{Names: []string{name}, Action: specs.ActAllow, Args: args}
 	}
+	listen := func(path string, r ...specs.LinuxSyscall) *specs.LinuxSeccomp {
+		s := rule(r...)
+		s.ListenerPath = path
+		return s
+	}
+	notifyConnect := specs.LinuxSyscall{Names: []string{"connect"}, Action: specs.ActNotify}
 	arg := func(i uint, op specs.LinuxSeccompOperator, v, v2 uint64) specs.LinuxSeccompArg {
 		return specs.LinuxSeccompArg{Index: i, Op: op, Value: v, ValueTwo: v2}
 	}
@@ -42,7 +49,11 @@ func TestCompileTable(t *testing.T) {
 			Syscalls: []specs.LinuxSyscall{{Names: []string{"mseal"}, Action: specs.ActErrno}}}, `unknown syscall "mseal"`, nil},
 		{"unknown action refused", rule(specs.LinuxSyscall{Names: []string{"read"}, Action: "SCMP_ACT_MAYBE"}), "unknown action", nil},
 		{"unknown default action refused", &specs.LinuxSeccomp{DefaultAction: "SCMP_ACT_NOPE"}, "unknown action", nil},
-		{"notify refused", rule(specs.LinuxSyscall{Names: []string{"read"}, Action: specs.ActNotify}), "unsupported action", nil},
+		{"notify without listenerPath refused", rule(specs.LinuxSyscall{Names: []string{"connect"}, Action: specs.ActNotify}), "without a listenerPath", nil},
+		{"notify with listenerPath", listen("/proc/self/fd/3", specs.LinuxSyscall{Names: []string{"connect"}, Action: specs.ActNotify}), "",
+			[]string{"if ($syscall == 42)", "action 0x7fc00000"}},
+		{"notify as default action refused", &specs.LinuxSeccomp{DefaultAction: specs.ActNotify, ListenerPath: "/proc/self/fd/3"}, "default action SCMP_ACT_NOTIFY", nil},
+		{"trace refused", rule(specs.LinuxSyscall{Names: []string{"read"}, Action: specs.ActTrace}), "unsupported action", nil},
 		{"unknown operator refused", rule(allow("read", arg(0, "SCMP_CMP_ABOUT", 1, 0))), "unknown operator", nil},
 		{"argument index refused", rule(allow("read", arg(6, specs.OpEqualTo, 1, 0))), "index 6", nil},
 		{"masked equal", rule(allow("clone", arg(0, specs.OpMaskedEqual, 0x10000000, 0))), "", []string{"if ($a0.hi32 & 0x00000000 == 0)", "if ($a0.lo32 & 0x10000000 == 0)"}},
@@ -60,7 +71,17 @@ func TestCompileTable(t *testing.T) {
 		{"unknown architecture refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Architectures: []specs.Arch{"SCMP_ARCH_Z80"}}, "unknown architecture", nil},
 		{"architectures without native refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Architectures: []specs.Arch{specs.ArchX86}}, "omit the native", nil},
 		{"unknown flag refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, Flags: []specs.LinuxSeccompFlag{"SECCOMP_FILTER_FLAG_NEW"}}, "unsupported flag", nil},
-		{"listener refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, ListenerPath: "/run/x"}, "listenerPath", nil},
+		{"listenerPath without notify refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, ListenerPath: "/proc/self/fd/3"}, "without a rule of action", nil},
+		{"listenerPath as a host path refused", listen("/run/x", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerPath leading zero refused", listen("/proc/self/fd/03", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerPath sign refused", listen("/proc/self/fd/+3", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerPath negative refused", listen("/proc/self/fd/-3", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerPath empty number refused", listen("/proc/self/fd/", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerPath beneath refused", listen("/proc/self/fd/3/x", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerPath other process refused", listen("/proc/1/fd/3", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerPath huge refused", listen("/proc/self/fd/99999999999999999999", notifyConnect), "only /proc/self/fd/N", nil},
+		{"listenerMetadata refused", &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, ListenerPath: "/proc/self/fd/3", ListenerMetadata: "x",
+			Syscalls: []specs.LinuxSyscall{notifyConnect}}, "listenerMetadata", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,4 +149,18 @@ func TestCompileForExport(t *testing.T) {
 	if c, err := CompileForExport(&bad); !errors.Is(err, ErrRefused) {
 		t.Errorf("CompileForExport of an unknown name: %v, %v; want ErrRefused", c, err)
 	}
+}
+
+// FuzzListenerFD: whatever ListenerFD accepts is /proc/self/fd/ and the
+// shortest decimal of a descriptor number, nothing else.
+func FuzzListenerFD(f *testing.F) {
+	for _, s := range []string{"/proc/self/fd/3", "/proc/self/fd/03", "/proc/self/fd/-1", "/proc/self/fd/3/", "/run/x", "", "/proc/self/fd/+4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := ListenerFD(s)
+		if ok && (n < 0 || s != "/proc/self/fd/"+strconv.Itoa(n)) {
+			t.Fatalf("ListenerFD(%q) accepted %d", s, n)
+		}
+	})
 }

@@ -119,7 +119,7 @@ func TestDefaultProfileNoWiderThanDocker(t *testing.T) {
 		t.Fatalf("moby default profile: %v", err)
 	}
 	docker := allowedBy(d)
-	ours := allowedBy(DefaultProfile(ProfileOptions{InheritedFDs: []uint32{3}}))
+	ours := allowedBy(DefaultProfile(ProfileOptions{InheritedFDs: []uint32{3}, LocalServiceConnect: true}))
 	if len(docker) < 300 {
 		t.Fatalf("Docker's profile resolved to only %d allowed names", len(docker))
 	}
@@ -136,4 +136,71 @@ func TestDefaultProfileNoWiderThanDocker(t *testing.T) {
 			t.Errorf("DESIGN.md says Docker denies %s, moby allows it", n)
 		}
 	}
+}
+
+// TestDefaultProfileLocalServiceConnect: the option adds exactly these
+// rules, at the end, and without it the profile is what it was.
+func TestDefaultProfileLocalServiceConnect(t *testing.T) {
+	base := DefaultProfile(ProfileOptions{InheritedFDs: []uint32{3}})
+	with := DefaultProfile(ProfileOptions{InheritedFDs: []uint32{3}, LocalServiceConnect: true})
+	for _, r := range base.Syscalls {
+		for _, n := range r.Names {
+			if n == "socket" || n == "connect" || n == "getpeername" || r.Action == specs.ActNotify {
+				t.Errorf("without the option: rule %+v", r)
+			}
+		}
+	}
+	if len(with.Syscalls) < len(base.Syscalls) {
+		t.Fatalf("%d rules with the option, %d without", len(with.Syscalls), len(base.Syscalls))
+	}
+	for i := range base.Syscalls {
+		if !ruleEqual(base.Syscalls[i], with.Syscalls[i]) {
+			t.Errorf("rule %d changed by the option: %+v, was %+v", i, with.Syscalls[i], base.Syscalls[i])
+		}
+	}
+	added := with.Syscalls[len(base.Syscalls):]
+	want := []specs.LinuxSyscall{
+		{Names: []string{"socket"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 0, Value: unix.AF_UNIX, Op: specs.OpEqualTo},
+			{Index: 1, Value: 0xffffffff &^ uint64(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC), ValueTwo: unix.SOCK_STREAM, Op: specs.OpMaskedEqual},
+		}},
+		{Names: []string{"connect"}, Action: specs.ActNotify},
+		{Names: []string{"getsockopt"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 1, Value: unix.SOL_SOCKET, Op: specs.OpEqualTo},
+			{Index: 2, Value: unix.SO_ERROR, Op: specs.OpEqualTo},
+		}},
+		{Names: []string{"getpeername", "getsockname"}, Action: specs.ActAllow},
+	}
+	if len(added) != len(want) {
+		t.Fatalf("the option adds %d rules, want %d: %+v", len(added), len(want), added)
+	}
+	for i := range want {
+		if !ruleEqual(added[i], want[i]) {
+			t.Errorf("added rule %d = %+v, want %+v", i, added[i], want[i])
+		}
+	}
+	// Still denied with the option: serving a socket, and changing one.
+	allow := allowedBy(with)
+	for _, n := range []string{"bind", "listen", "accept", "accept4", "shutdown", "setsockopt", "connect"} {
+		if _, ok := allow[n]; ok {
+			t.Errorf("%s allowed with the option", n)
+		}
+	}
+	// A listener is the caller's (spec.Launch.SeccompListenerFD): the
+	// profile alone names none, and Compile refuses it without one.
+	if with.ListenerPath != "" {
+		t.Errorf("listenerPath %q set by the profile", with.ListenerPath)
+	}
+	if _, err := ExportBPF(with); err == nil || !strings.Contains(err.Error(), "listenerPath") {
+		t.Errorf("notify profile without a listener compiled: %v", err)
+	}
+	with.ListenerPath = "/proc/self/fd/3"
+	if _, err := ExportBPF(with); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ruleEqual(a, b specs.LinuxSyscall) bool {
+	return slices.Equal(a.Names, b.Names) && a.Action == b.Action && slices.Equal(a.Args, b.Args) &&
+		(a.ErrnoRet == nil) == (b.ErrnoRet == nil) && (a.ErrnoRet == nil || *a.ErrnoRet == *b.ErrnoRet)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -105,6 +106,12 @@ type Launch struct {
 	Terminal        bool
 	PreserveFDs     int // descriptors 3 .. 3+PreserveFDs-1 reach the process
 	Seccomp         *specs.LinuxSeccomp
+	// SeccompListenerFD, when not 0, is the preserved descriptor (3 <= N
+	// < 3+PreserveFDs, no mount's source) on which the runtime sends the
+	// seccomp filter's user-notification listener: Build writes it as
+	// linux.seccomp.listenerPath /proc/self/fd/N. The program never
+	// receives N (glove-shim closes it before execve).
+	SeccompListenerFD int
 }
 
 // Default /proc and /sys paths, as runc's `runc spec` writes them. Masking
@@ -268,6 +275,10 @@ func Build(l Launch) (*specs.Spec, error) {
 	if l.Seccomp != nil && l.Seccomp.DefaultAction == "" {
 		return nil, invalid("seccomp.defaultAction", "empty")
 	}
+	seccomp, err := buildSeccomp(l)
+	if err != nil {
+		return nil, err
+	}
 
 	s := &specs.Spec{
 		Version: specs.Version,
@@ -304,12 +315,42 @@ func Build(l Launch) (*specs.Spec, error) {
 				{Type: specs.UTSNamespace},
 				{Type: specs.CgroupNamespace},
 			},
-			Seccomp:       l.Seccomp,
+			Seccomp:       seccomp,
 			MaskedPaths:   cloneOrNil(masked),
 			ReadonlyPaths: cloneOrNil(readonly),
 		},
 	}
 	return s, nil
+}
+
+// buildSeccomp returns the profile with its listenerPath, written from
+// SeccompListenerFD alone: a path the caller put in the profile could
+// name anything on the host, and a descriptor outside the preserved
+// range would be whatever the runtime itself has open there.
+func buildSeccomp(l Launch) (*specs.LinuxSeccomp, error) {
+	if l.Seccomp == nil {
+		if l.SeccompListenerFD != 0 {
+			return nil, invalid("seccompListenerFD", "%d without a seccomp profile", l.SeccompListenerFD)
+		}
+		return nil, nil
+	}
+	if l.Seccomp.ListenerPath != "" || l.Seccomp.ListenerMetadata != "" {
+		return nil, invalid("seccomp.listenerPath", "set by SeccompListenerFD only")
+	}
+	if l.SeccompListenerFD == 0 {
+		return l.Seccomp, nil
+	}
+	if l.SeccompListenerFD < 3 || l.SeccompListenerFD >= 3+l.PreserveFDs {
+		return nil, invalid("seccompListenerFD", "%d outside the preserved range 3..%d", l.SeccompListenerFD, 2+l.PreserveFDs)
+	}
+	for i, m := range l.Mounts {
+		if m.SourceFD == l.SeccompListenerFD {
+			return nil, invalid("seccompListenerFD", "%d is also the source of mounts[%d]", l.SeccompListenerFD, i)
+		}
+	}
+	c := *l.Seccomp
+	c.ListenerPath = "/proc/self/fd/" + strconv.Itoa(l.SeccompListenerFD)
+	return &c, nil
 }
 
 // cloneOrNil copies s so the spec does not alias the caller's slices, and

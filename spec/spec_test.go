@@ -140,6 +140,31 @@ func TestBuildRefuses(t *testing.T) {
 		}},
 		{"soft above hard", "rlimits[0].soft", func(l *Launch) { l.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_CORE", Soft: 2, Hard: 1}} }},
 		{"seccomp without default action", "seccomp.defaultAction", func(l *Launch) { l.Seccomp = &specs.LinuxSeccomp{} }},
+		{"listener without seccomp", "seccompListenerFD", func(l *Launch) { l.PreserveFDs = 1; l.SeccompListenerFD = 3 }},
+		{"listener below the preserved range", "seccompListenerFD", func(l *Launch) {
+			l.PreserveFDs = 1
+			l.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActErrno}
+			l.SeccompListenerFD = 2
+		}},
+		{"listener negative", "seccompListenerFD", func(l *Launch) {
+			l.PreserveFDs = 1
+			l.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActErrno}
+			l.SeccompListenerFD = -1
+		}},
+		{"listener beyond the preserved range", "seccompListenerFD", func(l *Launch) {
+			l.PreserveFDs = 1
+			l.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActErrno}
+			l.SeccompListenerFD = 4
+		}},
+		{"listener is a mount source", "seccompListenerFD", func(l *Launch) {
+			l.PreserveFDs = 1
+			l.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActErrno}
+			l.Mounts = append(l.Mounts, Mount{Target: "/data", Kind: KindBind, SourceFD: 3})
+			l.SeccompListenerFD = 3
+		}},
+		{"listenerPath written by the caller", "seccomp.listenerPath", func(l *Launch) {
+			l.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActErrno, ListenerPath: "/run/x"}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -348,4 +373,26 @@ func TestRuncRootlessSpec(t *testing.T) {
 		return
 	}
 	t.Logf("runc spec --rootless decodes strictly: ociVersion %s, %d mounts", s.Version, len(s.Mounts))
+}
+
+// TestBuildSeccompListener: the listener descriptor becomes
+// /proc/self/fd/N in the spec, without changing the caller's profile.
+func TestBuildSeccompListener(t *testing.T) {
+	l := everyKind()
+	l.PreserveFDs = 4
+	prof := &specs.LinuxSeccomp{DefaultAction: specs.ActErrno,
+		Syscalls: []specs.LinuxSyscall{{Names: []string{"connect"}, Action: specs.ActNotify}}}
+	l.Seccomp = prof
+	l.SeccompListenerFD = 6
+	s := roundTrip(t, l)
+	if got := s.Linux.Seccomp.ListenerPath; got != "/proc/self/fd/6" {
+		t.Errorf("listenerPath %q, want /proc/self/fd/6", got)
+	}
+	if prof.ListenerPath != "" {
+		t.Errorf("the caller's profile was changed: %q", prof.ListenerPath)
+	}
+	l.SeccompListenerFD = 0
+	if s := roundTrip(t, l); s.Linux.Seccomp.ListenerPath != "" {
+		t.Errorf("listenerPath %q without a listener", s.Linux.Seccomp.ListenerPath)
+	}
 }

@@ -2,6 +2,17 @@
 // an OCI runtime-spec linux.seccomp section. It needs no cgo, so gloved
 // can write it into a bundle; glove-shim compiles it with libseccomp
 // (package seccomp).
+//
+// Offline is the default: no socket, no connect, no bind or listen. A
+// session granted local services through the pathname compatibility
+// transport (ProfileOptions.LocalServiceConnect) gets AF_UNIX stream
+// sockets and a connect(2) that the kernel hands to gloved as a seccomp
+// user notification (SCMP_ACT_NOTIFY; the listener reaches gloved through
+// linux.seccomp.listenerPath, see package shim): gloved reads the address,
+// refuses every path but the session's aliases, and for an alias installs
+// a socket it connected itself. A filter cannot read connect's address
+// (it lies in the program's memory), which is why the decision is
+// gloved's and not the filter's.
 package profile
 
 import (
@@ -16,6 +27,13 @@ type ProfileOptions struct {
 	// descriptors may the sandbox inspect a socket, and only with
 	// getsockname and getsockopt(SOL_SOCKET, SO_TYPE).
 	InheritedFDs []uint32
+	// LocalServiceConnect grants the pathname compatibility transport:
+	// socket(2) for AF_UNIX stream sockets only, connect(2) answered by
+	// gloved through a user notification (the profile then needs a
+	// listener: linux.seccomp.listenerPath), and the calls a client makes
+	// after connect (getsockopt SO_ERROR, getpeername, getsockname). bind,
+	// listen, accept, shutdown and setsockopt stay denied.
+	LocalServiceConnect bool
 }
 
 // defaultErrno is returned for every call outside the allowlist. EPERM, as
@@ -32,7 +50,9 @@ const defaultErrno = uint(unix.EPERM)
 //     getpeername: the offline network rules; socket creation is denied too,
 //     and a sandbox may not reach or serve anything through a socket it
 //     inherited (threat: exfiltration through, or hijacking of, the
-//     supervisor's stream);
+//     supervisor's stream); LocalServiceConnect alone brings back AF_UNIX
+//     stream sockets, a connect that gloved answers, getpeername and
+//     getsockname (see localServiceRules);
 //   - getsockname, getsockopt: allowed only on the committed inherited
 //     descriptors (see DefaultProfile);
 //   - socketpair: allowed only for AF_UNIX SOCK_STREAM pairs (see
@@ -108,7 +128,7 @@ var allowed = []string{
 const cloneNamespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
-// socketTypeMask keeps the type of socketpair's second argument and
+// socketTypeMask keeps the type of socketpair's (and socket's) second argument and
 // drops the flags SOCK_NONBLOCK and SOCK_CLOEXEC: the type must then be
 // SOCK_STREAM. The kernel reads the argument as a 32-bit int, so its
 // upper half is ignored here too.
@@ -126,7 +146,8 @@ var personalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
 // memory), socketpair only for AF_UNIX SOCK_STREAM, and
 // getsockname/getsockopt(SOL_SOCKET, SO_TYPE) only on the
 // descriptors in o.InheritedFDs, each written as EQ conditions (never as a
-// range: see the package comment).
+// range: see the package comment), and, with o.LocalServiceConnect, the
+// rules of localServiceRules.
 func DefaultProfile(o ProfileOptions) *specs.LinuxSeccomp {
 	errno := defaultErrno
 	enosys := uint(unix.ENOSYS)
@@ -161,5 +182,44 @@ func DefaultProfile(o ProfileOptions) *specs.LinuxSeccomp {
 					{Index: 2, Value: unix.SO_TYPE, Op: specs.OpEqualTo},
 				}})
 	}
+	if o.LocalServiceConnect {
+		p.Syscalls = append(p.Syscalls, localServiceRules()...)
+	}
 	return p
+}
+
+// localServiceRules are what LocalServiceConnect adds, each for a reason:
+//   - socket only for AF_UNIX with a type of SOCK_STREAM once
+//     SOCK_NONBLOCK and SOCK_CLOEXEC are masked off: a datagram socket
+//     could sendto(2) any path socket the sandbox sees without ever
+//     calling connect, past gloved (threat: a datagram injected into a
+//     host service whose socket lies in a read-only bind, such as
+//     /dev/log); any other family would reach a network or the kernel
+//     (netlink), which a session has no business with;
+//   - connect always notifies gloved, whatever its arguments: the address
+//     is in the program's memory, where a filter cannot look, so gloved
+//     reads it and answers (threat: a connect to a host socket that is
+//     not one of the session's aliases, such as a container runtime's or
+//     a desktop bus's socket bound into the sandbox by some mount);
+//   - getsockopt(fd, SOL_SOCKET, SO_ERROR) on any descriptor: a
+//     non-blocking client reads the result of its connect there; SO_ERROR
+//     only reads and clears the socket's pending error;
+//   - getpeername and getsockname on any descriptor: they only inspect a
+//     socket, and Go's net package calls both after every connect.
+//
+// bind, listen and accept stay denied (threat: a sandbox serving a socket
+// to the host or to another session), and so do setsockopt and shutdown.
+func localServiceRules() []specs.LinuxSyscall {
+	return []specs.LinuxSyscall{
+		{Names: []string{"socket"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 0, Value: unix.AF_UNIX, Op: specs.OpEqualTo},
+			{Index: 1, Value: socketTypeMask, ValueTwo: unix.SOCK_STREAM, Op: specs.OpMaskedEqual},
+		}},
+		{Names: []string{"connect"}, Action: specs.ActNotify},
+		{Names: []string{"getsockopt"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 1, Value: unix.SOL_SOCKET, Op: specs.OpEqualTo},
+			{Index: 2, Value: unix.SO_ERROR, Op: specs.OpEqualTo},
+		}},
+		{Names: []string{"getpeername", "getsockname"}, Action: specs.ActAllow},
+	}
 }
