@@ -43,7 +43,13 @@ func listenerBundle(t *testing.T, e *testenv.Env, script string) *testenv.Bundle
 // sock; ok is false at end of file (no filter, so no listener).
 func receiveListener(sock int) (listener int, ok bool, err error) {
 	b, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(sock, b, oob, unix.MSG_CMSG_CLOEXEC)
+	var n, oobn int
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(sock, b, oob, unix.MSG_CMSG_CLOEXEC)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
 	if err != nil {
 		return -1, false, fmt.Errorf("recvmsg: %w", err)
 	}
@@ -255,8 +261,13 @@ func TestShimSeccompListenerLayerOff(t *testing.T) {
 	if r.Code != 0 {
 		t.Errorf("exit %d stderr %q", r.Code, r.Stderr)
 	}
-	if err := <-eof; err != nil {
-		t.Error(err)
+	select {
+	case err := <-eof:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no answer on the listener's socket 10 s after the shim ended")
 	}
 }
 
