@@ -32,7 +32,8 @@
 //	  capability (bounding set emptied, SECBIT_NOROOT), no_new_privs,
 //	  every descriptor but stdio and the passed ones close-on-exec,
 //	  Landlock (as the kernel's ABI allows), the terminal ioctl filter,
-//	  the bundle's seccomp filter last, execve
+//	  the bundle's seccomp filter last (with linux.seccomp.listenerPath,
+//	  its listener then sent on that descriptor), execve
 //
 // Why two user namespaces: a mount that a process attached in a user
 // namespace it owns can still be made writable (mount_setattr clearing
@@ -57,6 +58,17 @@
 // descriptor of the host would let the program walk out of its root with
 // openat(N, "..")). The other preserved descriptors are passed at their
 // numbers; a directory or O_PATH descriptor among them is refused.
+//
+// linux.seccomp.listenerPath may only be /proc/self/fd/N, N a preserved
+// descriptor no mount uses, which stage 0 refuses unless it is a
+// connected AF_UNIX stream socket. Stage 2 loads the bundle's filter with
+// SECCOMP_FILTER_FLAG_NEW_LISTENER and sends the listener on N
+// (SCM_RIGHTS, one byte), so that gloved can answer the program's
+// notified calls (connect, for local services); a failed send fails the
+// stage. N never reaches the program (threat: a program answering its
+// own filter's notifications), and the waiter and stage 1 keep no copy.
+// With the seccomp layer off (test builds) stage 2 closes N and sends
+// nothing: the holder reads end of file, meaning no filter.
 //
 // Every layer is tested on its own by the attack table in
 // shim/attack_test.go; the test-only switches that turn layers off exist

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/glove-sandbox/glove/seccomp"
 	"github.com/glove-sandbox/glove/spec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -118,6 +119,14 @@ type ProcessPlan struct {
 	Rlimits      []Rlimit
 	Seccomp      []byte // classic BPF, compiled by stage 0; nil: no filter
 	SeccompFlags uint
+	// SeccompListenerFD, when not 0, is the preserved descriptor named by
+	// linux.seccomp.listenerPath (/proc/self/fd/N): a connected AF_UNIX
+	// stream socket on which stage 2 sends the bundle's filter's
+	// user-notification listener (SCM_RIGHTS, one byte) once it is
+	// loaded. It is neither a mount source nor among PassFDs: the program
+	// never has it (threat: a program holding its own filter's listener,
+	// or the handler's socket, could answer its own calls).
+	SeccompListenerFD int
 	// DenyIoctls is the deniedIoctls filter (seccomp_extra.go) in the
 	// kernel's struct sock_filter layout, built once by stage 0 and
 	// loaded by stage 2 under Seccomp; nil when the seccomp layer is off
@@ -344,6 +353,9 @@ func Validate(s *specs.Spec, preserveFDs int, hostUID, hostGID uint32) (*Plan, e
 			}
 		}
 	}
+	if err := validateListener(s.Linux.Seccomp, preserveFDs, p); err != nil {
+		return nil, err
+	}
 	if !proc {
 		// Stage 2 is started through /proc/self/fd inside the new root,
 		// and masking needs the sandbox's own /proc.
@@ -352,7 +364,7 @@ func Validate(s *specs.Spec, preserveFDs int, hostUID, hostGID uint32) (*Plan, e
 	// The preserved descriptors that are not mount sources reach the
 	// program at their numbers.
 	for fd := 3; fd < 3+preserveFDs; fd++ {
-		used := false
+		used := fd == p.Process.SeccompListenerFD
 		for _, m := range p.Mounts {
 			used = used || m.SourceFD == fd
 		}
@@ -361,6 +373,30 @@ func Validate(s *specs.Spec, preserveFDs int, hostUID, hostGID uint32) (*Plan, e
 		}
 	}
 	return p, nil
+}
+
+// validateListener takes linux.seccomp.listenerPath: /proc/self/fd/N with
+// N a preserved descriptor that no mount uses (package seccomp's
+// Compile refuses a notify rule without it, and it without one).
+func validateListener(s *specs.LinuxSeccomp, preserveFDs int, p *Plan) error {
+	if s == nil || s.ListenerPath == "" {
+		return nil
+	}
+	const f = "linux.seccomp.listenerPath"
+	n, ok := seccomp.ListenerFD(s.ListenerPath)
+	if !ok {
+		return bad(f, "%q is not /proc/self/fd/N", s.ListenerPath)
+	}
+	if n < 3 || n >= 3+preserveFDs {
+		return bad(f, "descriptor %d outside the preserved range 3..%d", n, 2+preserveFDs)
+	}
+	for i, m := range p.Mounts {
+		if m.SourceFD == n {
+			return bad(f, "descriptor %d is the source of mounts[%d]", n, i)
+		}
+	}
+	p.Process.SeccompListenerFD = n
+	return nil
 }
 
 func checkHostname(h string) error {

@@ -3,11 +3,13 @@ package shim
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/glove-sandbox/glove/spec"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 const hostUID, hostGID = 4242, 4343
@@ -45,6 +47,33 @@ func goodSpec() *specs.Spec {
 			MaskedPaths:   []string{"/proc/kcore"},
 			ReadonlyPaths: []string{"/proc/sys"},
 		},
+	}
+}
+
+// listening is a profile whose connect is notified on the listener at
+// path.
+func listening(path string) *specs.LinuxSeccomp {
+	return &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, ListenerPath: path,
+		Syscalls: []specs.LinuxSyscall{{Names: []string{"connect"}, Action: specs.ActNotify}}}
+}
+
+// TestValidateListener: the listener's descriptor is in the plan, and not
+// among the descriptors the program receives.
+func TestValidateListener(t *testing.T) {
+	s := goodSpec()
+	s.Linux.Seccomp = listening("/proc/self/fd/5")
+	p, err := Validate(s, 3, hostUID, hostGID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Process.SeccompListenerFD != 5 || !slices.Equal(p.Process.PassFDs, []int{4}) {
+		t.Errorf("listener %d, passed %v; want 5 and [4]", p.Process.SeccompListenerFD, p.Process.PassFDs)
+	}
+	if f := seccompFlags(s.Linux.Seccomp); f&unix.SECCOMP_FILTER_FLAG_NEW_LISTENER == 0 || f&unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH == 0 {
+		t.Errorf("flags %#x lack NEW_LISTENER|TSYNC_ESRCH", f)
+	}
+	if f := seccompFlags(&specs.LinuxSeccomp{}); f != unix.SECCOMP_FILTER_FLAG_TSYNC {
+		t.Errorf("flags without a listener %#x, want TSYNC alone", f)
 	}
 }
 
@@ -273,6 +302,11 @@ func TestValidateRefuses(t *testing.T) {
 			s.Root.Readonly = false
 			s.Annotations = map[string]string{spec.RootAnnotation: spec.RootTmpfs}
 		}, "annotations." + spec.RootAnnotation, false},
+		{"listener outside range", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/proc/self/fd/5") }, "linux.seccomp.listenerPath", false},
+		{"listener stdio", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/proc/self/fd/1") }, "linux.seccomp.listenerPath", false},
+		{"listener with zeros", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/proc/self/fd/04") }, "linux.seccomp.listenerPath", false},
+		{"listener host path", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/run/gloved.sock") }, "linux.seccomp.listenerPath", false},
+		{"listener is a mount source", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/proc/self/fd/3") }, "linux.seccomp.listenerPath", false},
 		{"preserve negative", -1, func(s *specs.Spec) {}, "--preserve-fds", false},
 		{"preserve huge", 5000, func(s *specs.Spec) {}, "--preserve-fds", false},
 	}

@@ -24,7 +24,7 @@ import (
 // would turn into a wrong sandbox: it refuses anything the encoder would
 // not have written, and any string holding a NUL (FuzzDecodePlan checks
 // that what it accepts encodes back to the same bytes).
-const planMagic = "glove-plan-2\n"
+const planMagic = "glove-plan-3\n"
 
 // encodePlan is the plan's binary form (see planMagic).
 func encodePlan(p *Plan) []byte {
@@ -79,6 +79,7 @@ func encodePlan(p *Plan) []byte {
 		e.b = append(e.b, pp.Seccomp...)
 	}
 	e.uint(uint64(pp.SeccompFlags))
+	e.int(pp.SeccompListenerFD)
 	e.bytes(pp.DenyIoctls)
 	e.uint(uint64(len(pp.PassFDs)))
 	for _, fd := range pp.PassFDs {

@@ -139,6 +139,7 @@ func planRefusals(t testing.TB) []planRefusal {
 		e.uint(0)                        // Rlimits
 		e.bool(false)                    // Seccomp
 		e.uint(0)                        // SeccompFlags
+		e.int(0)                         // SeccompListenerFD
 		e.bytes(nil)                     // DenyIoctls
 		e.uint(0)                        // PassFDs
 		e.b = append(e.b, 0, 0, 0, 0, 0) // Caps
@@ -180,8 +181,8 @@ func planRefusals(t testing.TB) []planRefusal {
 		{"nothing", nil},
 		{"JSON", []byte(`{"PreserveFDs":0}`)},
 		{"magic only", []byte(planMagic)},
-		{"wrong magic", append([]byte("glove-plan-3\n"), empty[m:]...)},
-		{"previous magic", append([]byte("glove-plan-1\n"), empty[m:]...)},
+		{"wrong magic", append([]byte("glove-plan-4\n"), empty[m:]...)},
+		{"previous magic", append([]byte("glove-plan-2\n"), empty[m:]...)},
 		{"trailing byte", append(append([]byte{}, empty...), 0)},
 		{"unsigned not shortest", with(m+1, 0x80)},      // Hostname length 0 as 0x80 0x00
 		{"signed not shortest", set(m, 0x80)},           // PreserveFDs 0x80 0x00 ...

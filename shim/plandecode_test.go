@@ -80,6 +80,7 @@ func decodePlan(b []byte) (*Plan, error) {
 		}
 	}
 	pp.SeccompFlags = uint(d.uint())
+	pp.SeccompListenerFD = d.int()
 	// Empty is absent (nil): one plan, one encoding.
 	if b := d.bytes(); len(b) > 0 {
 		pp.DenyIoctls = slices.Clone(b)

@@ -497,6 +497,12 @@ func seccompFlags(s *specs.LinuxSeccomp) uint {
 			flags |= unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW
 		}
 	}
+	if s.ListenerPath != "" {
+		// The kernel refuses TSYNC with NEW_LISTENER unless TSYNC_ESRCH
+		// (Linux 5.7) says how a thread that cannot be synchronized is
+		// reported: the result is then the listener.
+		flags |= unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+	}
 	return flags
 }
 
@@ -554,6 +560,11 @@ func checkSources(p *Plan, bundleFD int, root string) error {
 	for _, fd := range p.Process.PassFDs {
 		if err := checkPassFD(fd); err != nil {
 			return fmt.Errorf("--preserve-fds: descriptor %d: %w", fd, err)
+		}
+	}
+	if fd := p.Process.SeccompListenerFD; fd != 0 {
+		if err := checkListenerFD(fd); err != nil {
+			return fmt.Errorf("config.json: linux.seccomp.listenerPath: descriptor %d: %w", fd, err)
 		}
 	}
 	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
@@ -759,6 +770,36 @@ func shareRlimits(pp *ProcessPlan) error {
 		}
 		share := max(cur.Cur/budgetShares, 1)
 		pp.Rlimits = append(pp.Rlimits, Rlimit{Resource: res, Soft: share, Hard: share})
+	}
+	return nil
+}
+
+// checkListenerFD accepts only a connected AF_UNIX stream socket as the
+// descriptor the listener is sent on: SCM_RIGHTS needs AF_UNIX, a stream
+// keeps the one message in order, and a socket with no peer would take
+// the listener nowhere, leaving every notified call unanswered (the
+// program would hang in connect).
+func checkListenerFD(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("file type %#o is not a socket (want a connected AF_UNIX stream socket)", st.Mode&unix.S_IFMT)
+	}
+	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil {
+		return fmt.Errorf("getsockopt SO_DOMAIN: %w", err)
+	}
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return fmt.Errorf("getsockopt SO_TYPE: %w", err)
+	}
+	if domain != unix.AF_UNIX || typ != unix.SOCK_STREAM {
+		return fmt.Errorf("socket of domain %d, type %d (want a connected AF_UNIX stream socket)", domain, typ)
+	}
+	if _, err := unix.Getpeername(fd); err != nil {
+		return fmt.Errorf("not connected (want a connected AF_UNIX stream socket): getpeername: %w", err)
 	}
 	return nil
 }

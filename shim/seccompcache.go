@@ -64,8 +64,9 @@ const (
 )
 
 // cacheFlags are the SECCOMP_FILTER_FLAG_* an entry may carry: those
-// compileSeccomp produces.
-const cacheFlags = unix.SECCOMP_FILTER_FLAG_TSYNC | unix.SECCOMP_FILTER_FLAG_LOG | unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW
+// seccompFlags (run_linux.go) produces.
+const cacheFlags = unix.SECCOMP_FILTER_FLAG_TSYNC | unix.SECCOMP_FILTER_FLAG_LOG | unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW |
+	unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH
 
 // seccompCache is the checked cache directory.
 type seccompCache struct {

@@ -49,8 +49,9 @@ type notifSizes struct {
 
 // The ioctl requests, from golang.org/x/sys/unix (linux/seccomp.h);
 // notify_test.go derives each from the _IOWR/_IOW formula and the
-// structure sizes above. ID_VALID is the corrected _IOW number (Linux
-// 5.7+ accepts it; every kernel Glove supports does).
+// structure sizes above. ID_VALID is the corrected _IOW number, which
+// kernels accept since before ADDFD (5.9) existed, beside the old _IOR
+// one; the tests call it on the running kernel.
 const (
 	ioctlRecv    = unix.SECCOMP_IOCTL_NOTIF_RECV
 	ioctlSend    = unix.SECCOMP_IOCTL_NOTIF_SEND

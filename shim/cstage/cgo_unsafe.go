@@ -99,6 +99,7 @@ func Decode(b []byte) (*shim.Plan, error) {
 		pp.Seccomp = C.GoBytes(unsafe.Pointer(cpp.seccomp), C.int(cpp.seccomp_len))
 	}
 	pp.SeccompFlags = uint(cpp.seccomp_flags)
+	pp.SeccompListenerFD = int(cpp.seccomp_listener_fd)
 	if cpp.deny_ioctls_len > 0 {
 		pp.DenyIoctls = C.GoBytes(unsafe.Pointer(cpp.deny_ioctls), C.int(cpp.deny_ioctls_len))
 	}

@@ -16,7 +16,7 @@
 
 #include "plan.h"
 
-static const char plan_magic[] = "glove-plan-2\n";
+static const char plan_magic[] = "glove-plan-3\n";
 
 struct gp_alloc {
 	struct gp_alloc *next;
@@ -295,6 +295,7 @@ int glove_plan_decode(const unsigned char *b, size_t n, struct glove_plan *p, ch
 	if (pp->has_seccomp)
 		pp->seccomp = dbytes(&d, &pp->seccomp_len);
 	pp->seccomp_flags = duint(&d);
+	pp->seccomp_listener_fd = dint(&d);
 	pp->deny_ioctls = dbytes(&d, &pp->deny_ioctls_len);
 	k = dcount(&d);
 	pp->pass_fds = galloc(&d, k, sizeof(*pp->pass_fds));

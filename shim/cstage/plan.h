@@ -66,6 +66,7 @@ struct gp_process {
 	unsigned char *seccomp; /* classic BPF, seccomp_len bytes */
 	size_t seccomp_len;
 	uint64_t seccomp_flags;
+	int64_t seccomp_listener_fd; /* 0: none; see shim.ProcessPlan */
 	unsigned char *deny_ioctls; /* classic BPF, deny_ioctls_len bytes; 0: none */
 	size_t deny_ioctls_len;
 	size_t npass_fds;

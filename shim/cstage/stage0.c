@@ -140,6 +140,13 @@ void glove_stage0(int argc, char **argv)
 	pid = start_stage1(&p, orig, e);
 	if (pid < 0)
 		s0_fail("%s", e);
+	/* The listener's descriptor is stage 2's alone: a copy kept here
+	 * would hide from the handler the end of file it reads when stage 2
+	 * sends no listener (no filter). Stage 1 has its own copy now. */
+	if (p.process.seccomp_listener_fd != 0 && close((int)p.process.seccomp_listener_fd) != 0) {
+		s1_kill_child(pid, e);
+		s0_fail("close the seccomp listener's descriptor: %s", gp_errno(errno));
+	}
 	/* Forward and wait: stage 0 reaps nothing but stage 1. */
 	for (;;) {
 		int ws, sig;

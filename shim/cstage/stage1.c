@@ -543,6 +543,10 @@ void s1_main(struct glove_plan *p, int ctl, ksigset orig)
 	 * copy (a stream socket must have one holder inside the sandbox). */
 	for (i = 0; i < p->process.npass_fds; i++)
 		close((int)p->process.pass_fds[i]);
+	/* Nor of the listener's descriptor, stage 2's alone: the handler
+	 * reads end of file on its end when stage 2 sends nothing. */
+	if (p->process.seccomp_listener_fd != 0 && close((int)p->process.seccomp_listener_fd) != 0 && pid >= 0)
+		gp_fail(ctl, "stage 1", "close the seccomp listener's descriptor: %s", gp_errno(errno));
 	if (pid < 0)
 		gp_fail(ctl, "stage 1", "%s", e);
 	close(mine);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -327,8 +328,9 @@ static void landlock(int ctl, const struct gp_process *pp)
 /* load_filter installs a classic BPF program with the given
  * SECCOMP_FILTER_FLAG_* flags; no_new_privs is already set. The program's
  * bytes are the kernel's struct sock_filter array as stage 0 wrote it, and
- * the plan decoder's allocations are aligned for it (plan.c: galloc). */
-static void load_filter(int ctl, const char *what, const unsigned char *prog, size_t len, uint64_t flags)
+ * the plan decoder's allocations are aligned for it (plan.c: galloc). With
+ * SECCOMP_FILTER_FLAG_NEW_LISTENER it returns the listener, else 0. */
+static int load_filter(int ctl, const char *what, const unsigned char *prog, size_t len, uint64_t flags)
 {
 	struct sock_fprog fprog;
 	long r;
@@ -340,11 +342,56 @@ static void load_filter(int ctl, const char *what, const unsigned char *prog, si
 	r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, (unsigned long)flags, &fprog);
 	if (r < 0)
 		gp_fail(ctl, STAGE, "seccomp(SET_MODE_FILTER): %s%s", what, gp_errno(errno));
+	/* With NEW_LISTENER (and so TSYNC_ESRCH, see shim/run_linux.go:
+	 * seccompFlags) a positive result is the listener. */
+	if (flags & SECCOMP_FILTER_FLAG_NEW_LISTENER) {
+		if (r == 0)
+			gp_fail(ctl, STAGE, "seccomp(SET_MODE_FILTER): %sno listener returned", what);
+		return (int)r;
+	}
 	/* With TSYNC a positive result names a thread that could not be
 	 * synchronized, and nothing was installed; this process has one
 	 * thread, so it cannot happen, but it would mean no filter. */
 	if (r > 0)
 		gp_fail(ctl, STAGE, "seccomp(SET_MODE_FILTER): %sthread %ld could not be synchronized", what, r);
+	return 0;
+}
+
+/* send_listener hands the bundle's filter's listener to whoever holds
+ * the other end of the descriptor listenerPath named (gloved's
+ * local-service handler): one byte (0) with the listener in SCM_RIGHTS,
+ * then closes both. It runs after the filter is loaded, since the
+ * listener only exists then; sendmsg and close are among the calls
+ * Glove's default profile allows. A failure ends the stage: a program
+ * whose notified calls nobody answers would hang in them. */
+static void send_listener(int ctl, int sock, int listener)
+{
+	char byte = 0;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(&u, 0, sizeof(u));
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &listener, sizeof(int));
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != 1)
+		gp_fail(ctl, STAGE, "seccomp: send the listener on descriptor %d: %s", sock,
+			n < 0 ? gp_errno(errno) : "short write");
+	if (close(listener) != 0)
+		gp_fail(ctl, STAGE, "seccomp: close the listener: %s", gp_errno(errno));
+	if (close(sock) != 0)
+		gp_fail(ctl, STAGE, "seccomp: close descriptor %d: %s", sock, gp_errno(errno));
 }
 
 /* prepare applies every restriction, in this order, and returns the
@@ -353,6 +400,7 @@ static const char *prepare(int ctl, const struct glove_plan *p)
 {
 	const struct gp_process *pp = &p->process;
 	const char *path;
+	int sock, listener = -1;
 	size_t i;
 
 	if (pp->args.n == 0)
@@ -387,6 +435,15 @@ static const char *prepare(int ctl, const struct glove_plan *p)
 			gp_fail(ctl, STAGE, "pass descriptor %lld: %s", (long long)pp->pass_fds[i], gp_errno(errno));
 	if (!gp_off(p, GLOVE_LAYER_LANDLOCK))
 		landlock(ctl, pp);
+	/* The listener's descriptor: never the program's, whether a filter
+	 * is loaded or not (it is close-on-exec since close_range above, and
+	 * closed explicitly below). Stage 0 checked it; a plan that pairs it
+	 * with no NEW_LISTENER filter (or the reverse) is refused. */
+	sock = (int)pp->seccomp_listener_fd;
+	if ((sock != 0) != (pp->has_seccomp && (pp->seccomp_flags & SECCOMP_FILTER_FLAG_NEW_LISTENER)) ||
+	    (sock != 0 && (sock < 3 || sock >= 3 + p->preserve_fds)))
+		gp_fail(ctl, STAGE, "seccomp: plan: listener descriptor %lld and filter flags %#llx disagree",
+			(long long)pp->seccomp_listener_fd, (unsigned long long)pp->seccomp_flags);
 	if (!gp_off(p, GLOVE_LAYER_SECCOMP)) {
 		/* The terminal ioctls refused whatever the bundle's profile says
 		 * (shim/seccomp_extra.go: deniedIoctls names them and the
@@ -396,10 +453,16 @@ static const char *prepare(int ctl, const struct glove_plan *p)
 		if (pp->deny_ioctls_len == 0)
 			gp_fail(ctl, STAGE, "seccomp: deny ioctls: the plan carries no program");
 		load_filter(ctl, "deny ioctls: ", pp->deny_ioctls, pp->deny_ioctls_len, 0);
-		/* The bundle's filter last: after it, nothing but execve is
-		 * called. */
+		/* The bundle's filter last: after it, nothing but the
+		 * listener's hand-over and execve is called. */
 		if (pp->has_seccomp)
-			load_filter(ctl, "", pp->seccomp, pp->seccomp_len, pp->seccomp_flags);
+			listener = load_filter(ctl, "", pp->seccomp, pp->seccomp_len, pp->seccomp_flags);
+		if (sock != 0)
+			send_listener(ctl, sock, listener);
+	} else if (sock != 0 && close(sock) != 0) {
+		/* No filter (a test build's layer switch): no listener, and the
+		 * handler sees end of file on its end. */
+		gp_fail(ctl, STAGE, "seccomp: close descriptor %d: %s", sock, gp_errno(errno));
 	}
 	return path;
 }
