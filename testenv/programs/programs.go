@@ -14,6 +14,7 @@ package programs
 // "streamwait" it makes one exchange on its stream and waits, with "ls
 // DIR" it lists DIR, with "mountinfo" it prints its mount table, with
 // "connect PATH" it tries to reach the unix socket at PATH by its name,
+// with "connects PATH..." each of them in turn,
 // with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
 // "services" it prints what it has of local services (its
 // GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
@@ -27,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -82,6 +84,22 @@ func agent(src, dst, mode string) {
 	if os.Getenv("GLOVE_LOCAL_SERVICE_FDS_V1") != "" {
 		reply, err := exchange(os.NewFile(3, "stream"), "Bearer "+string(tok))
 		fmt.Println("model authenticated", err == nil && reply == "pong:Bearer "+string(tok))
+	}
+	if dir := os.Getenv("GLOVE_LOCAL_SERVICE_DIR"); dir != "" {
+		// The pathname transport: the model service is the directory's
+		// one alias, reached as any client would (net.Dial).
+		ents, err := os.ReadDir(dir)
+		ok := err == nil && len(ents) == 1
+		if ok {
+			c, err := net.Dial("unix", filepath.Join(dir, ents[0].Name()))
+			ok = err == nil
+			if ok {
+				reply, err := exchange(c, "Bearer "+string(tok))
+				ok = err == nil && reply == "pong:Bearer "+string(tok)
+				c.Close()
+			}
+		}
+		fmt.Println("model authenticated", ok)
 	}
 	if mode == "link" || mode == "fifo" || mode == "big" {
 		if err := os.Remove(dst); err != nil {
@@ -158,8 +176,8 @@ func stream() {
 	}
 }
 
-// exchange sends msg as one frame on descriptor 3 and reads the reply.
-func exchange(f *os.File, msg string) (string, error) {
+// exchange sends msg as one frame on f and reads the reply.
+func exchange(f io.ReadWriter, msg string) (string, error) {
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
 	if _, err := f.Write(append(frame, msg...)); err != nil {
 		return "", err
@@ -215,7 +233,31 @@ func connectTo(path string) {
 	fmt.Println("reply", reply, err)
 }
 
+// connects tries each path as connectTo does, printing one line per
+// path: "connect PATH ERR", and "reply PATH ..." when it got through.
+func connects(paths []string) {
+	fmt.Println("ran")
+	for _, p := range paths {
+		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			fmt.Println("socket", p, err)
+			continue
+		}
+		err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: p})
+		fmt.Println("connect", p, err)
+		if err == nil {
+			reply, err := exchange(os.NewFile(uintptr(fd), "leak"), "leak")
+			fmt.Println("reply", p, reply, err)
+		}
+		syscall.Close(fd)
+	}
+}
+
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "connects" {
+		connects(os.Args[2:])
+		return
+	}
 	if len(os.Args) > 2 && os.Args[1] == "connect" {
 		connectTo(os.Args[2])
 		return
@@ -311,6 +353,35 @@ func main() {
 		if errno == 0 {
 			reply, err := exchange(os.NewFile(3, "stream"), "ping")
 			fmt.Println("reply", reply, err)
+		}
+		if dir := os.Getenv("GLOVE_LOCAL_SERVICE_DIR"); dir != "" {
+			// Each alias: its mode, then two connections, one after
+			// the other, each with one exchange (the second checks the
+			// first's end freed its relay).
+			ents, err := os.ReadDir(dir)
+			fmt.Println("dir", len(ents), err)
+			for _, ent := range ents {
+				p := filepath.Join(dir, ent.Name())
+				st, err := os.Lstat(p)
+				if err == nil {
+					fmt.Println("alias", ent.Name(), st.Mode())
+				}
+				for i := 0; i < 2; i++ {
+					c, err := net.Dial("unix", p)
+					if err != nil {
+						fmt.Println("dial", ent.Name(), err)
+						continue
+					}
+					reply, err := exchange(c, "ping "+ent.Name())
+					fmt.Println("reply", ent.Name(), reply, err)
+					c.Close()
+				}
+			}
+			dst, err := os.Stat(dir)
+			if err == nil {
+				fmt.Println("dir mode", dst.Mode())
+			}
+			fmt.Println("dir write", os.WriteFile(filepath.Join(dir, "x"), nil, 0o600) != nil)
 		}
 		return
 	}

@@ -17,11 +17,17 @@ const LaunchDigestSchema = "glove.managed-launch-v3"
 // socket file with its peer's uid), and the operator's upstream manifest
 // (alias and socket path).
 type Transport struct {
-	Kind     string          `json:"kind"` // "inherited-stream-v1"
+	Kind     string          `json:"kind"` // "inherited-stream-v1" or "pathname-compat-v1"
 	FDs      map[string]int  `json:"fds"`
 	Guest    EndpointID      `json:"guest"`
 	Upstream EndpointID      `json:"upstream"`
 	Manifest []ManifestEntry `json:"manifest"`
+	// Dir and Upstreams are the pathname transport's: the alias
+	// directory the program sees, and each manifest entry's socket file
+	// identity at launch (its connections are made later, one by one,
+	// so no guest or upstream endpoint is fixed at launch).
+	Dir       string       `json:"dir,omitzero"`
+	Upstreams []EndpointID `json:"upstreams,omitzero"`
 }
 
 // EndpointID identifies a socket endpoint.

@@ -99,6 +99,10 @@ type Launch struct {
 	// end of the supervisor's socketpair reaches the program at
 	// descriptor 3 (StreamFD), and only there may it inspect a socket.
 	Stream *Stream
+	// Services, when set, is the pathname compatibility transport
+	// (services.go): the aliases reachable through the read-only
+	// directory of the launch's ServiceDir mount.
+	Services *Services
 	// ExecutablePin is set for a discovered executable (a
 	// runtime_discovery template): Run rechecks it before the program
 	// is released.
@@ -261,6 +265,7 @@ func (l *Launch) Check() error {
 			if m.MaxBytes != 0 || m.ReadOnly {
 				return bad("mounts[%d]: a tmpfs is writable scratch, bounded by disk_bytes with the rest (no quota of its own)", i)
 			}
+		case ServiceDir: // checkServices
 		case PrivateHome:
 			if m.MaxBytes != 0 || m.Target != HomeDir || l.Skills == nil || m.ReadOnly {
 				return bad("mounts[%d]: a private home is writable scratch at %s (no quota of its own), with its skill projection", i, HomeDir)
@@ -287,11 +292,11 @@ func (l *Launch) Check() error {
 		default:
 			return bad("mounts[%d]: unknown kind %q", i, m.Kind)
 		}
-		if m.Kind != Tmpfs && m.Kind != PrivateHome && m.Kind != LibraryBundles && (!path.IsAbs(m.HostPath) || path.Clean(m.HostPath) != m.HostPath) {
+		if m.Kind != Tmpfs && m.Kind != PrivateHome && m.Kind != LibraryBundles && m.Kind != ServiceDir && (!path.IsAbs(m.HostPath) || path.Clean(m.HostPath) != m.HostPath) {
 			return bad("mounts[%d]: host path %q is not an absolute clean path", i, m.HostPath)
 		}
 	}
-	return nil
+	return l.checkServices()
 }
 
 // inScratch reports whether m lives in the session's scratch: one tmpfs
@@ -303,7 +308,7 @@ func (l *Launch) Check() error {
 // quota, kept after the session; read-only copies and library bundles
 // cannot be written.
 func (m Mount) inScratch() bool {
-	return m.Kind == Tmpfs || m.Kind == PrivateHome || (m.Kind == EphemeralCopy && !m.ReadOnly)
+	return m.Kind == Tmpfs || m.Kind == PrivateHome || m.Kind == ServiceDir || (m.Kind == EphemeralCopy && !m.ReadOnly)
 }
 
 // Retains reports whether the launch has a RetainedCopy mount: its

@@ -101,6 +101,12 @@ type Env struct {
 	// compiles a profile once rather than at every start. Without it the
 	// shim compiles as before (glove run has none).
 	SeccompCache *os.File
+	// ServeServices, needed by a launch with local services (Launch.
+	// Services), starts the supervisor's server of its alias sockets and
+	// seccomp listener (ServiceHandles) and returns how to stop it; the
+	// session calls stop once its program is gone, before its scratch
+	// goes. gloved has one; glove run serves no local service.
+	ServeServices func(h ServiceHandles) (stop func() error, err error)
 }
 
 // guard applies Env.Guard to the host tree of mount target open at fd.
@@ -217,10 +223,22 @@ type prepared struct {
 	// sources each mount's descriptor there (descriptors lays both out).
 	shimFiles []*os.File
 	sources   []mountSource
-	bundle    string
-	cgMade    bool
-	cgInode   uint64
-	released  bool
+	// handoffShim is the shim's end of the hand-off socket, the last of
+	// shimFiles.
+	handoffShim *os.File
+	// listeners are a pathname session's alias sockets (listenAliases),
+	// handoff the supervisor's end of the seccomp listener's hand-off
+	// socket and handoffFD the shim's end's number among shimFiles;
+	// stopServices stops the supervisor's server of them (Spawn starts
+	// it). All nil or zero without Launch.Services.
+	listeners    map[string]*os.File
+	handoff      *os.File
+	handoffFD    int
+	stopServices func() error
+	bundle       string
+	cgMade       bool
+	cgInode      uint64
+	released     bool
 	// root is the materialization root (O_PATH), when the launch retains.
 	root *os.File
 	// images are the retained copies' images, from their creation on.
@@ -248,6 +266,14 @@ func (p *prepared) release() error {
 	}
 	p.released = true
 	var errs []error
+	// The program is gone (or never ran): its connections to the local
+	// services end, and each relay's last audit record is written.
+	if p.stopServices != nil {
+		if err := p.stopServices(); err != nil {
+			errs = append(errs, fmt.Errorf("local services: %w", err))
+		}
+		p.stopServices = nil
+	}
 	// The session's processes are gone (its cgroup is empty): the images
 	// are written back, made read-only, and their mounts closed below,
 	// which unbinds their loop devices (autoclear). The image files stay.
@@ -288,6 +314,14 @@ func (p *prepared) release() error {
 	}
 	for _, f := range append(append(p.cgroup, p.cgJoin...), p.mounts...) {
 		f.Close()
+	}
+	for _, f := range p.listeners {
+		f.Close()
+	}
+	for _, f := range []*os.File{p.handoff, p.handoffShim} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	if p.scratch != nil {
 		p.scratch.Close()
@@ -432,8 +466,23 @@ func prepareMounts(p *prepared, l *Launch, pio IO) error {
 			return err
 		}
 	}
+	if l.Services != nil {
+		if p.env.ServeServices == nil {
+			return fmt.Errorf("local services: this supervisor serves none: %w", ErrInvalid)
+		}
+		var shimEnd *os.File
+		var err error
+		if shimEnd, p.handoff, err = handoffSocket(); err != nil {
+			return err
+		}
+		p.handoffShim = shimEnd
+	}
 	p.shimFiles, p.sources = p.descriptors(l)
-	bundle, err := writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.env.Hidden)
+	if p.handoffShim != nil {
+		p.shimFiles = append(p.shimFiles, p.handoffShim)
+		p.handoffFD = 2 + len(p.shimFiles)
+	}
+	bundle, err := writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.handoffFD, p.env.Hidden)
 	if err != nil {
 		return err
 	}
@@ -513,6 +562,9 @@ func (p *prepared) scratchDir(i int, m Mount, l *Launch, pio IO) (*os.File, erro
 	if m.Mode != 0 {
 		mode = m.Mode
 	}
+	if m.Kind == ServiceDir {
+		mode = 0o700 // the service user's alone: its sockets are the way out
+	}
 	if err := unix.Mkdirat(root, sub, 0o700); err != nil {
 		return nil, fmt.Errorf("the session's scratch: mkdir %s: %w", sub, err)
 	}
@@ -533,6 +585,8 @@ func (p *prepared) scratchDir(i int, m Mount, l *Launch, pio IO) (*os.File, erro
 		err = fillHome(dir, l, p.pins)
 	case EphemeralCopy:
 		err = fill(p.env, dir, m, pio)
+	case ServiceDir:
+		p.listeners, err = listenAliases(dir, l.Services.Aliases)
 	}
 	if err != nil {
 		dir.Close()
@@ -658,7 +712,7 @@ func inodesFor(n uint64) uint64 { return max(n/4096, 1024) }
 // writeBundle writes the bundle: an empty root with the usual links into
 // /usr, and config.json whose mounts name the descriptors the shim gets
 // at 3, 4, ... in l.Mounts order.
-func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n int, hidden []string) (string, error) {
+func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD int, hidden []string) (string, error) {
 	dir, err := os.MkdirTemp(runtimeDir, "bundle-"+l.Name+"-")
 	if err != nil {
 		return "", fmt.Errorf("create the bundle: %w", err)
@@ -705,6 +759,13 @@ func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n int, hidden
 		env = append(append([]string(nil), env...), fmt.Sprintf(`%s={"%s":%d}`, StreamEnv, l.Stream.Alias, StreamFD),
 			StreamAliasEnv+"="+l.Stream.Alias)
 	}
+	// The pathname transport: the alias directory's variable, and
+	// connect(2) sent to the supervisor (services.go), which gets the
+	// seccomp listener on the hand-off socket at listenerFD.
+	if l.Services != nil {
+		opts.LocalServiceConnect = true
+		env = append(append([]string(nil), env...), ServiceDirEnv+"="+ServiceDirTarget)
+	}
 	// Parents before children (spec.Build refuses anything else).
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
 	s, err := spec.Build(spec.Launch{
@@ -717,6 +778,8 @@ func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n int, hidden
 		Terminal:        l.Terminal,
 		PreserveFDs:     n,
 		Seccomp:         profile.DefaultProfile(opts),
+		// 0 without local services: no listener.
+		SeccompListenerFD: listenerFD,
 	})
 	if err != nil {
 		return "", fmt.Errorf("build config.json: %w", err)

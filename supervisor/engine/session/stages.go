@@ -194,6 +194,12 @@ func (h *Handle) Spawn() (Identity, error) {
 	sp.syncR = nil
 	closeAll(p.cgJoin)
 	p.cgJoin = nil
+	if p.handoffShim != nil {
+		// The shim's now: its end closes when the shim and its stages
+		// are gone, which the server sees as end of file.
+		p.handoffShim.Close()
+		p.handoffShim = nil
+	}
 	if !l.Terminal {
 		cmd.Stdout.(*os.File).Close()
 	}
@@ -209,6 +215,16 @@ func (h *Handle) Spawn() (Identity, error) {
 	}
 	go func() { sp.waited <- cmd.Wait() }()
 	sp.started = time.Now()
+	if l.Services != nil {
+		// Before the program may run: its first connect waits for the
+		// server, which takes the seccomp listener from the hand-off
+		// socket as soon as the shim sends it.
+		stop, err := p.env.ServeServices(ServiceHandles{Session: l.Name, Dir: p.mounts[l.serviceIndex()], Listeners: p.listeners, Handoff: p.handoff})
+		if err != nil {
+			return Identity{}, fmt.Errorf("local services: %w", err)
+		}
+		p.stopServices = stop
+	}
 	p.env.fault("exec")
 	// v1 hierarchies (memory, pids on hybrid hosts): placement after the
 	// start, before the shim may fork; it waits for the release byte.

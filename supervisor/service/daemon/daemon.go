@@ -99,6 +99,9 @@ type Daemon struct {
 	// comes from (nil without one).
 	stream   *endpoint
 	services *localservice.Config
+	// pathname are the pathname compatibility transport's upstreams, in
+	// alias order, when the file selects it (pathname.go).
+	pathname []*endpoint
 	// seccompCache is glove-shim's seccomp cache directory in the session
 	// store (O_PATH), made and opened once at start-up, passed to every
 	// shim, closed at shutdown (openSeccompCache).
@@ -562,8 +565,14 @@ func (d *Daemon) closeComponents() error {
 		if err := unix.Close(d.stream.parent); err != nil {
 			errs = append(errs, fmt.Errorf("close the inherited stream's upstream directory: %w", err))
 		}
-		d.stream, d.services = nil, nil
+		d.stream = nil
 	}
+	for _, e := range d.pathname {
+		if err := unix.Close(e.parent); err != nil {
+			errs = append(errs, fmt.Errorf("close local service %s's upstream directory: %w", e.alias, err))
+		}
+	}
+	d.pathname, d.services = nil, nil
 	if d.libraries != nil {
 		errs = append(errs, d.libraries.Close())
 		d.libraries = nil

@@ -356,6 +356,24 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		}
 		launch.Stream, pins.Stream, sp = &session.Stream{Alias: d.stream.alias}, guest, p
 	}
+	var serveServices func(session.ServiceHandles) (func() error, error)
+	if eps := d.pathnameFor(pl); len(eps) > 0 {
+		// The pathname transport: the alias directory, served by gloved
+		// for the session's life (pathname.go).
+		tr, aliases, err := pathnameTransport(eps)
+		if err != nil {
+			d.log.WithField("session_id", sess.ID).WithField("event", "stream").WithField("error", oneLine(err.Error())).Warn("local services unavailable")
+			return fail("stream", errorf(CodeUnavailable, "local services unavailable"))
+		}
+		transport = tr
+		launch.Services = &session.Services{Aliases: aliases}
+		launch.Mounts = append(launch.Mounts, session.Mount{Target: session.ServiceDirTarget, Kind: session.ServiceDir, ReadOnly: true})
+		if err := launch.Check(); err != nil {
+			d.log.WithField("session_id", sess.ID).WithField("event", "resolve").WithField("error", oneLine(err.Error())).Warn("local services do not fit the launch")
+			return fail("unsupported", errorf(CodeRejected, "the plan cannot be launched: unsupported"))
+		}
+		serveServices = d.serveServices(sess.ID, eps)
+	}
 	// releaseStream ends the stream's helper if the session does not run
 	// (its guest end is a pin, closed with the others).
 	releaseStream := func() {
@@ -371,7 +389,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// glove-loopext4 must be configured with the same directory
 	// (loopext4.json materialization_root), which it checks by identity.
 	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
-		MaterializationRoot: d.cfg.MaterializationRoot, SeccompCache: d.seccompCache}
+		MaterializationRoot: d.cfg.MaterializationRoot, SeccompCache: d.seccompCache, ServeServices: serveServices}
 	// Helpers of the session's own: each serves one request at a time
 	// on one connection, and sessions stay isolated (pool.go: a pooled
 	// helper is given to one session only). The session holds the pool
@@ -477,8 +495,18 @@ func (d *Daemon) guard(fd int) error {
 	if err := d.own.Check(fd); err != nil {
 		return err
 	}
-	if d.stream != nil && !exposureCheckOff() {
-		return d.stream.exposedBy(fd)
+	if exposureCheckOff() {
+		return nil
+	}
+	if d.stream != nil {
+		if err := d.stream.exposedBy(fd); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.pathname {
+		if err := e.exposedBy(fd); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
 	"github.com/glove-sandbox/glove/helpers/wire/wirecall"
+	"github.com/glove-sandbox/glove/seccomp/notify"
 	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
@@ -22,12 +23,6 @@ import (
 // file selects the transport: its socket's parent directory is opened
 // once at start-up and kept (descriptor-pinned); it must be the service
 // user's, mode 0700.
-
-// errPathnameTransport refuses a --local-services file without a
-// transport selector: it asks for the pathname compatibility transport,
-// which gloved does not have yet. Failing closed at start-up, rather
-// than serving sessions without the services the operator configured.
-var errPathnameTransport = errors.New("the file selects the pathname compatibility transport (no \"transport\"), which this gloved does not implement; give \"transport\": \"inherited-stream-v1\" with one service")
 
 // endpoint is the configured upstream, pinned by its parent directory.
 type endpoint struct {
@@ -112,7 +107,7 @@ func (e *endpoint) connect() (*os.File, session.EndpointID, error) {
 
 // ErrExposed is wrapped by exposedBy's refusal; a session it ends has
 // the store reason stream_exposed.
-var ErrExposed = errors.New("a path grant would expose the inherited stream's upstream")
+var ErrExposed = errors.New("a path grant would expose a local service's upstream")
 
 // exposedBy refuses the host tree open at fd, the very descriptor a
 // launch materializes a grant from (session.Env.Guard), if it is the
@@ -197,24 +192,37 @@ func (d *Daemon) streamFor(pl *plan.Plan) bool {
 	return ok
 }
 
-// openLocalServices loads --local-services, pins the inherited stream's
-// upstream directory and checks that glove-streamproxy answers. Only
-// the inherited-stream-v1 transport is built: a file without a
-// transport selector is refused (errPathnameTransport).
+// openLocalServices loads --local-services and pins each upstream's
+// directory: the one service of inherited-stream-v1 (d.stream), or every
+// service of the pathname compatibility transport (d.pathname, which
+// also needs the kernel's seccomp user notification, checked here so
+// that gloved fails at start-up, not at a session). Then it checks that
+// glove-streamproxy answers.
 func (d *Daemon) openLocalServices(path string) error {
 	c, err := localservice.Load(path)
 	if err != nil {
 		return err
 	}
+	d.services = c
 	if c.Transport == nil {
-		return errPathnameTransport
+		if err := notify.CheckSizes(); err != nil {
+			return fmt.Errorf("the pathname transport needs seccomp user notification: %w", err)
+		}
+		for i, svc := range c.Services {
+			ep, err := openEndpoint(svc)
+			if err != nil {
+				return fmt.Errorf("/services/%d/socket: %w", i, err)
+			}
+			d.pathname = append(d.pathname, ep)
+		}
+	} else {
+		svc := c.Services[0] // Validate: inherited-stream-v1 has exactly one
+		ep, err := openEndpoint(svc)
+		if err != nil {
+			return fmt.Errorf("/services/0/socket: %w", err)
+		}
+		d.stream = ep
 	}
-	svc := c.Services[0] // Validate: inherited-stream-v1 has exactly one
-	ep, err := openEndpoint(svc)
-	if err != nil {
-		return fmt.Errorf("/services/0/socket: %w", err)
-	}
-	d.stream, d.services = ep, c
 	p, err := d.startHelper("glove-streamproxy")
 	if err != nil {
 		return err
