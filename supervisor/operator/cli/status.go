@@ -23,6 +23,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/captable/captext"
 	"github.com/glove-sandbox/glove/mountinfo"
+	"github.com/glove-sandbox/glove/seccomp/notify"
 	"github.com/glove-sandbox/glove/supervisor/state/journal"
 	"github.com/glove-sandbox/glove/supervisor/state/lease"
 )
@@ -121,7 +122,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 
 // statusNames is every item a report has, in order.
 func statusNames() []string {
-	names := []string{"kernel", "user-namespaces", "landlock", "seccomp", "mount-api", "cgroups", "cgroup-delegation", "loop-devices", "mkfs.ext4", "service-manager", "session-store"}
+	names := []string{"kernel", "user-namespaces", "landlock", "seccomp", "local-services", "mount-api", "cgroups", "cgroup-delegation", "loop-devices", "mkfs.ext4", "service-manager", "session-store"}
 	for _, e := range captable.Table {
 		if e.Helper {
 			names = append(names, "helper "+e.Binary)
@@ -136,6 +137,7 @@ func (p statusProbe) run() statusReport {
 		p.probeUserns(),
 		probeLandlock(),
 		probeSeccomp(),
+		p.probeLocalServices(),
 		p.probeMountAPI(),
 		p.probeCgroups(),
 		p.probeDelegation(),
@@ -293,6 +295,40 @@ func probeSeccomp() statusItem {
 	}
 	it.OK = true
 	it.Detail = fmt.Sprintf("filters with TSYNC and KILL_PROCESS (this process: mode %d)", mode)
+	return it
+}
+
+// probeLocalServices says whether the pathname compatibility transport
+// of local services (docs/local-services.md) can work here: gloved
+// answers a sandboxed program's connect by seccomp user notification
+// and reads the address from the program's memory, which Yama's
+// ptrace_scope 2 or 3 forbids (then every such connect fails, closed).
+// Not required: sessions, and the inherited-stream-v1 transport, need
+// neither.
+func (p statusProbe) probeLocalServices() statusItem {
+	it := statusItem{Name: "local-services"}
+	action := uint32(unix.SECCOMP_RET_USER_NOTIF)
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action))); errno != 0 {
+		it.Detail = "pathname transport unavailable: SECCOMP_RET_USER_NOTIF: " + errno.Error()
+		it.Fix = "run a kernel of 5.9 or later, or select the inherited-stream-v1 transport"
+		return it
+	}
+	if err := notify.CheckSizes(); err != nil {
+		it.Detail = "pathname transport unavailable: " + err.Error()
+		it.Fix = "run a kernel of 5.9 or later, or select the inherited-stream-v1 transport"
+		return it
+	}
+	yama := "no Yama"
+	if v, err := readTrim(filepath.Join(p.procSys, "kernel/yama/ptrace_scope")); err == nil {
+		if v != "0" && v != "1" {
+			it.Detail = "pathname transport: every connect refused: Yama ptrace_scope " + v + " keeps gloved from reading a sandboxed program's connect address"
+			it.Fix = "sysctl kernel.yama.ptrace_scope=1 (3 holds until reboot), or select the inherited-stream-v1 transport"
+			return it
+		}
+		yama = "Yama ptrace_scope " + v
+	}
+	it.OK = true
+	it.Detail = "pathname transport: seccomp user notification, and gloved may read a sandboxed program's connect address (" + yama + ")"
 	return it
 }
 

@@ -252,6 +252,28 @@ func TestStatusForcedFailures(t *testing.T) {
 	}
 }
 
+// TestStatusLocalServices: Yama's ptrace_scope 2 or 3 fails the
+// local-services item (gloved could not read a connect's address), 0 or
+// 1 or no Yama pass it.
+func TestStatusLocalServices(t *testing.T) {
+	p := fakeProbe(t, otherLine+v2Line)
+	if it := item(t, p.run(), "local-services"); !it.OK || !strings.Contains(it.Detail, "no Yama") || it.Required {
+		t.Fatalf("no Yama: ok %v required %v %q", it.OK, it.Required, it.Detail)
+	}
+	if err := os.MkdirAll(filepath.Join(p.procSys, "kernel/yama"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for v, ok := range map[string]bool{"0": true, "1": true, "2": false, "3": false} {
+		if err := os.WriteFile(filepath.Join(p.procSys, "kernel/yama/ptrace_scope"), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		it := item(t, p.run(), "local-services")
+		if it.OK != ok || !strings.Contains(it.Detail, "ptrace_scope "+v) || (!ok && it.Fix == "") {
+			t.Errorf("ptrace_scope %s: ok %v %q fix %q", v, it.OK, it.Detail, it.Fix)
+		}
+	}
+}
+
 // TestStatusHelperChecks installs fake helpers with wrong modes: each is
 // reported with its fault.
 func TestStatusHelperChecks(t *testing.T) {

@@ -247,8 +247,8 @@ func TestGlovedStreamExposedAttacks(t *testing.T) {
 	// itself (O_PATH|O_NOFOLLOW): the guard refuses it (it does not follow
 	// links), and glove-mounter would refuse to bind a link as well.
 	const (
-		linkLast = `/workspace: the host tree of /workspace: a path grant would expose the inherited stream's upstream: the grant is a symbolic link, which this check does not follow`
-		exposed  = `/workspace: the host tree of /workspace: a path grant would expose the inherited stream's upstream: the grant is the upstream's directory or one of its ancestors`
+		linkLast = `/workspace: the host tree of /workspace: a path grant would expose a local service's upstream: the grant is a symbolic link, which this check does not follow`
+		exposed  = `/workspace: the host tree of /workspace: a path grant would expose a local service's upstream: the grant is the upstream's directory or one of its ancestors`
 		linkBind = `/workspace: open the host tree: too many levels of symbolic links`
 		linkCopy = `/workspace: open the host tree: materialize: open source: too many levels of symbolic links`
 		// policy.Validate's fault; gloved's log line escapes its quotes.

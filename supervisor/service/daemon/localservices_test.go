@@ -112,8 +112,9 @@ func TestGlovedLocalServicesRefused(t *testing.T) {
 		mode      os.FileMode
 		want      string
 	}{
-		{"pathname transport", `{"schema_version":1,"services":[{"alias":"sage","socket":"` + sock + `","runtime_ids":["codex"]}]}`, 0o600,
-			"--local-services: the file selects the pathname compatibility transport"},
+		{"pathname transport, a loose second directory", `{"schema_version":1,"services":[{"alias":"a","socket":"` + sock +
+			`","runtime_ids":["codex"]},{"alias":"b","socket":"` + filepath.Join(loose, "up.sock") + `","runtime_ids":["codex"]}]}`, 0o600,
+			"--local-services: /services/1/socket: its directory"},
 		{"unsupported binding", streamConfig(sock, `["codex"]`, sageBinding), 0o600,
 			`--local-services: load local services LOCAL-SERVICES: /services/0/binding: unsupported binding`},
 		{"unknown binding", streamConfig(sock, `["pi"]`, `,"binding":{"adapter":"other","schema":"x"}`), 0o600,
