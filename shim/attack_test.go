@@ -106,6 +106,32 @@ var (
 	atkPM = shim.LayerProcMask
 )
 
+// resolveUnix says whether this kernel's Landlock handles the resolution
+// of pathname unix sockets (ABI 9, LANDLOCK_ACCESS_FS_RESOLVE_UNIX),
+// which glove-shim's stage 2 then restricts to the writable mounts.
+var resolveUnix = func() bool {
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	return errno == 0 && abi >= 9
+}()
+
+// withResolveUnix is layers on a kernel where resolveUnix holds, and
+// nothing elsewhere.
+func withResolveUnix(layers ...string) []string {
+	if resolveUnix {
+		return layers
+	}
+	return nil
+}
+
+// resolveUnixRuncDiffers: runc applies no Landlock, so from ABI 9 its
+// verdict on a path send through a handed-over socket differs.
+func resolveUnixRuncDiffers() string {
+	if resolveUnix {
+		return "runc applies no Landlock: the pathname socket resolution it handles from ABI 9 is glove-shim's alone"
+	}
+	return ""
+}
+
 var attackCases = []attackCase{
 	// Read-only mounts.
 	{name: "write-ro-bind", threat: "write a file of a read-only bind of a host directory", base: true, setup: victimUnchanged},
@@ -156,16 +182,21 @@ var attackCases = []attackCase{
 	{name: "tcp6-host", threat: "AF_INET6 connect to a TCP listener on the host's [::1]", base: true, setup: hostTCP("tcp6", "[::1]:0")},
 	// Path sockets: a datagram socket needs no socket() or connect() to
 	// reach a listener whose socket file the sandbox can see.
-	{name: "dgram-path-sendto", threat: "socketpair(AF_UNIX, SOCK_DGRAM), then sendto a host datagram listener's path in a read-only bind (log injection through a granted /dev/log)", stoppedBy: []string{atkSC}, setup: hostDgram},
+	// From Landlock ABI 9 the landlock layer handles the resolution of
+	// a path socket too (LANDLOCK_ACCESS_FS_RESOLVE_UNIX), and stops
+	// both on its own.
+	{name: "dgram-path-sendto", threat: "socketpair(AF_UNIX, SOCK_DGRAM), then sendto a host datagram listener's path in a read-only bind (log injection through a granted /dev/log)", stoppedBy: append([]string{atkSC}, withResolveUnix(atkLL)...), setup: hostDgram},
 	{name: "stream-path-sendto", threat: "socketpair(AF_UNIX, SOCK_STREAM), the pair the profile allows, then sendto a host datagram listener's path", base: true, setup: hostDgram},
 	// The inherited stream is connected: the kernel refuses it an
 	// address (EISCONN) and a second connect, in every configuration.
 	{name: "inherited-stream-sendto", threat: "sendto and connect with a host datagram listener's path on the inherited stream (descriptor 3), to reach anything but its peer", base: true, setup: declaredStreamToDgram},
 	// A socket the stream's peer hands over is a socket like any other:
-	// no layer of the sandbox stops it, the peer must not send one.
-	// glove-streamproxy, the peer of every inherited stream, relays
-	// bytes only (TestStreamproxyCarriesNoDescriptors).
-	{name: "scm-rights-from-peer", threat: "positive control: a datagram socket handed over the inherited stream by its peer (SCM_RIGHTS) reaches a host listener's path; glove-streamproxy never hands one over", control: true, setup: peerHandsDgram},
+	// before Landlock ABI 9 no layer of the sandbox stops it (a positive
+	// control), the peer must not send one. glove-streamproxy, the peer
+	// of every inherited stream, relays bytes only
+	// (TestStreamproxyCarriesNoDescriptors). From ABI 9 the landlock
+	// layer refuses the send's path.
+	{name: "scm-rights-from-peer", threat: "a datagram socket handed over the inherited stream by its peer (SCM_RIGHTS) sends to a host listener's path (a positive control below Landlock ABI 9); glove-streamproxy never hands one over", control: !resolveUnix, stoppedBy: withResolveUnix(atkLL), runcDiffers: resolveUnixRuncDiffers(), setup: peerHandsDgram},
 	{name: "socket-packet", threat: "open an AF_PACKET raw socket", stoppedBy: []string{atkML, atkSC, atkCP}},
 	{name: "netlink-route-admin", threat: "AF_NETLINK: change an interface over rtnetlink", stoppedBy: []string{atkML, atkSC, atkCP}},
 	// Kernel attack surface.

@@ -218,44 +218,13 @@ func TestShimSeccompListenerLayerOff(t *testing.T) {
 	}
 	mine, theirs := os.NewFile(uintptr(pair[0]), "handler"), os.NewFile(uintptr(pair[1]), "listener socket")
 	defer mine.Close()
-	eof := make(chan error, 1)
-	go func() {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			if _, err := os.Stat(filepath.Join(b.Workspace, "up")); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				eof <- errors.New("the program never started")
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+	eof := eofWhileRunning(b, pair[0], theirs, func(fd int) error {
+		_, ok, err := receiveListener(fd)
+		if err == nil && ok {
+			err = errors.New("a listener was sent with the seccomp layer off")
 		}
-		// The shim has its copy: the test's goes, so that end of file
-		// can only mean the sandbox holds none.
-		if err := theirs.Close(); err != nil {
-			eof <- err
-			return
-		}
-		tv := unix.Timeval{Sec: 2}
-		if err := unix.SetsockoptTimeval(pair[0], unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			eof <- err
-			return
-		}
-		_, ok, err := receiveListener(pair[0])
-		switch {
-		case err != nil:
-			eof <- fmt.Errorf("no end of file while the program runs: %w", err)
-		case ok:
-			eof <- errors.New("a listener was sent with the seccomp layer off")
-		default:
-			if _, err := os.Stat(filepath.Join(b.Workspace, "done")); err == nil {
-				eof <- errors.New("end of file only once the program had ended")
-			} else {
-				eof <- nil
-			}
-		}
-	}()
+		return err
+	})
 	r := e.RunAs(t, testenv.ShimRun{Shim: e.LayersShim(t), Env: []string{"GLOVE_SHIM_TEST_LAYERS_OFF=" + "seccomp"},
 		Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"}, ExtraFiles: []*os.File{theirs}, Timeout: 20 * time.Second})
 	if r.Code != 0 {

@@ -147,6 +147,16 @@ void glove_stage0(int argc, char **argv)
 		s1_kill_child(pid, e);
 		s0_fail("close the seccomp listener's descriptor: %s", gp_errno(errno));
 	}
+	/* Nor any other: the waiter needs no descriptor beyond stdio from
+	 * here on, and stage 1 has its own table. A copy kept here of one
+	 * passed to the program (the inherited stream's guest end) would
+	 * hold it open on the host side until the session's end, so that
+	 * the program closing it would never reach its peer; a copy of a
+	 * mount's source would keep that mount alive as long. */
+	if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
+		s1_kill_child(pid, e);
+		s0_fail("close_range: %s", gp_errno(errno));
+	}
 	/* Forward and wait: stage 0 reaps nothing but stage 1. */
 	for (;;) {
 		int ws, sig;

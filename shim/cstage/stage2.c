@@ -54,6 +54,9 @@
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
 #define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
 #endif
+#ifndef LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+#define LANDLOCK_ACCESS_FS_RESOLVE_UNIX (1ULL << 16) /* ABI 9 */
+#endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
 #endif
@@ -274,8 +277,9 @@ static void landlock_add(int ctl, int rs, const char *path, uint64_t access)
 		gp_fail(ctl, STAGE, "landlock: close %s: %s", path, gp_errno(errno));
 }
 
-/* landlock limits writes to the writable mounts and, from ABI 6, scopes
- * abstract unix sockets and signals to the sandbox. What it handles
+/* landlock limits writes to the writable mounts, from ABI 6 scopes
+ * abstract unix sockets and signals to the sandbox, and from ABI 9 the
+ * resolution of pathname unix sockets to the writable mounts. What it handles
  * grows with the kernel's ABI (glove status lists the gaps of older
  * ones); a kernel with none fails the sandbox, as in stage 0
  * (shim/landlock_unsafe.go: landlockABI): the sandbox is never built
@@ -299,6 +303,15 @@ static void landlock(int ctl, const struct gp_process *pp)
 		attr.handled_access_fs = WRITE_V3;
 	else if (abi == 2)
 		attr.handled_access_fs = WRITE_V2;
+	if (abi >= 9)
+		/* Threat: connect(2) or sendmsg(2) reaching a host service
+		 * by the path of its socket, seen in a read-only bind (a
+		 * world-writable one, such as a log or bus socket); a read-only
+		 * mount does not stop that. Only beneath the writable mounts
+		 * (their rules grant every handled right) and for sockets made
+		 * in the sandbox's own domain does a path resolve. The pathname
+		 * transport's connects are gloved's own, made outside. */
+		attr.handled_access_fs |= LANDLOCK_ACCESS_FS_RESOLVE_UNIX;
 	if (abi >= 6)
 		/* Threat: reaching a host service on an abstract socket, or
 		 * signalling a process outside the sandbox. */

@@ -262,6 +262,9 @@ func probeLandlock() statusItem {
 	if abi < 6 {
 		gaps = append(gaps, "abstract unix sockets and signals not scoped (ABI 6; the sandbox's own network and pid namespaces still isolate both)")
 	}
+	if abi < 9 {
+		gaps = append(gaps, "pathname unix sockets not restricted (ABI 9; seccomp alone keeps a program from sending to or connecting by a path)")
+	}
 	if len(gaps) > 0 {
 		it.Detail += ": " + strings.Join(gaps, "; ")
 	}

@@ -233,3 +233,58 @@ func TestGlovedCredentialPathname(t *testing.T) {
 		}
 	}
 }
+
+// TestGlovedPathnameYama: gloved reads a connect's address from the
+// program's memory, which Yama decides. At ptrace_scope 1 (Ubuntu's
+// default; gloved is the program's ancestor and owns its user
+// namespaces) the transport works; at 2 it fails closed: the program's
+// connect fails with EACCES, gloved logs why, and the upstream counts no
+// connection. The host's setting is restored afterwards. A kernel
+// without Yama (this test's reason to skip) has no such setting.
+func TestGlovedPathnameYama(t *testing.T) {
+	const knob = "/proc/sys/kernel/yama/ptrace_scope"
+	orig, err := os.ReadFile(knob)
+	if err != nil {
+		t.Skipf("skipped: no Yama on this kernel (%v): the VM lane's guests have it", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: not root: setting Yama's ptrace_scope needs CAP_SYS_PTRACE (CI runs as root)")
+	}
+	if strings.TrimSpace(string(orig)) == "3" {
+		t.Skip("skipped: ptrace_scope is 3, which holds until reboot")
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(knob, orig, 0o644); err != nil {
+			t.Errorf("restore %s: %v", knob, err)
+		}
+	})
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+	f := newFixture(t, e, map[string][]string{"services": {"services"}})
+	model := startUpstream(t, e, f)
+	other := startUpstreamIn(t, e, filepath.Join(f.dir, "other"))
+	g := startGloved(t, e, append(append([]string{}, f.args...), localServices(t, e, f, pathnameConfig(model, other))...)...)
+	c := dial(t, g.socket)
+	for _, scope := range []string{"1", "2"} {
+		if err := os.WriteFile(knob, []byte(scope), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := accepts(t, model)
+		id := "s-yama-" + scope
+		tok := f.create(c, id, f.plan("services", "tiny"))
+		c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
+		out := strings.ReplaceAll(attach(t, c, id).output, "\r\n", "\n")
+		got := accepts(t, model) - before
+		if scope == "1" && (got != 2 || strings.Count(out, "reply model pong:ping model <nil>\n") != 2) {
+			t.Errorf("ptrace_scope 1: %d connections, want 2:\n%s\nlog: %s", got, out, g.log)
+		}
+		if scope == "2" && (got != 0 || strings.Count(out, "dial model dial unix /run/glove-services/local/model: connect: permission denied\n") != 2) {
+			t.Errorf("ptrace_scope 2: %d connections, want none and two refused dials:\n%s\nlog: %s", got, out, g.log)
+		}
+	}
+	g.stop(t)
+	if !strings.Contains(g.log.String(), "cannot read a sandboxed program's memory: connect refused") {
+		t.Errorf("gloved's log does not say why the connects were refused:\n%s", g.log)
+	}
+}
