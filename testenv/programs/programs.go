@@ -234,7 +234,8 @@ func connectTo(path string) {
 }
 
 // connects tries each path as connectTo does, printing one line per
-// path: "connect PATH ERR", and "reply PATH ..." when it got through.
+// path: "connect PATH ERR", and "reply PATH ..." when it got through;
+// then a datagram socket, sending to the first path.
 func connects(paths []string) {
 	fmt.Println("ran")
 	for _, p := range paths {
@@ -249,6 +250,15 @@ func connects(paths []string) {
 			reply, err := exchange(os.NewFile(uintptr(fd), "leak"), "leak")
 			fmt.Println("reply", p, reply, err)
 		}
+		syscall.Close(fd)
+	}
+	// A datagram socket needs no connect to reach a path: sendto the
+	// first path with one.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
+	fmt.Println("dgram socket", err)
+	if err == nil && len(paths) > 0 {
+		err = syscall.Sendto(fd, []byte("leak"), 0, &syscall.SockaddrUnix{Name: paths[0]})
+		fmt.Println("dgram sendto", err)
 		syscall.Close(fd)
 	}
 }

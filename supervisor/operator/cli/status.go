@@ -305,7 +305,9 @@ func probeSeccomp() statusItem {
 // of local services (docs/local-services.md) can work here: gloved
 // answers a sandboxed program's connect by seccomp user notification
 // and reads the address from the program's memory, which Yama's
-// ptrace_scope 2 or 3 forbids (then every such connect fails, closed).
+// ptrace_scope 3 forbids (then every such connect fails, closed); 1 and 2
+// allow it, since gloved owns the sandbox's user namespaces (Yama asks
+// for CAP_SYS_PTRACE in the target's user namespace).
 // Not required: sessions, and the inherited-stream-v1 transport, need
 // neither.
 func (p statusProbe) probeLocalServices() statusItem {
@@ -323,9 +325,9 @@ func (p statusProbe) probeLocalServices() statusItem {
 	}
 	yama := "no Yama"
 	if v, err := readTrim(filepath.Join(p.procSys, "kernel/yama/ptrace_scope")); err == nil {
-		if v != "0" && v != "1" {
+		if v != "0" && v != "1" && v != "2" {
 			it.Detail = "pathname transport: every connect refused: Yama ptrace_scope " + v + " keeps gloved from reading a sandboxed program's connect address"
-			it.Fix = "sysctl kernel.yama.ptrace_scope=1 (3 holds until reboot), or select the inherited-stream-v1 transport"
+			it.Fix = "boot with kernel.yama.ptrace_scope 2 or lower (3 holds until reboot), or select the inherited-stream-v1 transport"
 			return it
 		}
 		yama = "Yama ptrace_scope " + v

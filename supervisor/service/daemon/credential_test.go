@@ -240,41 +240,9 @@ func TestGlovedCredentialLease(t *testing.T) {
 	}
 
 	// No token anywhere it must not be.
-	secrets := [][]byte{tok, rot1, rot2, rot3, rot4}
-	var forms []string
-	for _, s := range secrets {
-		forms = append(forms, string(s), base64.StdEncoding.EncodeToString(s))
-	}
-	places := map[string]string{"gloved's log": g.log.String() + g2.log.String(), "statuses": strings.Join(statuses, "\n"), "receipts": string(raw)}
+	checkNoSecret(t, f, map[string]string{"gloved's log": g.log.String() + g2.log.String(), "statuses": strings.Join(statuses, "\n"), "receipts": string(raw)},
+		[][]byte{tok, rot1, rot2, rot3, rot4}, src)
 	leaseDir := filepath.Join(f.storeDir, daemon.LeaseDir)
-	if err := filepath.WalkDir(f.storeDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == leaseDir {
-			return filepath.SkipDir // the lease itself holds the credential
-		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			places["store file "+d.Name()] = string(b)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for where, text := range places {
-		for _, s := range forms {
-			if strings.Contains(text, s) {
-				t.Errorf("a token (%d bytes) appears in %s", len(s), where)
-			}
-		}
-		if strings.Contains(text, src) {
-			t.Errorf("the source's host path appears in %s", where)
-		}
-	}
 	st, err := os.Stat(filepath.Join(leaseDir, "codex-token.lease"))
 	if err != nil {
 		t.Fatal(err)
@@ -407,4 +375,45 @@ func TestGlovedCredentialRotationSurvivesCrash(t *testing.T) {
 		t.Errorf("the session after the crash did not get the rotated token (%s):\n%s\nlog: %s", want, end.output, g2.log)
 	}
 	g2.stop(t)
+}
+
+// checkNoSecret fails t if any of secrets (raw or base64) or the
+// credential source's host path src appears in places (name: text) or in
+// any file of the fixture's session store but the leases, which alone
+// hold a credential.
+func checkNoSecret(t *testing.T, f *fixture, places map[string]string, secrets [][]byte, src string) {
+	t.Helper()
+	var forms []string
+	for _, s := range secrets {
+		forms = append(forms, string(s), base64.StdEncoding.EncodeToString(s))
+	}
+	leaseDir := filepath.Join(f.storeDir, daemon.LeaseDir)
+	if err := filepath.WalkDir(f.storeDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == leaseDir {
+			return filepath.SkipDir // the lease itself holds the credential
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			places["store file "+d.Name()] = string(b)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range places {
+		for _, s := range forms {
+			if strings.Contains(text, s) {
+				t.Errorf("a token (%d bytes) appears in %s", len(s), where)
+			}
+		}
+		if strings.Contains(text, src) {
+			t.Errorf("the source's host path appears in %s", where)
+		}
+	}
 }

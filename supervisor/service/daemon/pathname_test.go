@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/glove-sandbox/glove/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // pathnameConfig is a --local-services file without a transport (the
@@ -115,14 +116,45 @@ func decoy(t *testing.T, e *testenv.Env, path string) *atomic.Int32 {
 	return &n
 }
 
+// dgramDecoy binds a datagram socket at path, mode 0666 (as /dev/log),
+// and returns what it has received when called.
+func dgramDecoy(t *testing.T, e *testenv.Env, path string) func() string {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(path, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	return func() string {
+		var buf [64]byte
+		n, _, err := unix.Recvfrom(fd, buf[:], 0)
+		if err != nil {
+			return ""
+		}
+		return string(buf[:n])
+	}
+}
+
 // TestGlovedPathnameAttacks: a session under the pathname transport may
 // create an AF_UNIX stream socket and call connect, and nothing it can
 // name but its aliases is reached. The program tries a world-writable
 // host socket it sees in its workspace (a read-only bind), an abstract socket, the
 // other runtime's alias, the alias by other names (through "..", /proc,
 // a relative name, a trailing slash), the directory itself, and the
-// upstreams' host paths. Judged from outside: every connect fails with
-// EACCES, and the decoys and the upstreams count no connection.
+// upstreams' host paths; then a datagram socket, to send to a
+// world-writable datagram socket beside the decoy. Judged from outside:
+// every connect fails with EACCES, the datagram socket is refused
+// (EPERM), and the decoys and the upstreams count no connection and no
+// datagram.
 func TestGlovedPathnameAttacks(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
@@ -140,7 +172,7 @@ func TestGlovedPathnameAttacks(t *testing.T) {
 	other := startUpstreamIn(t, e, filepath.Join(base, "other"))
 	abstract := "@glove-test-decoy-" + strconv.Itoa(os.Getpid())
 	abs := decoy(t, e, abstract)
-	paths := []string{"/workspace/decoy.sock", abstract, dir + "/other", dir + "/../local/model",
+	paths := []string{"/workspace/dgram.sock", "/workspace/decoy.sock", abstract, dir + "/other", dir + "/../local/model",
 		"/proc/self/root" + dir + "/model", "/proc/1/root" + dir + "/model", "model", dir + "/model/", dir, model, other}
 	f := newFixture(t, e, map[string][]string{"attack": append([]string{"connects"}, paths...)})
 	// The workspace is a read-only bind of a host tree holding the
@@ -159,6 +191,7 @@ func TestGlovedPathnameAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := decoy(t, e, filepath.Join(tree, "decoy.sock"))
+	dgram := dgramDecoy(t, e, filepath.Join(tree, "dgram.sock"))
 	grantPolicy(t, f, tree, roBind, true)
 	g := startGloved(t, e, append(append([]string{}, f.args...), localServices(t, e, f, pathnameConfig(model, other))...)...)
 	c := dial(t, g.socket)
@@ -178,6 +211,12 @@ func TestGlovedPathnameAttacks(t *testing.T) {
 	if strings.Contains(out, "reply ") {
 		t.Errorf("a connection got through:\n%s", out)
 	}
+	if !strings.Contains(out, "dgram socket operation not permitted\n") {
+		t.Errorf("a datagram socket was made:\n%s", out)
+	}
+	if got := dgram(); got != "" {
+		t.Errorf("the datagram decoy received %q", got)
+	}
 	if n, m, w, a := accepts(t, model), accepts(t, other), ws.Load(), abs.Load(); n+m != 0 || w != 0 || a != 0 {
 		t.Errorf("reached from the sandbox: model %d, other %d, workspace decoy %d, abstract decoy %d connections", n, m, w, a)
 	}
@@ -188,7 +227,9 @@ func TestGlovedPathnameAttacks(t *testing.T) {
 // from its lease's copy, authenticates with it to the stand-in model
 // service by connecting to its alias in GLOVE_LOCAL_SERVICE_DIR, and
 // rotates it; the next session sees the rotated token and
-// authenticates with that. The operator's source is unchanged.
+// authenticates with that. The operator's source is unchanged, and no
+// token is in gloved's log, the store (the stream's audit included), a
+// status or the receipts.
 func TestGlovedCredentialPathname(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
@@ -205,11 +246,17 @@ func TestGlovedCredentialPathname(t *testing.T) {
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	rot1 := append(append([]byte(nil), tok...), "+rotated"...)
 	rot2 := append(append([]byte(nil), rot1...), "+rotated"...)
+	var statuses []string
 	for i, want := range [][2][]byte{{tok, rot1}, {rot1, rot2}} {
 		id := "s-credpath-" + strconv.Itoa(i)
 		st := f.create(c, id, withHandles(f.plan("agent", "tiny"), "codex-token"))
 		c.ok("start_session", map[string]any{"session_id": id, "start_token": st}, nil)
 		out := strings.ReplaceAll(attach(t, c, id).output, "\r\n", "\n")
+		raw, serr := c.call("session_status", map[string]any{"session_id": id})
+		if serr != nil {
+			t.Fatalf("session_status %s: %v", id, serr)
+		}
+		statuses = append(statuses, string(raw))
 		for _, w := range []string{"credential sha256 " + sum(want[0]), "model authenticated true", "rotated to sha256 " + sum(want[1])} {
 			if !strings.Contains(out, w+"\n") {
 				t.Errorf("%s: the agent's output lacks %q:\n%s\nlog: %s", id, w, out, g.log)
@@ -219,6 +266,10 @@ func TestGlovedCredentialPathname(t *testing.T) {
 			t.Errorf("%s: the sandbox reached the operator's source or a copy of the token:\n%s", id, out)
 		}
 	}
+	receipts, rerr := c.call("receipts_page", map[string]any{"after": 0, "limit": 10})
+	if rerr != nil {
+		t.Fatalf("receipts_page: %v", rerr)
+	}
 	g.stop(t)
 	if n := accepts(t, model); n != 2 {
 		t.Errorf("the model service accepted %d connections, want 2", n)
@@ -227,19 +278,23 @@ func TestGlovedCredentialPathname(t *testing.T) {
 	if err != nil || string(after) != string(before) {
 		t.Errorf("the operator's source changed: %v", err)
 	}
-	for _, secret := range [][]byte{tok, rot1, rot2} {
-		if strings.Contains(g.log.String(), string(secret)) {
-			t.Error("gloved's log holds a token")
-		}
+	// The session's stream audit file is in the store too.
+	if _, err := os.Stat(filepath.Join(f.storeDir, "stream-s-credpath-0.audit")); err != nil {
+		t.Errorf("no stream audit file: %v", err)
 	}
+	checkNoSecret(t, f, map[string]string{"gloved's log": g.log.String(), "statuses": strings.Join(statuses, "\n"), "receipts": string(receipts)},
+		[][]byte{tok, rot1, rot2}, src)
 }
 
 // TestGlovedPathnameYama: gloved reads a connect's address from the
-// program's memory, which Yama decides. At ptrace_scope 1 (Ubuntu's
-// default; gloved is the program's ancestor and owns its user
-// namespaces) the transport works; at 2 it fails closed: the program's
-// connect fails with EACCES, gloved logs why, and the upstream counts no
-// connection. The host's setting is restored afterwards. A kernel
+// program's memory, which Yama's ptrace_scope restricts. At 1 and 2
+// (Ubuntu's default, and "admin only") the transport still works:
+// Yama asks for CAP_SYS_PTRACE in the target's user namespace, and
+// gloved, unprivileged on the host, owns the sandbox's (a first run of
+// this test expected 2 to refuse, and the VM lane's Debian 12 guest
+// showed it does not). Only 3 forbids it, and 3 holds until reboot, so
+// no test sets it: connects then fail closed (EACCES), which glove
+// status reports. The host's setting is restored afterwards. A kernel
 // without Yama (this test's reason to skip) has no such setting.
 func TestGlovedPathnameYama(t *testing.T) {
 	const knob = "/proc/sys/kernel/yama/ptrace_scope"
@@ -276,15 +331,9 @@ func TestGlovedPathnameYama(t *testing.T) {
 		c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
 		out := strings.ReplaceAll(attach(t, c, id).output, "\r\n", "\n")
 		got := accepts(t, model) - before
-		if scope == "1" && (got != 2 || strings.Count(out, "reply model pong:ping model <nil>\n") != 2) {
-			t.Errorf("ptrace_scope 1: %d connections, want 2:\n%s\nlog: %s", got, out, g.log)
-		}
-		if scope == "2" && (got != 0 || strings.Count(out, "dial model dial unix /run/glove-services/local/model: connect: permission denied\n") != 2) {
-			t.Errorf("ptrace_scope 2: %d connections, want none and two refused dials:\n%s\nlog: %s", got, out, g.log)
+		if got != 2 || strings.Count(out, "reply model pong:ping model <nil>\n") != 2 {
+			t.Errorf("ptrace_scope %s: %d connections, want 2:\n%s\nlog: %s", scope, got, out, g.log)
 		}
 	}
 	g.stop(t)
-	if !strings.Contains(g.log.String(), "cannot read a sandboxed program's memory: connect refused") {
-		t.Errorf("gloved's log does not say why the connects were refused:\n%s", g.log)
-	}
 }
