@@ -186,6 +186,7 @@ var attackCases = []attackCase{
 	// a path socket too (LANDLOCK_ACCESS_FS_RESOLVE_UNIX), and stops
 	// both on its own.
 	{name: "dgram-path-sendto", threat: "socketpair(AF_UNIX, SOCK_DGRAM), then sendto a host datagram listener's path in a read-only bind (log injection through a granted /dev/log)", stoppedBy: append([]string{atkSC}, withResolveUnix(atkLL)...), setup: hostDgram},
+	{name: "stream-path-connect", threat: "socket(AF_UNIX, SOCK_STREAM), then connect to a host stream listener's path in a read-only bind (a world-writable service socket)", stoppedBy: append([]string{atkSC}, withResolveUnix(atkLL)...), setup: hostStream},
 	{name: "stream-path-sendto", threat: "socketpair(AF_UNIX, SOCK_STREAM), the pair the profile allows, then sendto a host datagram listener's path", base: true, setup: hostDgram},
 	// The inherited stream is connected: the kernel refuses it an
 	// address (EISCONN) and a second connect, in every configuration.
@@ -815,6 +816,23 @@ func hostDgram(t *testing.T, r *attackRun) judge {
 		}
 		return false, "the host datagram socket received nothing (" + err.Error() + ")"
 	}
+}
+
+// hostStream listens on a host stream socket in the directory bound
+// read-only at /ro, writable by anyone (a service socket such as a bus's);
+// the attack succeeded if it accepted a connection.
+func hostStream(t *testing.T, r *attackRun) judge {
+	p := filepath.Join(r.rosrc, "stream.sock")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatalf("listen %s: %v", p, err)
+	}
+	if err := os.Chmod(p, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	n := listen(t, l)
+	r.args = append(r.args, "path=/ro/stream.sock")
+	return acceptedNothing(n, "the host stream socket")
 }
 
 // hostNetNS passes the host's network namespace at descriptor 7, not

@@ -117,6 +117,7 @@ var cases = map[string]func() (string, error){
 	"socket-packet":           socketPacket,
 	"dgram-path-sendto":       func() (string, error) { return pairSendto(unix.SOCK_DGRAM) },
 	"stream-path-sendto":      func() (string, error) { return pairSendto(unix.SOCK_STREAM) },
+	"stream-path-connect":     pathConnect,
 	"inherited-stream-sendto": inheritedSendto,
 	"scm-rights-from-peer":    receivedSendto,
 	"netlink-route-admin":     netlinkAdmin,
@@ -477,6 +478,20 @@ func pairSendto(typ int) (string, error) {
 		return "", step("sendto", err)
 	}
 	return "sent a datagram to " + args["path"], nil
+}
+
+// pathConnect makes an AF_UNIX stream socket and connects it to a path,
+// as a client of a host service whose socket it can see would.
+func pathConnect() (string, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "", step("socket", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: args["path"]}); err != nil {
+		return "", step("connect", err)
+	}
+	return "connected to " + args["path"], nil
 }
 
 // inheritedSendto aims the inherited stream (descriptor 3) at a path: a
