@@ -544,8 +544,8 @@ func (s *serviceServer) handleConnect(listener int, n notify.Notif) error {
 		s.log.WithField("alias", alias).WithField("error", oneLine(err.Error())).Warn("local service connect failed")
 		return deny(unix.ECONNREFUSED)
 	}
-	defer unix.Close(c)
-	if _, err := notify.InstallAt(listener, n.ID, c, fd, flags&unix.O_CLOEXEC != 0); err != nil {
+	defer c.Close() // installed as a duplicate, or not at all
+	if _, err := notify.InstallAt(listener, n.ID, int(c.Fd()), fd, flags&unix.O_CLOEXEC != 0); err != nil {
 		if errors.Is(err, notify.ErrGone) {
 			return err
 		}
@@ -555,44 +555,22 @@ func (s *serviceServer) handleConnect(listener int, n notify.Notif) error {
 }
 
 // connectAlias connects a socket of gloved's to the session's alias
-// socket, reached through the alias directory it holds: the socket file
-// must be the service user's socket, the same before and after the
-// connect, and its listener the service user (SO_PEERCRED).
-func (s *serviceServer) connectAlias(alias string, nonblock bool) (int, error) {
-	ident := func() (uint64, uint64, error) {
-		var st unix.Stat_t
-		if err := unix.Fstatat(s.dir, alias, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return 0, 0, err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFSOCK || int(st.Uid) != os.Geteuid() || st.Mode&0o777 != 0o600 {
-			return 0, 0, errors.New("not the service user's 0600 socket")
-		}
-		return st.Dev, st.Ino, nil
-	}
-	dev, ino, err := ident()
+// socket, reached through the alias directory it holds, with the
+// upstream's checks (endpoint.connect): the socket file the service
+// user's, mode 0600, the same before and after the connect, its listener
+// the service user (SO_PEERCRED). The connection is the caller's to
+// close; it is non-blocking when the program's socket was.
+func (s *serviceServer) connectAlias(alias string, nonblock bool) (*os.File, error) {
+	ep := &endpoint{alias: alias, parent: s.dir, name: alias, role: "alias socket", mode: 0o600}
+	f, _, err := ep.connect()
 	if err != nil {
-		return -1, fmt.Errorf("alias socket: %w", err)
+		return nil, err
 	}
-	c, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("socket: %w", err)
+	// Fd leaves the descriptor blocking; the program's flag is set after.
+	if err := unix.SetNonblock(int(f.Fd()), nonblock); err != nil {
+		return nil, errors.Join(fmt.Errorf("alias socket %s: set O_NONBLOCK: %w", alias, err), f.Close())
 	}
-	if err := unix.Connect(c, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(s.dir) + "/" + alias}); err != nil {
-		return -1, errors.Join(fmt.Errorf("connect: %w", err), unix.Close(c))
-	}
-	cred, err := unix.GetsockoptUcred(c, unix.SOL_SOCKET, unix.SO_PEERCRED)
-	if err != nil || int(cred.Uid) != os.Geteuid() {
-		return -1, errors.Join(errors.New("the alias socket's listener is not the service user"), err, unix.Close(c))
-	}
-	if dev2, ino2, err := ident(); err != nil || dev2 != dev || ino2 != ino {
-		return -1, errors.Join(errors.New("the alias socket changed during connect"), err, unix.Close(c))
-	}
-	if nonblock {
-		if err := unix.SetNonblock(c, true); err != nil {
-			return -1, errors.Join(fmt.Errorf("set O_NONBLOCK: %w", err), unix.Close(c))
-		}
-	}
-	return c, nil
+	return f, nil
 }
 
 // targetSocketFlags reads the status flags of the program's descriptor

@@ -24,12 +24,18 @@ import (
 // once at start-up and kept (descriptor-pinned); it must be the service
 // user's, mode 0700.
 
-// endpoint is the configured upstream, pinned by its parent directory.
+// endpoint is the configured upstream, pinned by its parent directory,
+// or a pathname session's alias socket in its alias directory
+// (pathname.go), reached the same way.
 type endpoint struct {
 	alias  string
 	socket string // the configured path, for the manifest only
 	parent int    // O_PATH descriptor of the socket's directory
 	name   string // the socket's name in it
+	// role names the socket in errors ("upstream", "alias socket"), and
+	// mode, when set, is the permission bits it must have.
+	role string
+	mode uint32
 }
 
 // openEndpoint pins the upstream socket's parent directory.
@@ -56,7 +62,7 @@ func openEndpoint(c localservice.Service) (*endpoint, error) {
 	if int(st.Uid) != os.Geteuid() || st.Mode&0o7777 != 0o700 {
 		return nil, errors.Join(fmt.Errorf("its directory, as opened: owner uid %d mode %04o, want uid %d mode 0700", st.Uid, st.Mode&0o7777, os.Geteuid()), unix.Close(fd))
 	}
-	return &endpoint{alias: c.Alias, socket: c.Socket, parent: fd, name: filepath.Base(c.Socket)}, nil
+	return &endpoint{alias: c.Alias, socket: c.Socket, parent: fd, name: filepath.Base(c.Socket), role: "upstream"}, nil
 }
 
 // identity is the socket file's device and inode.
@@ -67,6 +73,9 @@ func (e *endpoint) identity() (uint64, uint64, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK || int(st.Uid) != os.Geteuid() {
 		return 0, 0, errors.New("not a socket of the service user")
+	}
+	if e.mode != 0 && st.Mode&0o7777 != e.mode {
+		return 0, 0, fmt.Errorf("mode %04o, not %04o", st.Mode&0o7777, e.mode)
 	}
 	return st.Dev, st.Ino, nil
 }
@@ -81,26 +90,26 @@ func (e *endpoint) connect() (*os.File, session.EndpointID, error) {
 	var id session.EndpointID
 	dev, ino, err := e.identity()
 	if err != nil {
-		return nil, id, fmt.Errorf("upstream %s: %w", e.alias, err)
+		return nil, id, fmt.Errorf("%s %s: %w", e.role, e.alias, err)
 	}
 	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, id, fmt.Errorf("upstream %s: socket: %w", e.alias, err)
+		return nil, id, fmt.Errorf("%s %s: socket: %w", e.role, e.alias, err)
 	}
 	f := os.NewFile(uintptr(s), "upstream-"+e.alias)
 	path := "/proc/self/fd/" + strconv.Itoa(e.parent) + "/" + e.name
 	if err := unix.Connect(s, &unix.SockaddrUnix{Name: path}); err != nil {
 		f.Close()
-		return nil, id, fmt.Errorf("upstream %s: connect: %w", e.alias, err)
+		return nil, id, fmt.Errorf("%s %s: connect: %w", e.role, e.alias, err)
 	}
 	cred, err := unix.GetsockoptUcred(s, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil || int(cred.Uid) != os.Geteuid() {
 		f.Close()
-		return nil, id, fmt.Errorf("upstream %s: the peer is not the service user", e.alias)
+		return nil, id, fmt.Errorf("%s %s: the peer is not the service user", e.role, e.alias)
 	}
 	if dev2, ino2, err := e.identity(); err != nil || dev2 != dev || ino2 != ino {
 		f.Close()
-		return nil, id, fmt.Errorf("upstream %s: the socket changed during connect", e.alias)
+		return nil, id, fmt.Errorf("%s %s: the socket changed during connect", e.role, e.alias)
 	}
 	return f, session.EndpointID{Dev: dev, Ino: ino, UID: cred.Uid}, nil
 }
