@@ -230,6 +230,15 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 			// emulated VM-lane guest the launch alone takes a second or
 			// more), and the receipt's wall time, from the start, below.
 			ready := time.Now()
+			if !tc.retained {
+				// The program prints its reply once glove-streamproxy has
+				// released it, which is before the helper appends the
+				// exchange's delivered record (docs/helpers.md, steps 8
+				// to 10). A kill in that window rightly leaves the
+				// exchange pending; the test kills after the record, so
+				// that what it reads back below is decided, not raced.
+				waitAuditStatus(t, filepath.Join(f.storeDir, "stream-"+id+".audit"), "delivered", ready.Add(5*time.Second))
+			}
 			killed := killNamed(t, g, tc.helper)
 			if !tc.retained {
 				// The stream is cut: the program's read ends at once.
@@ -310,4 +319,24 @@ func TestGlovedImageAndStreamHelperLoss(t *testing.T) {
 		t.Errorf("receipts do not verify: %v", err)
 	}
 	g.stop(t)
+}
+
+// waitAuditStatus waits until the stream audit at path holds a record of
+// status, or fails the test at deadline.
+func waitAuditStatus(t *testing.T, path, status string, deadline time.Time) {
+	t.Helper()
+	want := `"status":"` + status + `"`
+	for {
+		data, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %s record by the deadline; it holds %q", path, status, data)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
