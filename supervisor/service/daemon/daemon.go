@@ -203,11 +203,16 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("--session-store: %w", err)
 		}
 		st, _, err := store.Open(store.Options{Dir: cfg.StoreDir, Retention: cfg.Retention, OnCompact: d.logStoreCompaction,
-			MaxRecords: testJournalRecords()})
+			MaxRecords: testJournalRecords(), Now: testStoreNow()})
 		if err != nil {
 			return nil, fmt.Errorf("--session-store: %w", err)
 		}
 		d.store = st
+		if err := d.sweepStreamAudits(); err != nil {
+			// Not fatal: what is left is disk use, and a session that
+			// reuses such an id fails to start with "audit file".
+			d.log.WithField("event", "stream_audit_remove_failed").WithField("error", err.Error()).Error("cannot remove the stream audits of sessions the store no longer has")
+		}
 		if e := st.Stats().ReserveErr; e != nil {
 			// Recovery still runs: its records are within the bounds.
 			d.log.WithField("event", "store").WithField("error", e.Error()).Error("cannot reserve disk room for the sessions' records")
@@ -596,6 +601,11 @@ func (d *Daemon) logStoreCompaction(info store.CompactInfo, err error) {
 	d.logCompaction("sessions", "session store", "store", logrus.Fields{"records_before": info.RecordsBefore,
 		"records_after": info.RecordsAfter, "bytes_before": info.BytesBefore, "bytes_after": info.BytesAfter,
 		"sessions": info.Sessions, "dropped": info.Dropped}, err)
+	if err == nil && len(info.DroppedIDs) > 0 {
+		if rerr := d.removeStreamAudits(info.DroppedIDs, "its session left the store"); rerr != nil {
+			d.log.WithField("event", "stream_audit_remove_failed").WithField("error", rerr.Error()).Error("cannot remove the stream audits of sessions that left the store")
+		}
+	}
 }
 
 // logReceiptCompaction logs an automatic compaction of the receipts.

@@ -2,6 +2,8 @@
 
 package daemon
 
+import "time"
+
 // faultHook is nil in every production build: nothing can make gloved
 // stop on purpose in the middle of a start. The recovery tests build
 // gloved with the glove_testfaults tag (faults_testing.go).
@@ -11,3 +13,8 @@ func faultHook() func(string) { return nil }
 // their own bounds (faults_testing.go shrinks them for the compaction
 // crash test).
 func testJournalRecords() int { return 0 }
+
+// testStoreNow is nil in every production build: the session store reads
+// the real clock (faults_testing.go skews it, so that a test sees the
+// retention window pass).
+func testStoreNow() func() time.Time { return nil }

@@ -82,3 +82,16 @@ func testJournalRecords() int {
 	}
 	return n
 }
+
+// testStoreSkewVar is a duration by which the session store's clock runs
+// ahead in a gloved built with the glove_testfaults tag: a restart with a
+// skew past the retention window sees cleaned-up sessions leave the store.
+const testStoreSkewVar = "GLOVED_TEST_STORE_CLOCK_SKEW"
+
+func testStoreNow() func() time.Time {
+	skew, err := time.ParseDuration(os.Getenv(testStoreSkewVar))
+	if err != nil || skew == 0 {
+		return nil
+	}
+	return func() time.Time { return time.Now().Add(skew) }
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,9 +356,9 @@ func (s *serviceServer) auditFile() (*os.File, error) {
 	if s.audit != nil {
 		return s.audit, nil
 	}
-	f, err := os.OpenFile(filepath.Join(s.d.cfg.StoreDir, "stream-"+s.id+".audit"), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := s.d.createStreamAudit(s.id)
 	if err != nil {
-		return nil, fmt.Errorf("audit file: %w", err)
+		return nil, err
 	}
 	s.audit = f
 	return f, nil

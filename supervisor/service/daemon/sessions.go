@@ -432,6 +432,10 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 			return fail("receipt_capacity", d.storeError(sess.ID, "receipt reserve", err))
 		case errors.Is(err, journal.ErrNoSpace):
 			return fail("receipt_no_space", d.storeError(sess.ID, "receipt reserve", err))
+		case errors.Is(err, receipt.ErrReplay):
+			// The id was used again after its earlier session left the
+			// store, and that session's receipt is not archived yet.
+			return fail("receipt_replay", errorf(CodeConflict, "session %s: the receipt of an earlier session of this id is not acknowledged; acknowledge it (receipts_ack) before using the id again", sess.ID))
 		}
 		d.log.WithField("session_id", sess.ID).WithField("error", oneLine(err.Error())).Error("receipt reservation failed")
 		return fail("receipt_reserve", errorf(CodeInternal, "receipt reservation failed"))

@@ -272,10 +272,10 @@ func (d *Daemon) openStream(id string) (*os.File, *session.Transport, *helperpro
 		Guest:    session.EndpointID{Dev: gst.Dev, Ino: gst.Ino, UID: uint32(os.Geteuid())},
 		Upstream: upID, Manifest: []session.ManifestEntry{{Alias: e.alias, Socket: e.socket}}}
 	defer up.Close()
-	audit, err := os.OpenFile(filepath.Join(d.cfg.StoreDir, "stream-"+id+".audit"), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	audit, err := d.createStreamAudit(id)
 	if err != nil {
 		guest.Close()
-		return nil, nil, nil, fmt.Errorf("audit file: %w", err)
+		return nil, nil, nil, err
 	}
 	defer audit.Close()
 	sp, err := d.startHelper("glove-streamproxy")

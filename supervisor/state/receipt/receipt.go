@@ -543,8 +543,18 @@ func (r *Journal) Reserve(sessionID string, revision uint64) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.reserved[sessionID]; dup || r.done[sessionID] {
-		return fmt.Errorf("reserve %s: %w", sessionID, ErrReplay)
+	if _, dup := r.reserved[sessionID]; dup {
+		return fmt.Errorf("reserve %s: %w: it is reserved already", sessionID, ErrReplay)
+	}
+	if r.done[sessionID] && r.ackedReceipt(sessionID) {
+		// The id is used again after its earlier session left the
+		// store (past the retention window), and the controller has
+		// archived that session's receipt: it may leave the journal
+		// now, so that the id's receipts stay one at a time.
+		r.autoCompact()
+	}
+	if r.done[sessionID] {
+		return fmt.Errorf("reserve %s: %w: the receipt of an earlier session of this id is not acknowledged", sessionID, ErrReplay)
 	}
 	outstanding := len(r.reserved) + 1
 	needBytes := journal.RecordSize(256) + int64(outstanding)*journal.RecordSize(MaxEnvelopeBytes) + ackHeadroom*journal.RecordSize(256)
@@ -572,6 +582,17 @@ func (r *Journal) Reserve(sessionID string, revision uint64) error {
 	}
 	r.reserved[sessionID] = revision
 	return nil
+}
+
+// ackedReceipt says whether sessionID's receipt is among the acknowledged
+// ones still in the journal (mu held).
+func (r *Journal) ackedReceipt(sessionID string) bool {
+	for _, e := range r.envs[:r.acked-r.base] {
+		if e.Body.SessionID == sessionID {
+			return true
+		}
+	}
+	return false
 }
 
 // Reservation is the policy revision an outstanding reservation recorded

@@ -142,6 +142,45 @@ func TestReplayAndAckRejected(t *testing.T) {
 	}
 }
 
+// TestReserveReusedID: the store lets a cleaned-up session's id go after
+// its retention window, and a controller may use it again. The id's
+// earlier receipt, once acknowledged, leaves the journal when the id is
+// reserved again, so an id never has two receipts in the journal; while
+// unacknowledged it keeps the id from being reserved.
+func TestReserveReusedID(t *testing.T) {
+	r := open(t, dir(t))
+	defer r.Close()
+	e1 := finalize(t, r, "s1")
+	finalize(t, r, "s2")
+	if err := r.Ack(1, e1.EnvelopeMAC); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reserve("s2", 7); !errors.Is(err, ErrReplay) || !strings.Contains(err.Error(), "not acknowledged") {
+		t.Errorf("reserve after an unacknowledged receipt: %v", err)
+	}
+	if err := r.Reserve("s1", 7); err != nil {
+		t.Fatalf("reserve after an acknowledged receipt: %v", err)
+	}
+	if page, err := r.Page(1, 10); err != nil || len(page) != 1 || page[0].Body.SessionID != "s2" {
+		t.Errorf("after the reuse, page after 1: %+v %v; want s2's receipt alone", page, err)
+	}
+	if _, err := r.Page(0, 10); !errors.Is(err, ErrInvalid) {
+		t.Errorf("page after 0 once s1's receipt left: %v, want ErrInvalid", err)
+	}
+	e1b, err := r.Finalize(body("s1"))
+	if err != nil || e1b.Seq != 3 {
+		t.Fatalf("the reused id's receipt: seq %d, %v; want 3", e1b.Seq, err)
+	}
+	// The chain goes on from the acknowledged head.
+	page, err := r.Page(1, 10)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("page after 1: %d receipts, %v; want 2", len(page), err)
+	}
+	if err := Verify(key, e1.EnvelopeMAC, page); err != nil {
+		t.Errorf("the chain after the reuse: %v", err)
+	}
+}
+
 // TestVerifyDetectsTampering: every way a delivered chain can be altered.
 func TestVerifyDetectsTampering(t *testing.T) {
 	r := open(t, dir(t))

@@ -179,6 +179,10 @@ type CompactInfo struct {
 	// Sessions carried over; Dropped: cleaned-up sessions past the
 	// retention window let go.
 	Sessions, Dropped int
+	// DroppedIDs are the dropped sessions' ids, sorted: what gloved
+	// keeps beside the store for a session (its stream audit) goes with
+	// them.
+	DroppedIDs []string
 	// Err is why the compaction failed (the journal is then unchanged).
 	Err error
 }
@@ -273,6 +277,8 @@ func (s *Store) compact() (CompactInfo, error) {
 	}
 	st = s.j.Stats()
 	info.RecordsAfter, info.BytesAfter, info.Sessions, info.Dropped = st.Records, st.Bytes, len(ids), len(drop)
+	sort.Strings(drop)
+	info.DroppedIDs = drop
 	s.compacted++
 	s.lastCompact, s.dirty = info, false
 	s.setThresholds()

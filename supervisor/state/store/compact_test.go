@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,14 +162,14 @@ func TestRetention(t *testing.T) {
 	}
 	lifecycle(t, s, "s1", lifecycleSteps)
 	c.t = c.t.Add(59 * time.Minute)
-	if info, err := s.Compact(); err != nil || info.Dropped != 0 {
+	if info, err := s.Compact(); err != nil || info.Dropped != 0 || info.DroppedIDs != nil {
 		t.Fatalf("compaction inside the window: %+v %v", info, err)
 	}
 	if sess, existing, err := s.Create(req("s1", "k1")); err != nil || !existing || sess.State != Exited || sess.CleanedAt.IsZero() {
 		t.Fatalf("retry inside the window: %+v %v %v", sess, existing, err)
 	}
 	c.t = c.t.Add(time.Minute)
-	if info, err := s.Compact(); err != nil || info.Dropped != 1 || info.Sessions != 0 {
+	if info, err := s.Compact(); err != nil || info.Dropped != 1 || info.Sessions != 0 || !slices.Equal(info.DroppedIDs, []string{"s1"}) {
 		t.Fatalf("compaction after the window: %+v %v", info, err)
 	}
 	if sess, existing, err := s.Create(req("s1", "k1")); err != nil || existing || sess.State != Created {
