@@ -546,15 +546,21 @@ func (r *Journal) Reserve(sessionID string, revision uint64) error {
 	if _, dup := r.reserved[sessionID]; dup {
 		return fmt.Errorf("reserve %s: %w: it is reserved already", sessionID, ErrReplay)
 	}
-	if r.done[sessionID] && r.ackedReceipt(sessionID) {
-		// The id is used again after its earlier session left the
-		// store (past the retention window), and the controller has
-		// archived that session's receipt: it may leave the journal
-		// now, so that the id's receipts stay one at a time.
-		r.autoCompact()
-	}
 	if r.done[sessionID] {
-		return fmt.Errorf("reserve %s: %w: the receipt of an earlier session of this id is not acknowledged", sessionID, ErrReplay)
+		// The id is used again after its earlier session left the
+		// store (past the retention window). Its earlier receipt must
+		// leave the journal first, so that an id has one receipt there
+		// at a time: only once the controller has archived it.
+		if !r.ackedReceipt(sessionID) {
+			return fmt.Errorf("reserve %s: %w: the receipt of an earlier session of this id is not acknowledged", sessionID, ErrReplay)
+		}
+		info, err := r.compact()
+		if r.o.OnCompact != nil {
+			r.o.OnCompact(info, err)
+		}
+		if err != nil {
+			return fmt.Errorf("reserve %s: let the earlier session's acknowledged receipt leave: %w", sessionID, err)
+		}
 	}
 	outstanding := len(r.reserved) + 1
 	needBytes := journal.RecordSize(256) + int64(outstanding)*journal.RecordSize(MaxEnvelopeBytes) + ackHeadroom*journal.RecordSize(256)
