@@ -243,6 +243,7 @@ func (s *serviceServer) stop() error {
 	s.relays = nil
 	errs = append(errs, s.errs...)
 	s.mu.Unlock()
+	settleStreams(relays)
 	for _, sp := range relays {
 		if err := endStream(sp); err != nil {
 			errs = append(errs, err)

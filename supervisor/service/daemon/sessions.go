@@ -558,6 +558,7 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 	if sp != nil {
 		// The program is gone: the stream's last exchange is over or
 		// was cut, and its audit says which.
+		settleStreams([]*helperproc.Proc{sp})
 		if serr := endStream(sp); serr != nil {
 			err = errors.Join(err, serr)
 		}

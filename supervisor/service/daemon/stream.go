@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
@@ -294,6 +295,33 @@ func (d *Daemon) openStream(id string) (*os.File, *session.Transport, *helperpro
 		return nil, nil, nil, fmt.Errorf("glove-streamproxy: %w", err)
 	}
 	return guest, tr, sp, nil
+}
+
+// streamSettle bounds how long gloved lets a session's relays stop on
+// their own once its program is gone, before it cancels them.
+const streamSettle = 250 * time.Millisecond
+
+// settleStreams waits, at most streamSettle in all, until each relay has
+// stopped on its own; call it only once the program and its descendants
+// are gone. Their guest ends then have hung up, so a relay reads end of
+// stream as soon as it is back to idle. Why: a relay that released the
+// last response (step 8) and was not scheduled again before the session
+// ended would be cancelled by Close before its post-send check and its
+// delivered record (steps 9 and 10), and the audit would say
+// delivery_failed for a response the program got. A relay still waiting
+// on its upstream after the bound is cancelled, as before; any Status
+// failure ends its wait (endStream's Close reports it).
+func settleStreams(sps []*helperproc.Proc) {
+	deadline := time.Now().Add(streamSettle)
+	for _, sp := range sps {
+		for {
+			st, _, err := wirecall.Call(streamwire.Status, sp.Client, &streamwire.StatusRequest{}, nil)
+			if err != nil || !st.Open || !time.Now().Before(deadline) {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
 }
 
 // endStream ends a session's stream and its helper after the session,
