@@ -544,3 +544,28 @@ func TestJournalErrors(t *testing.T) {
 		t.Errorf("%q\nwant %q", got, want)
 	}
 }
+
+func TestObserverEvent(t *testing.T) {
+	o := &observer{last: map[string]string{
+		"pids.events":    "max 12\nmax.imposed 0",
+		"v1:mem.events":  "oom 3",
+		"bad.events":     "max twelve",
+		"nothing.events": "",
+	}}
+	for _, c := range []struct {
+		file, key string
+		want      int64
+	}{
+		{"pids.events", "max", 12},
+		{"pids.events", "max.imposed", 0},
+		{"pids.events", "ma", -1},
+		{"mem.events", "oom", 3}, // the v1 reading when there is no v2 one
+		{"bad.events", "max", -1},
+		{"nothing.events", "max", -1},
+		{"absent.events", "max", -1},
+	} {
+		if got := o.event(c.file, c.key); got != c.want {
+			t.Errorf("event(%q, %q) = %d, want %d", c.file, c.key, got, c.want)
+		}
+	}
+}
