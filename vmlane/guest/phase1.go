@@ -848,7 +848,11 @@ func (a *Agent) interactive(ev *Evidence, c *Client, name, tmpl string, act func
 	aerr := act(s)
 	end, err := s.WaitEnd(a.cfg.SessionTimeout)
 	if err != nil {
-		_ = c.Call("stop_session", map[string]any{"session_id": s.ID, "grace_ms": 100}, nil, 30*time.Second)
+		// A session left running would hold the lane's next checks: stop
+		// it, and report a refused stop with the wait's error.
+		if serr := c.Call("stop_session", map[string]any{"session_id": s.ID, "grace_ms": 100}, nil, 30*time.Second); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stop_session %s after the wait: %w", s.ID, serr))
+		}
 		return s, nil, Status{}, errors.Join(aerr, err)
 	}
 	st, err := a.Status(c, s.ID)
@@ -940,7 +944,7 @@ func (a *Agent) checkSessionBasic(ev *Evidence) error {
 	wantReceipt(hello.ID, end.Termination)
 
 	// stdin: one line in, echoed back.
-	s, end, st, err := a.interactive(ev, c, "stdin", "t-stdin", func(s *Sess) error {
+	s, end, _, err := a.interactive(ev, c, "stdin", "t-stdin", func(s *Sess) error {
 		var w struct {
 			Written int `json:"written"`
 		}
@@ -961,10 +965,9 @@ func (a *Agent) checkSessionBasic(ev *Evidence) error {
 	default:
 		wantReceipt(s.ID, "exited")
 	}
-	_ = st
 
 	// resize: the program prints stty size on SIGWINCH; then stopped.
-	s, end, st, err = a.interactive(ev, c, "resize", "t-resize", func(s *Sess) error {
+	s, end, _, err = a.interactive(ev, c, "resize", "t-resize", func(s *Sess) error {
 		var r struct {
 			Resized bool `json:"resized"`
 		}
@@ -991,7 +994,6 @@ func (a *Agent) checkSessionBasic(ev *Evidence) error {
 	} else {
 		wantReceipt(s.ID, end.Termination)
 	}
-	_ = st
 
 	// signal: SIGTERM to a sleeping program ends it with that signal;
 	// stop_session: SIGTERM, then a kill after the grace. Each is sent as

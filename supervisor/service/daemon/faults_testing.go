@@ -54,7 +54,11 @@ func killOrPause() func(string) {
 	}
 	return func(p string) {
 		if p == point {
-			_ = unix.Kill(os.Getpid(), unix.SIGKILL)
+			// The test asked for a crash at this point: a kill that
+			// fails must not leave gloved waiting below for ever.
+			if err := unix.Kill(os.Getpid(), unix.SIGKILL); err != nil {
+				panic(fmt.Sprintf("test fault %s: kill: %v", p, err))
+			}
 			select {} // the signal is on its way
 		}
 		if pauseFile != "" && p == pausePoint {
