@@ -1676,7 +1676,10 @@ func (a *Agent) startUpstream(ev *Evidence) error {
 	if err := os.Chmod(UpstreamDir, 0o700); err != nil {
 		return err
 	}
-	_ = os.Remove(UpstreamSocket)
+	// A socket left by an earlier run would make the upstream's bind fail.
+	if err := os.Remove(UpstreamSocket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove the old upstream socket: %w", err)
+	}
 	cmd := exec.Command(a.self, "upstream", "--socket", UpstreamSocket, "--reply-prefix", "echo ")
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	out := &capBuffer{}
@@ -1701,10 +1704,17 @@ func (a *Agent) stopUpstream() {
 	if a.upstream == nil {
 		return
 	}
-	_ = a.upstream.Process.Kill()
+	// An upstream that already exited answers ErrProcessDone. Any other
+	// failure is logged before the wait, so a stop that hangs there has
+	// its cause in the agent's log.
+	if err := a.upstream.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		a.logf("stop the upstream (pid %d): %v", a.upstream.Process.Pid, err)
+	}
 	<-a.upDone
 	a.upstream = nil
-	_ = os.RemoveAll(UpstreamDir)
+	if err := os.RemoveAll(UpstreamDir); err != nil {
+		a.logf("remove the upstream's directory: %v", err)
+	}
 }
 
 func (a *Agent) checkStream(ev *Evidence) error {
@@ -2017,7 +2027,9 @@ func (a *Agent) reboot() {
 			a.logf("dev: crash gloved: %v", err)
 		}
 		a.logf("dev: gloved killed with its session running (stand-in for a reboot)")
-		_ = os.WriteFile(a.evidence("reboot-dev"), ev.Bytes(), 0o644)
+		if err := os.WriteFile(a.evidence("reboot-dev"), ev.Bytes(), 0o644); err != nil {
+			a.logf("dev: write the crash's evidence: %v", err)
+		}
 		return
 	}
 	args := []string{"systemctl", "reboot"}
