@@ -74,6 +74,18 @@ type Plan struct {
 	// RootEntries is what a tmpfs root holds before the mounts: root.path's
 	// symbolic links and empty directories, read by stage 0.
 	RootEntries []RootEntry
+	// EgressHandoffFD, when not 0, is the preserved descriptor (a
+	// connected AF_UNIX stream socket, no mount's source, not the seccomp
+	// listener's) named by spec.EgressHandoffAnnotation, on which stage 1
+	// sends a listening TCP socket for each of EgressPorts, bound to
+	// 127.0.0.1 of the sandbox's network namespace once lo is up (one
+	// message, one byte per socket, the sockets in SCM_RIGHTS in
+	// EgressPorts order). Stage 1 then closes them and the descriptor
+	// before stage 2 exists: the program never holds a listener nor the
+	// hand-off socket (threat: a program accepting its own egress
+	// connections, or sending descriptors to the supervisor).
+	EgressHandoffFD int
+	EgressPorts     []uint16
 }
 
 // RootEntry is one entry of a tmpfs root: a symbolic link to Link, or an
@@ -356,6 +368,9 @@ func Validate(s *specs.Spec, preserveFDs int, hostUID, hostGID uint32) (*Plan, e
 	if err := validateListener(s.Linux.Seccomp, preserveFDs, p); err != nil {
 		return nil, err
 	}
+	if err := validateEgress(s.Annotations, preserveFDs, p); err != nil {
+		return nil, err
+	}
 	if !proc {
 		// Stage 2 is started through /proc/self/fd inside the new root,
 		// and masking needs the sandbox's own /proc.
@@ -364,7 +379,7 @@ func Validate(s *specs.Spec, preserveFDs int, hostUID, hostGID uint32) (*Plan, e
 	// The preserved descriptors that are not mount sources reach the
 	// program at their numbers.
 	for fd := 3; fd < 3+preserveFDs; fd++ {
-		used := fd == p.Process.SeccompListenerFD
+		used := fd == p.Process.SeccompListenerFD || fd == p.EgressHandoffFD
 		for _, m := range p.Mounts {
 			used = used || m.SourceFD == fd
 		}
@@ -396,6 +411,45 @@ func validateListener(s *specs.LinuxSeccomp, preserveFDs int, p *Plan) error {
 		}
 	}
 	p.Process.SeccompListenerFD = n
+	return nil
+}
+
+// validateEgress takes the egress annotations (spec.EgressListenAnnotation,
+// spec.EgressHandoffAnnotation): both or neither; the hand-off is
+// /proc/self/fd/N with N a preserved descriptor that no mount and not the
+// seccomp listener uses.
+func validateEgress(a map[string]string, preserveFDs int, p *Plan) error {
+	const fl, fh = "annotations." + spec.EgressListenAnnotation, "annotations." + spec.EgressHandoffAnnotation
+	listen, hasListen := a[spec.EgressListenAnnotation]
+	handoff, hasHandoff := a[spec.EgressHandoffAnnotation]
+	switch {
+	case !hasListen && !hasHandoff:
+		return nil
+	case !hasListen:
+		return bad(fh, "without %s", fl)
+	case !hasHandoff:
+		return bad(fl, "without %s", fh)
+	}
+	ports, err := spec.ParseEgressListen(listen)
+	if err != nil {
+		return bad(fl, "%v", err)
+	}
+	n, ok := seccomp.ListenerFD(handoff)
+	if !ok {
+		return bad(fh, "%q is not /proc/self/fd/N", handoff)
+	}
+	if n < 3 || n >= 3+preserveFDs {
+		return bad(fh, "descriptor %d outside the preserved range 3..%d", n, 2+preserveFDs)
+	}
+	if n == p.Process.SeccompListenerFD {
+		return bad(fh, "descriptor %d is also linux.seccomp.listenerPath", n)
+	}
+	for i, m := range p.Mounts {
+		if m.SourceFD == n {
+			return bad(fh, "descriptor %d is the source of mounts[%d]", n, i)
+		}
+	}
+	p.EgressHandoffFD, p.EgressPorts = n, ports
 	return nil
 }
 

@@ -307,6 +307,18 @@ func TestValidateRefuses(t *testing.T) {
 		{"listener with zeros", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/proc/self/fd/04") }, "linux.seccomp.listenerPath", false},
 		{"listener host path", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/run/gloved.sock") }, "linux.seccomp.listenerPath", false},
 		{"listener is a mount source", 2, func(s *specs.Spec) { s.Linux.Seccomp = listening("/proc/self/fd/3") }, "linux.seccomp.listenerPath", false},
+		{"egress listen alone", 2, func(s *specs.Spec) { egressAnn(s, "127.0.0.1:8787", "") }, "annotations." + spec.EgressListenAnnotation, false},
+		{"egress hand-off alone", 2, func(s *specs.Spec) { egressAnn(s, "", "/proc/self/fd/4") }, "annotations." + spec.EgressHandoffAnnotation, false},
+		{"egress wildcard", 2, func(s *specs.Spec) { egressAnn(s, "0.0.0.0:8787", "/proc/self/fd/4") }, "annotations." + spec.EgressListenAnnotation, false},
+		{"egress port 0", 2, func(s *specs.Spec) { egressAnn(s, "127.0.0.1:0", "/proc/self/fd/4") }, "annotations." + spec.EgressListenAnnotation, false},
+		{"egress hand-off path", 2, func(s *specs.Spec) { egressAnn(s, "127.0.0.1:8787", "/run/gloved.sock") }, "annotations." + spec.EgressHandoffAnnotation, false},
+		{"egress hand-off stdio", 2, func(s *specs.Spec) { egressAnn(s, "127.0.0.1:8787", "/proc/self/fd/2") }, "annotations." + spec.EgressHandoffAnnotation, false},
+		{"egress hand-off outside range", 2, func(s *specs.Spec) { egressAnn(s, "127.0.0.1:8787", "/proc/self/fd/5") }, "annotations." + spec.EgressHandoffAnnotation, false},
+		{"egress hand-off is a mount source", 2, func(s *specs.Spec) { egressAnn(s, "127.0.0.1:8787", "/proc/self/fd/3") }, "annotations." + spec.EgressHandoffAnnotation, false},
+		{"egress hand-off is the listener's", 2, func(s *specs.Spec) {
+			s.Linux.Seccomp = listening("/proc/self/fd/4")
+			egressAnn(s, "127.0.0.1:8787", "/proc/self/fd/4")
+		}, "annotations." + spec.EgressHandoffAnnotation, false},
 		{"preserve negative", -1, func(s *specs.Spec) {}, "--preserve-fds", false},
 		{"preserve huge", 5000, func(s *specs.Spec) {}, "--preserve-fds", false},
 	}
@@ -331,6 +343,36 @@ func TestValidateRefuses(t *testing.T) {
 				t.Errorf("error does not wrap errInvalid: %v", err)
 			}
 		})
+	}
+}
+
+// egressAnn sets the egress annotations that are not empty.
+func egressAnn(s *specs.Spec, listen, handoff string) {
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	if listen != "" {
+		s.Annotations[spec.EgressListenAnnotation] = listen
+	}
+	if handoff != "" {
+		s.Annotations[spec.EgressHandoffAnnotation] = handoff
+	}
+}
+
+// TestValidateEgress: the egress annotations become the plan's hand-off
+// descriptor and ports, and the hand-off never reaches the program.
+func TestValidateEgress(t *testing.T) {
+	s := goodSpec()
+	egressAnn(s, "127.0.0.1:8787,127.0.0.1:3128", "/proc/self/fd/4")
+	p, err := Validate(s, 2, hostUID, hostGID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.EgressHandoffFD != 4 || !slices.Equal(p.EgressPorts, []uint16{8787, 3128}) {
+		t.Errorf("egress hand-off %d, ports %v", p.EgressHandoffFD, p.EgressPorts)
+	}
+	if slices.Contains(p.Process.PassFDs, 4) {
+		t.Errorf("the hand-off descriptor is passed to the program: %v", p.Process.PassFDs)
 	}
 }
 

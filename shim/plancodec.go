@@ -24,7 +24,7 @@ import (
 // would turn into a wrong sandbox: it refuses anything the encoder would
 // not have written, and any string holding a NUL (FuzzDecodePlan checks
 // that what it accepts encodes back to the same bytes).
-const planMagic = "glove-plan-3\n"
+const planMagic = "glove-plan-4\n"
 
 // encodePlan is the plan's binary form (see planMagic).
 func encodePlan(p *Plan) []byte {
@@ -109,6 +109,11 @@ func encodePlan(p *Plan) []byte {
 		e.str(r.Name)
 		e.str(r.Link)
 		e.bool(r.Dir)
+	}
+	e.int(p.EgressHandoffFD)
+	e.uint(uint64(len(p.EgressPorts)))
+	for _, port := range p.EgressPorts {
+		e.uint(uint64(port))
 	}
 	return e.b
 }

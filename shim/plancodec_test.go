@@ -31,6 +31,8 @@ func fillPlan() *Plan {
 			v.SetUint(1<<63 | uint64(n))
 		case reflect.Uint8:
 			v.SetUint(uint64(n))
+		case reflect.Uint16:
+			v.SetUint(uint64(0xff00 + n)) // a port: never 0
 		case reflect.Ptr:
 			v.Set(reflect.New(v.Type().Elem()))
 			fill(v.Elem())
@@ -118,7 +120,7 @@ func planRefusals(t testing.TB) []planRefusal {
 		t.Fatalf("the good plan: %v", err)
 	}
 	// The budgets' place: a plan whose only non-empty field is them.
-	budgets := func(names ...string) []byte {
+	budgetsEgress := func(ports []uint64, names ...string) []byte {
 		e := planEncoder{b: []byte(planMagic)}
 		e.int(0)                         // PreserveFDs
 		e.str("")                        // Hostname
@@ -154,7 +156,16 @@ func planRefusals(t testing.TB) []planRefusal {
 			e.int(1)
 		}
 		e.uint(0) // RootEntries
+		e.int(0)  // EgressHandoffFD
+		e.uint(uint64(len(ports)))
+		for _, p := range ports {
+			e.uint(p)
+		}
 		return e.b
+	}
+	budgets := func(names ...string) []byte { return budgetsEgress(nil, names...) }
+	if _, err := decodePlan(budgetsEgress([]uint64{1, 65535})); err != nil {
+		t.Fatalf("egress ports 1 and 65535: %v", err)
 	}
 	if _, err := decodePlan(budgets("a", "b")); err != nil {
 		t.Fatalf("budgets in order: %v", err)
@@ -181,8 +192,8 @@ func planRefusals(t testing.TB) []planRefusal {
 		{"nothing", nil},
 		{"JSON", []byte(`{"PreserveFDs":0}`)},
 		{"magic only", []byte(planMagic)},
-		{"wrong magic", append([]byte("glove-plan-4\n"), empty[m:]...)},
-		{"previous magic", append([]byte("glove-plan-2\n"), empty[m:]...)},
+		{"wrong magic", append([]byte("glove-plan-5\n"), empty[m:]...)},
+		{"previous magic", append([]byte("glove-plan-3\n"), empty[m:]...)},
 		{"trailing byte", append(append([]byte{}, empty...), 0)},
 		{"unsigned not shortest", with(m+1, 0x80)},      // Hostname length 0 as 0x80 0x00
 		{"signed not shortest", set(m, 0x80)},           // PreserveFDs 0x80 0x00 ...
@@ -193,6 +204,8 @@ func planRefusals(t testing.TB) []planRefusal {
 		{"budgets out of order", budgets("b", "a")},
 		{"budget twice", budgets("a", "a")},
 		{"NUL in a string", budgets("a\x00b")},
+		{"egress port 0", budgetsEgress([]uint64{0})},
+		{"egress port over 16 bits", budgetsEgress([]uint64{65536})},
 	}
 	for i := range good {
 		cases = append(cases, planRefusal{fmt.Sprintf("truncated at %d", i), good[:i]})

@@ -117,6 +117,17 @@ func decodePlan(b []byte) (*Plan, error) {
 			p.RootEntries[i] = RootEntry{Name: d.str(), Link: d.str(), Dir: d.bool()}
 		}
 	}
+	p.EgressHandoffFD = d.int()
+	if n := d.count(); n > 0 {
+		p.EgressPorts = make([]uint16, n)
+		for i := range p.EgressPorts {
+			v := d.uint()
+			if (v == 0 || v > 65535) && d.err == nil {
+				d.err = fmt.Errorf("%w: egress port %d outside 1..65535", errPlan, v)
+			}
+			p.EgressPorts[i] = uint16(v)
+		}
+	}
 	if d.err == nil && len(d.b) > 0 {
 		d.err = fmt.Errorf("%w: %d bytes after the last field", errPlan, len(d.b))
 	}

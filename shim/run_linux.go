@@ -567,6 +567,11 @@ func checkSources(p *Plan, bundleFD int, root string) error {
 			return fmt.Errorf("config.json: linux.seccomp.listenerPath: descriptor %d: %w", fd, err)
 		}
 	}
+	if fd := p.EgressHandoffFD; fd != 0 {
+		if err := checkListenerFD(fd); err != nil {
+			return fmt.Errorf("config.json: annotations.%s: descriptor %d: %w", spec.EgressHandoffAnnotation, fd, err)
+		}
+	}
 	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	dir := unix.AT_FDCWD

@@ -39,6 +39,68 @@ const (
 	RootTmpfs      = "tmpfs"
 )
 
+// The egress endpoints (issue 32): EgressListenAnnotation lists the
+// loopback TCP endpoints "127.0.0.1:PORT[,127.0.0.1:PORT...]" glove-shim's
+// stage 1 listens on inside the sandbox's own network namespace, and
+// EgressHandoffAnnotation names the preserved descriptor
+// ("/proc/self/fd/N", a connected AF_UNIX stream socket) on which it sends
+// those listening sockets to the supervisor, which accepts on them from
+// the host's side and relays each connection to the operator's upstream.
+// Nothing else is reachable: the sandbox keeps its own network namespace
+// with loopback alone, and the listeners are bound to 127.0.0.1 of that
+// namespace, never of the host's.
+const (
+	EgressListenAnnotation  = "org.glove.egress.listen"
+	EgressHandoffAnnotation = "org.glove.egress.handoff"
+	// MaxEgressPorts bounds the endpoints of one sandbox.
+	MaxEgressPorts = 8
+)
+
+// FormatEgressListen is EgressListenAnnotation's value for ports.
+func FormatEgressListen(ports []uint16) string {
+	var b strings.Builder
+	for i, p := range ports {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("127.0.0.1:")
+		b.WriteString(strconv.Itoa(int(p)))
+	}
+	return b.String()
+}
+
+// ParseEgressListen reads EgressListenAnnotation's value: one to
+// MaxEgressPorts endpoints, each exactly "127.0.0.1:PORT" with PORT a
+// canonical decimal in 1..65535, no port twice. Any other address
+// (another loopback address, a wildcard, a name, IPv6) is refused: the
+// listener is the sandbox's one door, and what it is bound to must read
+// one way only.
+func ParseEgressListen(v string) ([]uint16, error) {
+	if v == "" {
+		return nil, errors.New("no endpoint")
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > MaxEgressPorts {
+		return nil, fmt.Errorf("%d endpoints, more than %d", len(parts), MaxEgressPorts)
+	}
+	var ports []uint16
+	for _, ep := range parts {
+		num, ok := strings.CutPrefix(ep, "127.0.0.1:")
+		if !ok {
+			return nil, fmt.Errorf("%q is not 127.0.0.1:PORT", ep)
+		}
+		n, err := strconv.ParseUint(num, 10, 16)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != num {
+			return nil, fmt.Errorf("%q: port is not a decimal in 1..65535", ep)
+		}
+		if slices.Contains(ports, uint16(n)) {
+			return nil, fmt.Errorf("port %d twice", n)
+		}
+		ports = append(ports, uint16(n))
+	}
+	return ports, nil
+}
+
 // Mount kinds.
 const (
 	KindBind   = "bind"
@@ -112,6 +174,13 @@ type Launch struct {
 	// linux.seccomp.listenerPath /proc/self/fd/N. The program never
 	// receives N (glove-shim closes it before execve).
 	SeccompListenerFD int
+	// EgressPorts are the loopback TCP ports glove-shim listens on in the
+	// sandbox's network namespace (EgressListenAnnotation), and
+	// EgressHandoffFD the preserved descriptor (3 <= N < 3+PreserveFDs,
+	// no mount's source, not the seccomp listener's) on which it sends
+	// the listening sockets. Both or neither.
+	EgressPorts     []uint16
+	EgressHandoffFD int
 }
 
 // Default /proc and /sys paths, as runc's `runc spec` writes them. Masking
@@ -279,6 +348,10 @@ func Build(l Launch) (*specs.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	annotations := map[string]string{RootAnnotation: RootTmpfs}
+	if err := buildEgress(l, annotations); err != nil {
+		return nil, err
+	}
 
 	s := &specs.Spec{
 		Version: specs.Version,
@@ -298,7 +371,7 @@ func Build(l Launch) (*specs.Spec, error) {
 		// The root is read-only so that only the declared writable mounts
 		// can be written.
 		Root:        &specs.Root{Path: "rootfs", Readonly: true},
-		Annotations: map[string]string{RootAnnotation: RootTmpfs},
+		Annotations: annotations,
 		Hostname:    l.Hostname,
 		Mounts:      mounts,
 		Linux: &specs.Linux{
@@ -351,6 +424,38 @@ func buildSeccomp(l Launch) (*specs.LinuxSeccomp, error) {
 	c := *l.Seccomp
 	c.ListenerPath = "/proc/self/fd/" + strconv.Itoa(l.SeccompListenerFD)
 	return &c, nil
+}
+
+// buildEgress writes the egress annotations, after checking that the
+// hand-off descriptor is one only it uses: a mount's source or the
+// seccomp listener's socket would receive the listening sockets (or be
+// consumed by stage 1) instead.
+func buildEgress(l Launch, annotations map[string]string) error {
+	if len(l.EgressPorts) == 0 {
+		if l.EgressHandoffFD != 0 {
+			return invalid("egressHandoffFD", "%d without an egress port", l.EgressHandoffFD)
+		}
+		return nil
+	}
+	v := FormatEgressListen(l.EgressPorts)
+	if _, err := ParseEgressListen(v); err != nil {
+		return invalid("egressPorts", "%v", err)
+	}
+	fd := l.EgressHandoffFD
+	if fd < 3 || fd >= 3+l.PreserveFDs {
+		return invalid("egressHandoffFD", "%d outside the preserved range 3..%d", fd, 2+l.PreserveFDs)
+	}
+	if fd == l.SeccompListenerFD {
+		return invalid("egressHandoffFD", "%d is also the seccomp listener's", fd)
+	}
+	for i, m := range l.Mounts {
+		if m.SourceFD == fd {
+			return invalid("egressHandoffFD", "%d is also the source of mounts[%d]", fd, i)
+		}
+	}
+	annotations[EgressListenAnnotation] = v
+	annotations[EgressHandoffAnnotation] = "/proc/self/fd/" + strconv.Itoa(fd)
+	return nil
 }
 
 // cloneOrNil copies s so the spec does not alias the caller's slices, and

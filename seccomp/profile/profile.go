@@ -34,6 +34,13 @@ type ProfileOptions struct {
 	// after connect (getsockopt SO_ERROR, getpeername, getsockname). bind,
 	// listen, accept, shutdown and setsockopt stay denied.
 	LocalServiceConnect bool
+	// Egress grants a session with egress endpoints (package egress)
+	// AF_INET stream sockets and what a TCP client does with them
+	// (egressRules). The sandbox's network namespace has loopback alone,
+	// where only the endpoints' listeners listen, so a connection can
+	// reach nothing else. Not with LocalServiceConnect (whose connect is
+	// gloved's to answer): a launch refuses the two together.
+	Egress bool
 }
 
 // defaultErrno is returned for every call outside the allowlist. EPERM, as
@@ -185,7 +192,53 @@ func DefaultProfile(o ProfileOptions) *specs.LinuxSeccomp {
 	if o.LocalServiceConnect {
 		p.Syscalls = append(p.Syscalls, localServiceRules()...)
 	}
+	if o.Egress && !o.LocalServiceConnect {
+		p.Syscalls = append(p.Syscalls, egressRules()...)
+	}
 	return p
+}
+
+// egressRules are what Egress adds, each for a reason:
+//   - socket only for AF_INET with a type of SOCK_STREAM once
+//     SOCK_NONBLOCK and SOCK_CLOEXEC are masked off: a TCP client of the
+//     endpoints on 127.0.0.1. No AF_UNIX socket (a path socket the sandbox
+//     sees, such as one in a read-only bind, stays out of reach), no
+//     datagram socket (no DNS query leaves: there is no route, and none is
+//     needed for 127.0.0.1), no AF_INET6, no netlink, no packet socket;
+//   - connect, unconditionally: the namespace has loopback alone, where
+//     nothing but the endpoints' listeners listen (bind and listen stay
+//     denied, so the program cannot serve a port of its own), so any other
+//     address or port is refused by the kernel (ECONNREFUSED, or
+//     ENETUNREACH off loopback);
+//   - getsockopt(SOL_SOCKET, SO_ERROR), getpeername and getsockname: a
+//     non-blocking client reads its connect's result and its addresses;
+//   - setsockopt at level IPPROTO_TCP (TCP_NODELAY and the keep-alive
+//     timers HTTP clients set) and setsockopt(SOL_SOCKET, SO_KEEPALIVE):
+//     tuning of the program's own connection, nothing beyond it;
+//   - shutdown: a client's half-close of its request, which an HTTP/1.1
+//     client may do and the relay passes on.
+//
+// bind, listen, accept and every other setsockopt stay denied (threat: a
+// sandbox serving a socket, or binding to a device or a mark).
+func egressRules() []specs.LinuxSyscall {
+	return []specs.LinuxSyscall{
+		{Names: []string{"socket"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 0, Value: unix.AF_INET, Op: specs.OpEqualTo},
+			{Index: 1, Value: socketTypeMask, ValueTwo: unix.SOCK_STREAM, Op: specs.OpMaskedEqual},
+		}},
+		{Names: []string{"connect", "getpeername", "getsockname", "shutdown"}, Action: specs.ActAllow},
+		{Names: []string{"getsockopt"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 1, Value: unix.SOL_SOCKET, Op: specs.OpEqualTo},
+			{Index: 2, Value: unix.SO_ERROR, Op: specs.OpEqualTo},
+		}},
+		{Names: []string{"setsockopt"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 1, Value: unix.IPPROTO_TCP, Op: specs.OpEqualTo},
+		}},
+		{Names: []string{"setsockopt"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{
+			{Index: 1, Value: unix.SOL_SOCKET, Op: specs.OpEqualTo},
+			{Index: 2, Value: unix.SO_KEEPALIVE, Op: specs.OpEqualTo},
+		}},
+	}
 }
 
 // localServiceRules are what LocalServiceConnect adds, each for a reason:

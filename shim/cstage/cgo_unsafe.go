@@ -118,6 +118,10 @@ func Decode(b []byte) (*shim.Plan, error) {
 	for _, r := range unsafe.Slice(cp.root_entries, cp.nroot_entries) {
 		p.RootEntries = append(p.RootEntries, shim.RootEntry{Name: C.GoString(r.name), Link: C.GoString(r.link), Dir: r.dir != 0})
 	}
+	p.EgressHandoffFD = int(cp.egress_handoff_fd)
+	for _, port := range unsafe.Slice(cp.egress_ports, cp.negress_ports) {
+		p.EgressPorts = append(p.EgressPorts, uint16(port))
+	}
 	return p, nil
 }
 

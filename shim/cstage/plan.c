@@ -16,7 +16,7 @@
 
 #include "plan.h"
 
-static const char plan_magic[] = "glove-plan-3\n";
+static const char plan_magic[] = "glove-plan-4\n";
 
 struct gp_alloc {
 	struct gp_alloc *next;
@@ -331,6 +331,17 @@ int glove_plan_decode(const unsigned char *b, size_t n, struct glove_plan *p, ch
 		p->root_entries[i].dir = dbool(&d);
 	}
 	p->nroot_entries = k;
+	p->egress_handoff_fd = dint(&d);
+	k = dcount(&d);
+	p->egress_ports = galloc(&d, k, sizeof(*p->egress_ports));
+	for (i = 0; i < k && !d.failed; i++) {
+		uint64_t v = duint(&d);
+
+		if (!d.failed && (v == 0 || v > 65535))
+			dfail(&d, "egress port %llu outside 1..65535", (unsigned long long)v);
+		p->egress_ports[i] = (uint16_t)v;
+	}
+	p->negress_ports = k;
 	if (!d.failed && d.n > 0)
 		dfail(&d, "%zu bytes after the last field", d.n);
 	if (d.failed) {

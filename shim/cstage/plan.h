@@ -94,6 +94,9 @@ struct glove_plan {
 	struct gp_budget *budgets;
 	size_t nroot_entries;
 	struct gp_root_entry *root_entries;
+	int64_t egress_handoff_fd; /* 0: none; see shim.Plan */
+	size_t negress_ports;
+	uint16_t *egress_ports;
 	struct gp_alloc *allocs;
 };
 

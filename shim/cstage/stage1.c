@@ -25,6 +25,8 @@
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -211,6 +213,103 @@ static int lo_up(char *e)
 	}
 	close(s);
 	return 0;
+}
+
+/* egress_listen opens one listening TCP socket for each egress port of
+ * the plan, bound to 127.0.0.1 of the sandbox's own network namespace
+ * (lo is up by now), and sends them all to the supervisor on the hand-off
+ * descriptor in one message: one byte per socket, the sockets in
+ * SCM_RIGHTS in the plan's order. It then closes them and the hand-off
+ * descriptor, so that neither the program nor PID 1 holds a listener
+ * (threat: a program accepting the connections meant for the relay, or
+ * sending the supervisor descriptors of its choice). The supervisor
+ * accepts on them from the host's side; each accepted connection stays
+ * in this namespace, and nothing of the host's network is reachable from
+ * here. The sandbox's root (uid 0 of user namespace 1, this process)
+ * binds the port: the program, uid 0 of namespace 2 without capability,
+ * could not take a port below 1024 from it, and finds this one taken. */
+static int egress_listen(const struct glove_plan *p, char *e)
+{
+	int fds[8], n = 0, er, i, sock = (int)p->egress_handoff_fd, ok = -1;
+	unsigned char bytes[8];
+	union {
+		char buf[CMSG_SPACE(sizeof(fds))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg;
+	struct iovec iov;
+	struct cmsghdr *c;
+	ssize_t w;
+
+	if (p->negress_ports == 0 || p->negress_ports > 8) {
+		s1_err(e, "egress: %zu ports (1..8)", p->negress_ports);
+		return -1;
+	}
+	for (n = 0; n < (int)p->negress_ports; n++) {
+		struct sockaddr_in sa;
+		int one = 1;
+
+		fds[n] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[n] < 0) {
+			s1_err(e, "egress: socket: %s", gp_errno(errno));
+			goto out;
+		}
+		if (setsockopt(fds[n], SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+			er = errno;
+			n++;
+			s1_err(e, "egress: SO_REUSEADDR: %s", gp_errno(er));
+			goto out;
+		}
+		memset(&sa, 0, sizeof(sa));
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons(p->egress_ports[n]);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(fds[n], (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			er = errno;
+			n++;
+			s1_err(e, "egress: bind 127.0.0.1:%u: %s", (unsigned)p->egress_ports[n - 1], gp_errno(er));
+			goto out;
+		}
+		if (listen(fds[n], 64) != 0) {
+			er = errno;
+			n++;
+			s1_err(e, "egress: listen 127.0.0.1:%u: %s", (unsigned)p->egress_ports[n - 1], gp_errno(er));
+			goto out;
+		}
+		bytes[n] = 0;
+	}
+	memset(&msg, 0, sizeof(msg));
+	memset(&u, 0, sizeof(u));
+	iov.iov_base = bytes;
+	iov.iov_len = (size_t)n;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+	do
+		w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)n) {
+		s1_err(e, "egress: send the listeners on descriptor %d: %s", sock, w < 0 ? gp_errno(errno) : "short write");
+		goto out;
+	}
+	ok = 0;
+out:
+	for (i = 0; i < n; i++)
+		if (fds[i] >= 0 && close(fds[i]) != 0 && ok == 0) {
+			s1_err(e, "egress: close a listener: %s", gp_errno(errno));
+			ok = -1;
+		}
+	if (close(sock) != 0 && ok == 0) {
+		s1_err(e, "egress: close the hand-off descriptor: %s", gp_errno(errno));
+		ok = -1;
+	}
+	return ok;
 }
 
 /* child_fail reports why stage 2 could not be executed on the start-up
@@ -537,6 +636,10 @@ void s1_main(struct glove_plan *p, int ctl, ksigset orig)
 	if (sethostname(p->hostname, strlen(p->hostname)) != 0)
 		gp_fail(ctl, "stage 1", "sethostname: %s", gp_errno(errno));
 	if (lo_up(e) != 0)
+		gp_fail(ctl, "stage 1", "%s", e);
+	/* Before stage 2 exists, which then inherits neither the listeners
+	 * nor the hand-off descriptor. */
+	if (p->egress_handoff_fd != 0 && egress_listen(p, e) != 0)
 		gp_fail(ctl, "stage 1", "%s", e);
 	pid = start_stage2(p, orig, &mine, e);
 	/* The passed descriptors belong to the program now: PID 1 keeps no

@@ -14,6 +14,8 @@ package programs
 // "streamwait" it makes one exchange on its stream and waits, with "ls
 // DIR" it lists DIR, with "mountinfo" it prints its mount table, with
 // "connect PATH" it tries to reach the unix socket at PATH by its name,
+// with "tcp ADDR..." it connects to each TCP address in turn and makes one
+// framed exchange (the upstream's framing) on each that answers,
 // with "connects PATH..." each of them in turn,
 // with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
 // "services" it prints what it has of local services (its
@@ -263,7 +265,40 @@ func connects(paths []string) {
 	}
 }
 
+// tcpExchanges connects to each address (an egress endpoint, or one that
+// must not be reachable) and, where a connection is made, sends one
+// framed "ping" and prints the framed reply.
+func tcpExchanges(addrs []string) {
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, 3*time.Second)
+		if err != nil {
+			fmt.Printf("tcp %s refused: %v\n", a, err)
+			continue
+		}
+		if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			fmt.Printf("tcp %s deadline: %v\n", a, err)
+		}
+		msg := []byte("ping")
+		_, err = c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...))
+		var hdr [4]byte
+		if err == nil {
+			_, err = io.ReadFull(c, hdr[:])
+		}
+		var body []byte
+		if err == nil && binary.BigEndian.Uint32(hdr[:]) <= 1<<16 {
+			body = make([]byte, binary.BigEndian.Uint32(hdr[:]))
+			_, err = io.ReadFull(c, body)
+		}
+		c.Close()
+		fmt.Printf("tcp %s reply %s %v\n", a, body, err)
+	}
+}
+
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "tcp" {
+		tcpExchanges(os.Args[2:])
+		return
+	}
 	if len(os.Args) > 2 && os.Args[1] == "connects" {
 		connects(os.Args[2:])
 		return

@@ -127,6 +127,46 @@ type Policy struct {
 	// CredentialPolicies map secret handles to credential sources
 	// (optional; a handle without one cannot be launched).
 	CredentialPolicies []CredentialPolicy `json:"credential_policies,omitzero"`
+	// EgressPolicies give egress policy identifiers their endpoints
+	// (optional; an identifier without one, but for EgressNoNetwork,
+	// cannot be launched).
+	EgressPolicies []EgressPolicy `json:"egress_policies,omitzero"`
+}
+
+// EgressNoNetwork is the egress policy of a sandbox with loopback alone
+// and no endpoint; it needs no entry in egress_policies.
+const EgressNoNetwork = "no-network"
+
+// MaxEgressEndpoints bounds the endpoints of one egress policy, and of
+// one session (glove-shim listens on at most this many).
+const MaxEgressEndpoints = 8
+
+// EgressPolicy is what an egress policy identifier stands for: the
+// loopback endpoints a session selecting it gets inside its sandbox,
+// each relayed to an upstream the operator runs on the host (a model
+// gateway, an HTTP CONNECT proxy that holds the credentials). Nothing
+// else is reachable: the sandbox's network namespace has loopback alone
+// (docs/policy.md, "Egress policies").
+type EgressPolicy struct {
+	EgressPolicyID string           `json:"egress_policy_id"`
+	Endpoints      []EgressEndpoint `json:"endpoints"`
+}
+
+// EgressEndpoint is one endpoint: Address is exactly "127.0.0.1:PORT"
+// inside the sandbox; AllowPrivate must be true, saying in the policy
+// that this endpoint is a private (loopback) address; Upstream is where
+// its connections go.
+type EgressEndpoint struct {
+	Address      string         `json:"address"`
+	AllowPrivate bool           `json:"allow_private"`
+	Upstream     EgressUpstream `json:"upstream"`
+}
+
+// EgressUpstream is exactly one of a unix socket on the host (by absolute
+// path) or a TCP address of the host's loopback.
+type EgressUpstream struct {
+	UnixSocket string `json:"unix_socket,omitzero"`
+	TCP        string `json:"tcp,omitzero"`
 }
 
 // CredentialPolicy is what a secret handle stands for: the operator's
@@ -240,6 +280,16 @@ func (p *Policy) Destination(name string) (*LibraryDestination, bool) {
 	for i := range p.LibraryProjectionDestinations {
 		if p.LibraryProjectionDestinations[i].Alias == name {
 			return &p.LibraryProjectionDestinations[i], true
+		}
+	}
+	return nil, false
+}
+
+// Egress returns the egress policy with the given id.
+func (p *Policy) Egress(id string) (*EgressPolicy, bool) {
+	for i := range p.EgressPolicies {
+		if p.EgressPolicies[i].EgressPolicyID == id {
+			return &p.EgressPolicies[i], true
 		}
 	}
 	return nil, false

@@ -80,6 +80,16 @@ func moreCredential(handle, src, dst string, max int) mutation {
 	return set("/credential_policies/-", map[string]any{"handle": handle, "source_path": src, "destination_path": dst, "max_bytes": max})
 }
 
+// gateway is the egress policy "model-gateway" with one endpoint at
+// addr, allow_private, and upstream (a JSON object's members).
+func gateway(addr string, allow bool, upstream map[string]any) mutation {
+	return all(set("/egress_policy_ids", []any{"model-gateway", "no-network"}),
+		set("/egress_policies", []any{map[string]any{"egress_policy_id": "model-gateway", "endpoints": []any{
+			map[string]any{"address": addr, "allow_private": allow, "upstream": upstream}}}}))
+}
+
+var gatewaySocket = map[string]any{"unix_socket": "/run/glove-gateway/model.sock"}
+
 func tuple(access, mat, create, cleanup string, max int) mutation {
 	return set("/path_aliases/0/access/0", map[string]any{
 		"access": access, "materialization": mat, "create_policy": create, "cleanup_policy": cleanup, "max_bytes": max,
@@ -165,6 +175,33 @@ func badPolicies() []struct {
 		{"credentials same source", "/credential_policies/1/source_path", "also the source of handle", all(set("/secret_handles", []any{"codex-token", "z-token"}),
 			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
 			moreCredential("z-token", "/etc/glove/codex.json", "/home/agent/z.json", 4096))},
+		// Egress policies.
+		{"egress id undeclared", "/egress_policies/0/egress_policy_id", "not one of /egress_policy_ids", all(gateway("127.0.0.1:8787", true, gatewaySocket), set("/egress_policy_ids", []any{"no-network"}))},
+		{"egress no-network entry", "/egress_policies/0/egress_policy_id", "takes no entry", all(gateway("127.0.0.1:8787", true, gatewaySocket), set("/egress_policies/0/egress_policy_id", "no-network"))},
+		{"egress no endpoints", "/egress_policies/0/endpoints", "want 1..8", all(gateway("127.0.0.1:8787", true, gatewaySocket), set("/egress_policies/0/endpoints", []any{}))},
+		{"egress wildcard", "/egress_policies/0/endpoints/0/address", "not 127.0.0.1:PORT", gateway("0.0.0.0:8787", true, gatewaySocket)},
+		{"egress other loopback", "/egress_policies/0/endpoints/0/address", "not 127.0.0.1:PORT", gateway("127.0.0.2:8787", true, gatewaySocket)},
+		{"egress host name", "/egress_policies/0/endpoints/0/address", "not 127.0.0.1:PORT", gateway("localhost:8787", true, gatewaySocket)},
+		{"egress ipv6", "/egress_policies/0/endpoints/0/address", "not 127.0.0.1:PORT", gateway("[::1]:8787", true, gatewaySocket)},
+		{"egress two addresses", "/egress_policies/0/endpoints/0/address", "not one 127.0.0.1:PORT", gateway("127.0.0.1:8787,127.0.0.1:8788", true, gatewaySocket)},
+		{"egress port zero", "/egress_policies/0/endpoints/0/address", "not a decimal in 1..65535", gateway("127.0.0.1:0", true, gatewaySocket)},
+		{"egress port padded", "/egress_policies/0/endpoints/0/address", "not a decimal in 1..65535", gateway("127.0.0.1:08787", true, gatewaySocket)},
+		{"egress port over", "/egress_policies/0/endpoints/0/address", "not a decimal in 1..65535", gateway("127.0.0.1:65536", true, gatewaySocket)},
+		{"egress not private", "/egress_policies/0/endpoints/0/allow_private", "must be true", gateway("127.0.0.1:8787", false, gatewaySocket)},
+		{"egress no upstream", "/egress_policies/0/endpoints/0/upstream", "exactly one of", gateway("127.0.0.1:8787", true, map[string]any{})},
+		{"egress two upstreams", "/egress_policies/0/endpoints/0/upstream", "exactly one of", gateway("127.0.0.1:8787", true, map[string]any{"unix_socket": "/run/a.sock", "tcp": "127.0.0.1:4000"})},
+		{"egress upstream relative", "/egress_policies/0/endpoints/0/upstream/unix_socket", "not absolute", gateway("127.0.0.1:8787", true, map[string]any{"unix_socket": "run/a.sock"})},
+		{"egress upstream in proc", "/egress_policies/0/endpoints/0/upstream/unix_socket", "kernel interface", gateway("127.0.0.1:8787", true, map[string]any{"unix_socket": "/proc/1/root/run/a.sock"})},
+		{"egress upstream off host", "/egress_policies/0/endpoints/0/upstream", "not a loopback address", gateway("127.0.0.1:8787", true, map[string]any{"tcp": "10.0.0.1:443"})},
+		{"egress upstream name", "/egress_policies/0/endpoints/0/upstream", "not a loopback address", gateway("127.0.0.1:8787", true, map[string]any{"tcp": "localhost:443"})},
+		{"egress upstream no port", "/egress_policies/0/endpoints/0/upstream", "not a loopback address", gateway("127.0.0.1:8787", true, map[string]any{"tcp": "127.0.0.1"})},
+		{"egress upstream unknown", "/egress_policies/0/endpoints/0/upstream/http", "unknown member", gateway("127.0.0.1:8787", true, map[string]any{"http": "http://127.0.0.1"})},
+		{"egress port twice", "/egress_policies/1/endpoints/0/address", "also an endpoint of egress policy", all(gateway("127.0.0.1:8787", true, gatewaySocket),
+			set("/egress_policy_ids", []any{"model-gateway", "no-network", "proxy"}),
+			set("/egress_policies/-", map[string]any{"egress_policy_id": "proxy", "endpoints": []any{map[string]any{"address": "127.0.0.1:8787", "allow_private": true, "upstream": gatewaySocket}}}))},
+		{"egress unsorted", "/egress_policies/1/egress_policy_id", "not sorted after", all(gateway("127.0.0.1:8787", true, gatewaySocket),
+			set("/egress_policy_ids", []any{"a-proxy", "model-gateway", "no-network"}),
+			set("/egress_policies/-", map[string]any{"egress_policy_id": "a-proxy", "endpoints": []any{map[string]any{"address": "127.0.0.1:3128", "allow_private": true, "upstream": gatewaySocket}}}))},
 		{"path aliases unsorted", "/path_aliases/1/alias", "not sorted after", secondAlias("data", "/srv/data", "/data")},
 		{"profiles duplicate", "/resource_profiles/1/profile_id", "duplicate", func(t testing.TB, s string) string {
 			p := mustDecode(t, s)
@@ -293,6 +330,9 @@ func TestGoodVariants(t *testing.T) {
 			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
 			moreCredential("z-token", "/etc/glove/z.json", "/home/agent/.codex-other", 1))},
 		{"no credential policies", set("/credential_policies", []any{})},
+		{"egress to a unix socket", gateway("127.0.0.1:8787", true, gatewaySocket)},
+		{"egress to host loopback tcp", gateway("127.0.0.1:8787", true, map[string]any{"tcp": "127.0.0.1:4000"})},
+		{"egress to host ipv6 loopback", gateway("127.0.0.1:1", true, map[string]any{"tcp": "[::1]:65535"})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

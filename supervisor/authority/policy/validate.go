@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/glove-sandbox/glove/names"
+	"github.com/glove-sandbox/glove/spec"
+	"github.com/glove-sandbox/glove/supervisor/engine/egress"
 	"github.com/glove-sandbox/glove/supervisor/internal/strictjson"
 )
 
@@ -159,7 +162,94 @@ func Validate(p *Policy) error {
 	if err := checkIdentList("/secret_handles", p.SecretHandles); err != nil {
 		return err
 	}
+	if err := validateEgress(p); err != nil {
+		return err
+	}
 	return validateCredentials(p)
+}
+
+// validateEgress checks the egress policies: sorted by id, each id one of
+// /egress_policy_ids and not EgressNoNetwork, 1..MaxEgressEndpoints
+// endpoints, each address exactly 127.0.0.1:PORT with allow_private
+// true, each port once across the whole policy (so that any set of
+// policies a plan selects can be listened on together), and exactly one
+// upstream: a unix socket by canonical host path, or a loopback TCP
+// address. Threats: an endpoint that names another address, a wildcard or
+// a host name would read as a reach the sandbox does not have (or, were
+// it honoured, a network); an upstream that is not on the host's
+// loopback would make the supervisor a proxy into the operator's network.
+func validateEgress(p *Policy) error {
+	ports := map[uint16]string{}
+	for i := range p.EgressPolicies {
+		e := &p.EgressPolicies[i]
+		at := ptr("egress_policies", i)
+		if err := checkIdent(join(at, "egress_policy_id"), e.EgressPolicyID); err != nil {
+			return err
+		}
+		if i > 0 {
+			if err := checkOrder(join(at, "egress_policy_id"), p.EgressPolicies[i-1].EgressPolicyID, e.EgressPolicyID); err != nil {
+				return err
+			}
+		}
+		if e.EgressPolicyID == EgressNoNetwork {
+			return faultf(join(at, "egress_policy_id"), "%q is the sandbox without endpoints; it takes no entry", EgressNoNetwork)
+		}
+		if !slices.Contains(p.EgressPolicyIDs, e.EgressPolicyID) {
+			return faultf(join(at, "egress_policy_id"), "%q is not one of /egress_policy_ids", e.EgressPolicyID)
+		}
+		if len(e.Endpoints) == 0 || len(e.Endpoints) > MaxEgressEndpoints {
+			return faultf(join(at, "endpoints"), "%d endpoints, want 1..%d", len(e.Endpoints), MaxEgressEndpoints)
+		}
+		for j := range e.Endpoints {
+			ep := &e.Endpoints[j]
+			eat := join(join(at, "endpoints"), j)
+			port, err := EgressPort(ep.Address)
+			if err != nil {
+				return faultf(join(eat, "address"), "%v", err)
+			}
+			if !ep.AllowPrivate {
+				return faultf(join(eat, "allow_private"), "must be true: 127.0.0.1 is a private address")
+			}
+			if other, dup := ports[port]; dup {
+				return faultf(join(eat, "address"), "port %d is also an endpoint of egress policy %q", port, other)
+			}
+			ports[port] = e.EgressPolicyID
+			u := ep.Upstream
+			switch {
+			case (u.UnixSocket == "") == (u.TCP == ""):
+				return faultf(join(eat, "upstream"), "exactly one of unix_socket and tcp")
+			case u.UnixSocket != "":
+				if err := checkHostSidePath(join(join(eat, "upstream"), "unix_socket"), u.UnixSocket); err != nil {
+					return err
+				}
+			}
+			if err := egress.CheckUpstream(ep.Upstream.Upstream()); err != nil {
+				return faultf(join(eat, "upstream"), "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+// EgressPort is the port of an endpoint address, which must be exactly
+// "127.0.0.1:PORT" (PORT a canonical decimal in 1..65535).
+func EgressPort(addr string) (uint16, error) {
+	ports, err := spec.ParseEgressListen(addr)
+	if err != nil {
+		return 0, err
+	}
+	if len(ports) != 1 {
+		return 0, fmt.Errorf("%q is not one 127.0.0.1:PORT", addr)
+	}
+	return ports[0], nil
+}
+
+// Upstream is u as the relay takes it.
+func (u EgressUpstream) Upstream() egress.Upstream {
+	if u.UnixSocket != "" {
+		return egress.Upstream{Network: "unix", Address: u.UnixSocket}
+	}
+	return egress.Upstream{Network: "tcp", Address: u.TCP}
 }
 
 // CredentialHome is the private harness home a credential's destination

@@ -9,7 +9,7 @@ import (
 )
 
 // LaunchDigestSchema names the managed-launch digest's preimage.
-const LaunchDigestSchema = "glove.managed-launch-v3"
+const LaunchDigestSchema = "glove.managed-launch-v4"
 
 // Transport is what a launch's local-service transport binds: its kind,
 // the alias-to-descriptor map the program sees, the identities of both
@@ -64,6 +64,15 @@ type launchPreimage struct {
 	// v3: the credentials, each with its lease identity and the version
 	// launched (never the content: the digest is no oracle for it).
 	Credentials []Credential `json:"credential_leases"`
+	// v4: the egress endpoints: policy, port and upstream of each.
+	Egress []egressPreimage `json:"egress"`
+}
+
+type egressPreimage struct {
+	PolicyID string `json:"egress_policy_id"`
+	Port     uint16 `json:"port"`
+	Network  string `json:"upstream_network"`
+	Address  string `json:"upstream_address"`
 }
 
 // LaunchDigest is the managed-launch digest: SHA-256 of the canonical
@@ -82,6 +91,10 @@ func LaunchDigest(l *Launch, adapterDigest string, t *Transport) string {
 		Mounts: nonNil(l.Mounts), Limits: l.Limits, Terminal: l.Terminal, Transport: t,
 		ExecutablePin: l.ExecutablePin, LibraryProjections: nonNil(l.Projections), SkillProjection: l.Skills,
 		EgressPolicyIDs: nonNil(l.EgressPolicyIDs), ToolPolicyIDs: nonNil(l.ToolPolicyIDs), Credentials: nonNil(l.Credentials)}
+	p.Egress = []egressPreimage{}
+	for _, ep := range l.Egress {
+		p.Egress = append(p.Egress, egressPreimage{PolicyID: ep.PolicyID, Port: ep.Port, Network: ep.Upstream.Network, Address: ep.Upstream.Address})
+	}
 	sum := sha256.Sum256(strictjson.Canonical(p))
 	return hex.EncodeToString(sum[:])
 }

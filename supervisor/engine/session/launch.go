@@ -30,6 +30,7 @@ import (
 	"github.com/glove-sandbox/glove/names"
 	"github.com/glove-sandbox/glove/supervisor/authority/library"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/engine/egress"
 	"github.com/glove-sandbox/glove/supervisor/state/lease"
 	"golang.org/x/sys/unix"
 )
@@ -125,6 +126,10 @@ type Launch struct {
 	// was launched with (credentials.go); their content is in the
 	// pins' leases only.
 	Credentials []Credential
+	// Egress are the loopback TCP endpoints of the plan's egress
+	// policies (egress.go): 127.0.0.1:Port inside the sandbox, each
+	// connection relayed to the endpoint's upstream on the host.
+	Egress []egress.Endpoint
 }
 
 // Stream is one adapter-bound alias's inherited stream; its guest end is
@@ -233,6 +238,9 @@ func (l *Launch) Check() error {
 		if !policy.ValidIdentifier(st.Alias) {
 			return bad("stream: alias %q is not an identifier", st.Alias)
 		}
+	}
+	if err := checkEgress(l.Egress, l.Services != nil); err != nil {
+		return err
 	}
 	lim := l.Limits
 	if lim.CPUTimeMs == 0 || lim.MemoryBytes == 0 || lim.Pids == 0 || lim.WallTimeMs == 0 || lim.DiskBytes == 0 || lim.TerminalOutputBytes == 0 {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/engine/egress"
 )
 
-// EgressNoNetwork is the one egress policy Glove enforces: no network at
-// all but the sandbox's own loopback. A forwarded local service (the
-// inherited stream) is the only way out, and it is the operator's
-// configuration, not the plan's.
-const EgressNoNetwork = "no-network"
+// EgressNoNetwork is the egress policy of no network at all but the
+// sandbox's own loopback. Every other egress policy a plan may select is
+// one of the policy's egress_policies: loopback endpoints relayed to the
+// operator's upstreams (egress.go).
+const EgressNoNetwork = policy.EgressNoNetwork
 
 // checkUnenforced refuses, before anything is resolved, what a plan may
 // name but this launch cannot give it (threat: a plan member accepted
@@ -22,8 +23,9 @@ const EgressNoNetwork = "no-network"
 //   - a secret handle the policy maps to no credential source, or any
 //     secret handle where there is no lease store (glove run): a harness
 //     started without its credential fails later and less clearly;
-//   - an egress policy other than EgressNoNetwork: Glove cannot enforce
-//     any other.
+//   - an egress policy the policy gives no endpoints (egress_policies),
+//     but for EgressNoNetwork, and EgressNoNetwork with any other: a
+//     label Glove would not enforce, or a plan that says two things.
 func checkUnenforced(pol *policy.Policy, pl *plan.Plan, src Sources) error {
 	for _, h := range pl.SecretHandles {
 		if _, ok := pol.Credential(h); !ok {
@@ -34,8 +36,33 @@ func checkUnenforced(pol *policy.Policy, pl *plan.Plan, src Sources) error {
 		}
 	}
 	for _, id := range pl.EgressPolicyIDs {
-		if id != EgressNoNetwork {
-			return fmt.Errorf("resolve: egress policy %q: Glove enforces only %q: %w", id, EgressNoNetwork, ErrUnsupported)
+		if id == EgressNoNetwork {
+			if len(pl.EgressPolicyIDs) > 1 {
+				return fmt.Errorf("resolve: egress policy %q with others: %w", id, ErrInvalid)
+			}
+			continue
+		}
+		if _, ok := pol.Egress(id); !ok {
+			return fmt.Errorf("resolve: egress policy %q: the policy gives it no endpoints (egress_policies): %w", id, ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// resolveEgress gives the launch the endpoints of the plan's egress
+// policies, in the plan's order.
+func resolveEgress(l *Launch, pol *policy.Policy, pl *plan.Plan) error {
+	for _, id := range pl.EgressPolicyIDs {
+		e, ok := pol.Egress(id)
+		if !ok {
+			continue // EgressNoNetwork (checkUnenforced)
+		}
+		for _, ep := range e.Endpoints {
+			port, err := policy.EgressPort(ep.Address)
+			if err != nil {
+				return fmt.Errorf("resolve: egress policy %q: %w: %w", id, err, ErrInvalid)
+			}
+			l.Egress = append(l.Egress, egress.Endpoint{PolicyID: id, Port: port, Upstream: ep.Upstream.Upstream()})
 		}
 	}
 	return nil
@@ -175,6 +202,9 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 		return nil, nil, err
 	}
 	if err := resolveCredentials(l, pins, pol, pl, src); err != nil {
+		return nil, nil, err
+	}
+	if err := resolveEgress(l, pol, pl); err != nil {
 		return nil, nil, err
 	}
 	if err := l.Check(); err != nil {

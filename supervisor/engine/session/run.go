@@ -23,6 +23,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/seccomp/profile"
 	"github.com/glove-sandbox/glove/spec"
+	"github.com/glove-sandbox/glove/supervisor/engine/egress"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
 	"golang.org/x/sys/unix"
@@ -137,6 +138,10 @@ type IO struct {
 	// signals for the program. Either may be nil.
 	Resize  <-chan unix.Winsize
 	Signals <-chan syscall.Signal
+	// EgressAudit receives the audit records of the launch's egress
+	// endpoints (package egress), one synced JSON line each; required
+	// when the launch has any. The caller owns it.
+	EgressAudit *os.File
 }
 
 // Usage is what the session consumed, as the receipt reports it.
@@ -235,10 +240,17 @@ type prepared struct {
 	handoff      *os.File
 	handoffFD    int
 	stopServices func() error
-	bundle       string
-	cgMade       bool
-	cgInode      uint64
-	released     bool
+	// egressShim and egressSup are the two ends of the egress hand-off
+	// socket (Launch.Egress), egressFD the shim's end's number among
+	// shimFiles; egress is the relay of the listeners received on it
+	// (egress.go). All nil or zero without Launch.Egress.
+	egressShim, egressSup *os.File
+	egressFD              int
+	egress                *egressRelay
+	bundle                string
+	cgMade                bool
+	cgInode               uint64
+	released              bool
 	// root is the materialization root (O_PATH), when the launch retains.
 	root *os.File
 	// images are the retained copies' images, from their creation on.
@@ -318,7 +330,7 @@ func (p *prepared) release() error {
 	for _, f := range p.listeners {
 		f.Close()
 	}
-	for _, f := range []*os.File{p.handoff, p.handoffShim} {
+	for _, f := range []*os.File{p.handoff, p.handoffShim, p.egressShim, p.egressSup} {
 		if f != nil {
 			f.Close()
 		}
@@ -482,7 +494,18 @@ func prepareMounts(p *prepared, l *Launch, pio IO) error {
 		p.shimFiles = append(p.shimFiles, p.handoffShim)
 		p.handoffFD = 2 + len(p.shimFiles)
 	}
-	bundle, err := writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.handoffFD, p.env.Hidden)
+	if len(l.Egress) > 0 {
+		if pio.EgressAudit == nil {
+			return fmt.Errorf("egress: no audit file for the launch's endpoints: %w", ErrInvalid)
+		}
+		var err error
+		if p.egressShim, p.egressSup, err = egress.Handoff(); err != nil {
+			return err
+		}
+		p.shimFiles = append(p.shimFiles, p.egressShim)
+		p.egressFD = 2 + len(p.shimFiles)
+	}
+	bundle, err := writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.handoffFD, p.egressFD, p.env.Hidden)
 	if err != nil {
 		return err
 	}
@@ -712,7 +735,7 @@ func inodesFor(n uint64) uint64 { return max(n/4096, 1024) }
 // writeBundle writes the bundle: an empty root with the usual links into
 // /usr, and config.json whose mounts name the descriptors the shim gets
 // at 3, 4, ... in l.Mounts order.
-func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD int, hidden []string) (string, error) {
+func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD, egressFD int, hidden []string) (string, error) {
 	dir, err := os.MkdirTemp(runtimeDir, "bundle-"+l.Name+"-")
 	if err != nil {
 		return "", fmt.Errorf("create the bundle: %w", err)
@@ -762,6 +785,7 @@ func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD
 	// The pathname transport: the alias directory's variable, and
 	// connect(2) sent to the supervisor (services.go), which gets the
 	// seccomp listener on the hand-off socket at listenerFD.
+	opts.Egress = len(l.Egress) > 0
 	if l.Services != nil {
 		opts.LocalServiceConnect = true
 		env = append(append([]string(nil), env...), ServiceDirEnv+"="+ServiceDirTarget)
@@ -780,6 +804,8 @@ func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD
 		Seccomp:         profile.DefaultProfile(opts),
 		// 0 without local services: no listener.
 		SeccompListenerFD: listenerFD,
+		EgressPorts:       egressPorts(l.Egress),
+		EgressHandoffFD:   egressFD,
 	})
 	if err != nil {
 		return "", fmt.Errorf("build config.json: %w", err)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/engine/egress"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 	"golang.org/x/sys/unix"
 )
@@ -200,6 +201,11 @@ func (h *Handle) Spawn() (Identity, error) {
 		p.handoffShim.Close()
 		p.handoffShim = nil
 	}
+	if p.egressShim != nil {
+		// Likewise: stage 1 closes it once it has sent the listeners.
+		p.egressShim.Close()
+		p.egressShim = nil
+	}
 	if !l.Terminal {
 		cmd.Stdout.(*os.File).Close()
 	}
@@ -329,6 +335,9 @@ func (h *Handle) Release() error {
 	}
 	sp.syncW.Close()
 	sp.syncW = nil
+	if len(h.l.Egress) > 0 {
+		p.startEgress(h.l, egress.NewAudit(pio.EgressAudit))
+	}
 	if sp.ptyMaster != nil && pio.Input != nil {
 		go func() { _, _ = io.Copy(sp.ptyMaster, pio.Input) }()
 	}
@@ -491,6 +500,13 @@ func (h *Handle) Close(cause error) (*Result, error) {
 	if sp != nil {
 		sp.close()
 	}
+	// Every process of the session is gone: the hand-off socket is at
+	// end of file if nothing was sent, and no connection is left to
+	// relay.
+	if eerr := p.egress.stop(); eerr != nil {
+		p.endErrs = append(p.endErrs, eerr)
+	}
+	p.egress = nil
 	// Before the scratch goes: what the program left at each credential's
 	// destination becomes the lease's next version. Only for a program
 	// that was released and whose end Wait saw (res): before the release

@@ -216,6 +216,12 @@ func runPlan(polFile, planFile, matRoot, libRoot string, ro receiptOptions, stdi
 			fmt.Fprintf(stderr, "glove: run: %s\n", flatten(err))
 		}
 	}()
+	if len(l.Egress) > 0 {
+		// The relay's audit is durable in gloved's session store, with
+		// the session's receipt; a one-shot run has neither.
+		fmt.Fprintf(stderr, "glove: run: egress policy %q: only gloved relays egress endpoints (their audit lives in its session store); run the plan as a managed session\n", l.Egress[0].PolicyID)
+		return ExitNotStarted
+	}
 	if l.Retains() {
 		if matRoot == "" {
 			fmt.Fprintf(stderr, "glove: run: the plan has a retained_write grant: --materialization-root DIR (glove-loopext4's materialization_root) is required\n")

@@ -83,6 +83,9 @@ type live struct {
 	resizes chan unix.Winsize
 	signals chan syscall.Signal
 	cancel  context.CancelFunc
+	// egressAudit is the session's egress audit file (egress-ID.audit in
+	// the store) when its launch has egress endpoints; run closes it.
+	egressAudit *os.File
 }
 
 // Write is the session's output: kept in the ring, fanned out.
@@ -374,6 +377,36 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		}
 		serveServices = d.serveServices(sess.ID, eps)
 	}
+	// The egress endpoints' audit: created before anything is made, so
+	// that a store that cannot hold it refuses the session (fail closed:
+	// no connection may be relayed unrecorded).
+	var egressAudit *os.File
+	if len(launch.Egress) > 0 {
+		f, err := d.createAudit(egressAuditPrefix, sess.ID)
+		if err == nil {
+			// The file's entry is durable before its first record.
+			if err = syncDir(d.cfg.StoreDir); err != nil {
+				err = errors.Join(err, f.Close())
+			}
+		}
+		if err != nil {
+			d.log.WithField("session_id", sess.ID).WithField("event", "egress").WithField("error", oneLine(err.Error())).Warn("egress audit unavailable")
+			if sp != nil {
+				if err := endStream(sp); err != nil {
+					d.log.WithField("session_id", sess.ID).WithField("event", "stream").WithField("error", oneLine(err.Error())).Warn("closing an unused inherited stream failed")
+				}
+			}
+			return fail("egress", errorf(CodeUnavailable, "egress audit unavailable"))
+		}
+		egressAudit = f
+		defer func() {
+			if !launched {
+				if err := f.Close(); err != nil {
+					d.log.WithField("session_id", sess.ID).WithField("event", "egress").WithField("error", oneLine(err.Error())).Warn("closing an unused egress audit failed")
+				}
+			}
+		}()
+	}
 	// releaseStream ends the stream's helper if the session does not run
 	// (its guest end is a pin, closed with the others).
 	releaseStream := func() {
@@ -443,7 +476,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	point("reserved")
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
-		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel}
+		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel, egressAudit: egressAudit}
 	// From here the session is starting, which the store does not record
 	// (no fdatasync of its own on the start path): the store still says
 	// preparing, and session_status reports starting for a session this
@@ -545,7 +578,13 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 	// for the session's clean-up (its cgroups removed, its images frozen):
 	// nothing a dead helper would have undone is left behind.
 	env.StartHelper = d.startHelper
-	res, err := d.drive(ctx, sess.ID, env, launch, pins, launchDigest, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals})
+	res, err := d.drive(ctx, sess.ID, env, launch, pins, launchDigest, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals, EgressAudit: l.egressAudit})
+	if l.egressAudit != nil {
+		// Every record was synced as it was written (egress.Audit).
+		if cerr := l.egressAudit.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the egress audit: %w", cerr))
+		}
+	}
 	log := d.log.WithField("session_id", sess.ID)
 	for _, p := range helpers {
 		// Close reaps the helper after its socket's EOF: an error is its

@@ -24,15 +24,25 @@ import (
 const (
 	streamAuditPrefix = "stream-"
 	streamAuditSuffix = ".audit"
+	// egressAuditPrefix names a session's egress audit file (its egress
+	// endpoints' connections, package egress), which lives and goes as
+	// the stream audit file does.
+	egressAuditPrefix = "egress-"
 )
 
-// streamAuditName is the stream audit file's name for session id.
-func streamAuditName(id string) string { return streamAuditPrefix + id + streamAuditSuffix }
+// auditPrefixes are the prefixes of a session's audit files.
+var auditPrefixes = []string{streamAuditPrefix, egressAuditPrefix}
 
 // createStreamAudit creates session id's stream audit file, exclusive:
 // records of two sessions never share a file.
 func (d *Daemon) createStreamAudit(id string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(d.cfg.StoreDir, streamAuditName(id)), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	return d.createAudit(streamAuditPrefix, id)
+}
+
+// createAudit creates session id's audit file of the given prefix,
+// exclusive.
+func (d *Daemon) createAudit(prefix, id string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(d.cfg.StoreDir, prefix+id+streamAuditSuffix), os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit file: %w", err)
 	}
@@ -46,14 +56,16 @@ func (d *Daemon) removeStreamAudits(ids []string, why string) error {
 	removed := 0
 	var errs []error
 	for _, id := range ids {
-		err := os.Remove(filepath.Join(d.cfg.StoreDir, streamAuditName(id)))
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-		case err != nil:
-			errs = append(errs, fmt.Errorf("remove the stream audit of %s: %w", id, err))
-		default:
-			removed++
-			d.log.WithField("event", "stream_audit_removed").WithField("session_id", id).WithField("why", why).Info("stream audit removed with its session")
+		for _, prefix := range auditPrefixes {
+			err := os.Remove(filepath.Join(d.cfg.StoreDir, prefix+id+streamAuditSuffix))
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+			case err != nil:
+				errs = append(errs, fmt.Errorf("remove the stream audit of %s: %w", id, err))
+			default:
+				removed++
+				d.log.WithField("event", "stream_audit_removed").WithField("session_id", id).WithField("file", prefix+"*").WithField("why", why).Info("stream audit removed with its session")
+			}
 		}
 	}
 	if removed > 0 {
@@ -73,7 +85,13 @@ func (d *Daemon) sweepStreamAudits() error {
 	}
 	var orphans []string
 	for _, e := range entries {
-		id, ok := strings.CutPrefix(e.Name(), streamAuditPrefix)
+		var id string
+		ok := false
+		for _, prefix := range auditPrefixes {
+			if rest, cut := strings.CutPrefix(e.Name(), prefix); cut {
+				id, ok = rest, true
+			}
+		}
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}

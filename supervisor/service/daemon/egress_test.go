@@ -1,0 +1,154 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/testenv"
+)
+
+// egressPort is the fixture's egress endpoint in the sandbox.
+const egressPort = 8787
+
+// withEgress adds to the fixture's policy the egress policy
+// "model-gateway": 127.0.0.1:egressPort relayed to the unix socket
+// upstream, and rewrites policy.json.
+func (f *fixture) withEgress(t *testing.T, upstream string) {
+	t.Helper()
+	f.pol.EgressPolicyIDs = []string{"model-gateway", "no-network"}
+	f.pol.EgressPolicies = []policy.EgressPolicy{{EgressPolicyID: "model-gateway", Endpoints: []policy.EgressEndpoint{
+		{Address: "127.0.0.1:" + strconv.Itoa(egressPort), AllowPrivate: true, Upstream: policy.EgressUpstream{UnixSocket: upstream}}}}}
+	if err := policy.Validate(f.pol); err != nil {
+		t.Fatalf("test policy: %v", err)
+	}
+	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), f.e.UID, f.e.GID)
+}
+
+// TestGlovedEgress runs a session whose plan selects an egress policy:
+// its program reaches the operator's upstream through 127.0.0.1:8787 of
+// its own network namespace, relayed by gloved, and nothing else — judged
+// from outside. Another port of the sandbox's loopback is refused; a
+// service listening on the host's 127.0.0.1 is not reachable (and saw no
+// connection); the upstream accepted exactly one connection; the
+// session's egress audit holds that connection's open and close records,
+// with byte counts and no payload or host path. A session of the same
+// policy whose plan selects no-network gets no endpoint at all.
+func TestGlovedEgress(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+
+	// A service on the host's own loopback: the sandbox must not reach it.
+	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostLn.Close()
+	var hostAccepts atomic.Int32
+	go func() {
+		for {
+			c, err := hostLn.Accept()
+			if err != nil {
+				return
+			}
+			hostAccepts.Add(1)
+			c.Close()
+		}
+	}()
+	hostAddr := hostLn.Addr().String()
+	_, hostPort, err := net.SplitHostPort(hostAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := "127.0.0.1:" + strconv.Itoa(egressPort)
+	f := newFixture(t, e, map[string][]string{"egress": {"tcp", ep, "127.0.0.1:8788", "127.0.0.1:" + hostPort, "10.0.0.1:80"}})
+	sock := startUpstream(t, e, f)
+	f.withEgress(t, sock)
+	g := f.start()
+	logOnFailure(t, g)
+	c := dial(t, g.socket)
+
+	pl := f.plan("egress", "tiny")
+	pl.EgressPolicyIDs = []string{"model-gateway"}
+	tok := f.create(c, "s-egress", pl)
+	c.ok("start_session", map[string]any{"session_id": "s-egress", "start_token": tok}, nil)
+	end := attach(t, c, "s-egress")
+	out := strings.ReplaceAll(end.output, "\r\n", "\n")
+	if !strings.Contains(out, "tcp "+ep+" reply pong:ping <nil>\n") {
+		t.Errorf("the program did not reach the upstream through %s:\n%s", ep, out)
+	}
+	for _, refused := range []string{"127.0.0.1:8788", "127.0.0.1:" + hostPort, "10.0.0.1:80"} {
+		if !strings.Contains(out, "tcp "+refused+" refused") {
+			t.Errorf("%s was not refused in the sandbox:\n%s", refused, out)
+		}
+	}
+	if n := hostAccepts.Load(); n != 0 {
+		t.Errorf("the host's service on %s accepted %d connections from the sandbox", hostAddr, n)
+	}
+	if n := accepts(t, sock); n != 1 {
+		t.Errorf("the upstream accepted %d connections, want 1", n)
+	}
+
+	// The audit, read from outside: the one connection, open then close.
+	raw, err := os.ReadFile(filepath.Join(f.storeDir, "egress-s-egress.audit"))
+	if err != nil {
+		t.Fatalf("the session's egress audit: %v", err)
+	}
+	if strings.Contains(string(raw), "ping") || strings.Contains(string(raw), sock) || strings.Contains(string(raw), f.dir) {
+		t.Errorf("the egress audit holds a payload or a host path:\n%s", raw)
+	}
+	type record struct {
+		Seq       uint64 `json:"seq"`
+		Session   string `json:"session_id"`
+		Policy    string `json:"egress_policy_id"`
+		Port      int    `json:"port"`
+		Conn      int    `json:"conn"`
+		Event     string `json:"event"`
+		BytesUp   uint64 `json:"bytes_up"`
+		BytesDown uint64 `json:"bytes_down"`
+		Status    string `json:"status"`
+	}
+	var recs []record
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	for sc.Scan() {
+		var r record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("audit record %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) != 2 || recs[0].Event != "open" || recs[1].Event != "close" || recs[0].Seq != 1 || recs[1].Seq != 2 {
+		t.Fatalf("audit records %+v, want open then close", recs)
+	}
+	cl := recs[1]
+	if cl.Session != "s-egress" || cl.Policy != "model-gateway" || cl.Port != egressPort || cl.Status != "ok" ||
+		cl.BytesUp != 8 || cl.BytesDown != 13 {
+		t.Errorf("close record %+v, want session s-egress, model-gateway, port %d, ok, 8 bytes up, 13 down", cl, egressPort)
+	}
+
+	// no-network: the same program, and no endpoint.
+	pl = f.plan("egress", "tiny")
+	pl.EgressPolicyIDs = []string{"no-network"}
+	tok = f.create(c, "s-none", pl)
+	c.ok("start_session", map[string]any{"session_id": "s-none", "start_token": tok}, nil)
+	end = attach(t, c, "s-none")
+	out = strings.ReplaceAll(end.output, "\r\n", "\n")
+	if !strings.Contains(out, "tcp "+ep+" refused") {
+		t.Errorf("a no-network session reached %s:\n%s", ep, out)
+	}
+	if n := accepts(t, sock); n != 1 {
+		t.Errorf("the upstream accepted %d connections after the no-network session, want still 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(f.storeDir, "egress-s-none.audit")); !os.IsNotExist(err) {
+		t.Errorf("a no-network session has an egress audit: %v", err)
+	}
+	g.stop(t)
+}
