@@ -153,3 +153,47 @@ func checkNoKey(t *testing.T, key string, dirs ...string) {
 		}
 	}
 }
+
+// TestWrongKey runs each harness with a key the server does not accept:
+// the harness must fail, not retry for ever, and every request it made
+// must be logged as refused.
+func TestWrongKey(t *testing.T) {
+	for _, h := range All {
+		t.Run(h.Name, func(t *testing.T) {
+			bin := Ensure(t, h)
+			dir := t.TempDir()
+			home := filepath.Join(dir, "home")
+			if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			script := []modelserver.Turn{{Text: "never sent"}}
+			srv := modelserver.New(modelserver.Config{Key: "sk-right-" + random(t), Responses: script, Messages: script})
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := srv.Serve(l)
+			t.Cleanup(func() { hs.Close() })
+			run := Run{Home: home, BaseURL: "http://" + l.Addr().String(), Key: "sk-wrong-" + random(t), Model: "glove-test-model", Prompt: "hello"}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, h.Args(run)...)
+			cmd.Env, cmd.Dir = h.Env(run), dir
+			out, err := cmd.CombinedOutput()
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("%s with a wrong key: %v (context %v)\n%s", h.Name, err, ctx.Err(), out)
+			}
+			t.Logf("%s: %v\n%s", h.Name, err, out)
+			log := srv.Log()
+			if len(log) == 0 {
+				t.Fatal("no request reached the server")
+			}
+			for _, r := range log {
+				if r.KeyOK || r.Status != 401 {
+					t.Errorf("request %d %s: key ok %v status %d", r.Seq, r.Path, r.KeyOK, r.Status)
+				}
+			}
+			t.Logf("%s made %d refused requests", h.Name, len(log))
+		})
+	}
+}
