@@ -32,17 +32,31 @@ func random(t *testing.T) string {
 // in its work directory and sends the output back, the model answers.
 // Everything is judged from outside: the file the command wrote, the
 // harness's stdout, and the server's log of exactly two model requests.
+//
+// Each harness reaches the server three ways, the ones an egress path
+// can offer it: a plain http:// base URL on loopback, an HTTP proxy on
+// loopback in front of an unresolvable base URL, and (claude-code only) a
+// unix socket.
 func TestToolTurn(t *testing.T) {
 	for _, h := range All {
-		t.Run(h.Name, func(t *testing.T) { testToolTurn(t, h) })
+		for _, mode := range []string{"base-url", "http-proxy", "unix-socket"} {
+			if mode == "unix-socket" && h.Name != Claude.Name {
+				continue
+			}
+			t.Run(h.Name+"/"+mode, func(t *testing.T) { testToolTurn(t, h, mode) })
+		}
 	}
 }
 
-func testToolTurn(t *testing.T, h Harness) {
+// proxiedHost is the base URL's host when the harness goes through a
+// proxy: it does not resolve, so only the proxy can have answered.
+const proxiedHost = "model.glove.invalid"
+
+func testToolTurn(t *testing.T, h Harness, mode string) {
 	bin := Ensure(t, h)
 	dir := t.TempDir()
 	home, work := filepath.Join(dir, "home"), filepath.Join(dir, "work")
-	for _, d := range []string{home, filepath.Join(home, ".codex"), work} {
+	for _, d := range []string{home, filepath.Join(home, ".codex"), filepath.Join(home, "tmp"), work} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -64,15 +78,27 @@ func testToolTurn(t *testing.T, h Harness) {
 				r.Seq, r.Method, r.Path, r.Kind, r.AuthHeader, r.KeyOK, r.Model, r.Turn, r.Status, r.ToolResults, r.Answer, r.Err)
 		},
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	model := "glove-test-model"
+	run := Run{Home: home, Key: key, Model: model, Prompt: "Run the command."}
+	var l net.Listener
+	var err error
+	if mode == "unix-socket" {
+		sock := filepath.Join(dir, "model.sock")
+		l, err = net.Listen("unix", sock)
+		run.BaseURL, run.UnixSocket = "http://localhost", sock
+	} else {
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		run.BaseURL = "http://" + l.Addr().String()
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mode == "http-proxy" {
+		run.BaseURL, run.Proxy = "http://"+proxiedHost, run.BaseURL
 	}
 	hs := srv.Serve(l)
 	t.Cleanup(func() { hs.Close() })
 
-	model := "glove-test-model"
-	run := Run{Home: home, BaseURL: "http://" + l.Addr().String(), Key: key, Model: model, Prompt: "Run the command."}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, h.Args(run)...)
@@ -122,6 +148,9 @@ func testToolTurn(t *testing.T, h Harness) {
 		if !r.Stream || !r.ShellTool || r.Model != model {
 			t.Errorf("request %d: stream %v shell tool %v model %q", i+1, r.Stream, r.ShellTool, r.Model)
 		}
+		if proxied := mode == "http-proxy"; r.Proxied != proxied || proxied && r.Host != proxiedHost {
+			t.Errorf("request %d: proxied %v host %q in mode %s", i+1, r.Proxied, r.Host, mode)
+		}
 	}
 	if res := log[1].ToolResults; len(res) != 1 || !strings.Contains(res[0], input) {
 		t.Errorf("tool result sent back %q, want one containing %q", res, input)
@@ -163,8 +192,10 @@ func TestWrongKey(t *testing.T) {
 			bin := Ensure(t, h)
 			dir := t.TempDir()
 			home := filepath.Join(dir, "home")
-			if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
-				t.Fatal(err)
+			for _, d := range []string{filepath.Join(home, ".codex"), filepath.Join(home, "tmp")} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
 			}
 			script := []modelserver.Turn{{Text: "never sent"}}
 			srv := modelserver.New(modelserver.Config{Key: "sk-right-" + random(t), Responses: script, Messages: script})

@@ -17,14 +17,26 @@ const ProviderID = "glove"
 
 // Run describes one non-interactive harness run against a model server.
 type Run struct {
-	// Home is the harness's HOME (codex's CODEX_HOME is Home/.codex,
-	// claude-code keeps ~/.claude and ~/.claude.json).
+	// Home is the harness's HOME. Home/.codex (codex's CODEX_HOME) and
+	// Home/tmp (TMPDIR: claude-code's task output and its IPC socket,
+	// /tmp/claude-UID and /tmp/cc-socks otherwise) must exist.
 	Home string
 	// BaseURL is the model server's root, http://HOST:PORT, without /v1.
 	BaseURL string
-	Key     string
-	Model   string
-	Prompt  string
+	// Proxy, when set, is an HTTP proxy (http://HOST:PORT) both harnesses
+	// send their model requests through: as HTTP_PROXY (codex and
+	// claude-code) and HTTPS_PROXY (claude-code uses it for http:// too;
+	// codex, rightly, only for https://).
+	Proxy string
+	// UnixSocket, when set, is a unix socket claude-code sends its model
+	// requests over (ANTHROPIC_UNIX_SOCKET; BaseURL must then be
+	// http://localhost, without it claude-code speaks TLS over the socket).
+	// codex has no such setting: a unix:// base_url fails with "builder
+	// error".
+	UnixSocket string
+	Key        string
+	Model      string
+	Prompt     string
 }
 
 // Args returns the arguments after the binary for a one-shot run.
@@ -34,7 +46,8 @@ type Run struct {
 // codex's own tool sandbox (bubblewrap or Landlock with user namespaces)
 // cannot nest inside Glove's, and Glove is the sandbox; approval_policy
 // never because nobody is there to approve; analytics, feedback and the
-// update check off so the only traffic is to the model provider.
+// update check and the plugins feature off so the only traffic is to the
+// model provider.
 //
 // claude-code: -p (print mode) runs one prompt and exits;
 // --allowedTools Bash lets the Bash tool run without a prompt while every
@@ -63,6 +76,11 @@ func (h Harness) Args(r Run) []string {
 			"-c", "feedback.enabled=false",
 			"-c", "check_for_update_on_startup=false",
 			"-c", `otel.exporter="none"`,
+			// The plugins feature runs `git ls-remote
+			// https://github.com/openai/plugins` and looks up chatgpt.com
+			// at start; analytics posts to ab.chatgpt.com. Both are off,
+			// so the model provider is the only peer (strace-checked).
+			"-c", "features.plugins=false",
 			r.Prompt,
 		}
 	case Claude.Name:
@@ -78,6 +96,10 @@ func (h Harness) Env(r Run) []string {
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + r.Home,
 		"LANG=C.UTF-8",
+		"TMPDIR=" + filepath.Join(r.Home, "tmp"),
+	}
+	if r.Proxy != "" {
+		env = append(env, "HTTP_PROXY="+r.Proxy, "HTTPS_PROXY="+r.Proxy)
 	}
 	switch h.Name {
 	case Codex.Name:
@@ -99,6 +121,9 @@ func (h Harness) Env(r Run) []string {
 			// hide a wrong answer behind back-off.
 			"CLAUDE_CODE_MAX_RETRIES=0",
 		)
+		if r.UnixSocket != "" {
+			env = append(env, "ANTHROPIC_UNIX_SOCKET="+r.UnixSocket)
+		}
 	}
 	return env
 }

@@ -61,6 +61,12 @@ type Request struct {
 	Time   time.Time
 	Method string
 	Path   string
+	// Host is the request's Host (for CONNECT, the target asked for).
+	// Proxied says the request line had an absolute URL, as a client
+	// sends it to an HTTP proxy: the server then stands in for the proxy
+	// and the model API behind it at once.
+	Host    string
+	Proxied bool
 	// Kind is "responses", "messages", "messages-side", "count_tokens"
 	// or "other" (answered 404).
 	Kind      string
@@ -129,6 +135,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Time:      time.Now(),
 		Method:    r.Method,
 		Path:      r.URL.Path,
+		Host:      r.Host,
+		Proxied:   r.URL.IsAbs(),
 		UserAgent: r.Header.Get("User-Agent"),
 		Turn:      -1,
 	}

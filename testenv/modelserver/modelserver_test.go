@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -174,6 +175,24 @@ func TestUnknownPath(t *testing.T) {
 		t.Errorf("status %d", code)
 	}
 	if r := s.Log()[0]; r.Kind != "other" || r.Path != "/api/hello" {
+		t.Errorf("logged as %+v", r)
+	}
+}
+
+func TestProxied(t *testing.T) {
+	s, ts := newTest(t)
+	req, err := http.NewRequest(http.MethodPost, "http://model.glove.invalid/v1/responses", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer k1")
+	c := &http.Client{Transport: &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse(ts.URL) }}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if r := s.Log()[0]; !r.Proxied || r.Host != "model.glove.invalid" || r.Kind != "responses" {
 		t.Errorf("logged as %+v", r)
 	}
 }
