@@ -23,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,9 +45,11 @@ type Config struct {
 	Key string
 	// Responses is the script for POST /v1/responses (codex).
 	Responses []Turn
-	// Messages is the script for POST /v1/messages (claude-code): requests
-	// that offer the Bash tool. A Messages request without tools is a
-	// harness's side call (a title, a topic check) and gets SideText.
+	// Messages is the script for POST /v1/messages (claude-code).
+	//
+	// Only requests that offer the harness's shell tool follow a script;
+	// one that does not is a side call (a thread title, a topic check)
+	// and gets SideText.
 	Messages []Turn
 	// SideText answers side calls; "ok" when empty.
 	SideText string
@@ -67,10 +70,18 @@ type Request struct {
 	// and the model API behind it at once.
 	Host    string
 	Proxied bool
-	// Kind is "responses", "messages", "messages-side", "count_tokens"
-	// or "other" (answered 404).
+	// Kind is "responses", "messages", "responses-side" or
+	// "messages-side" (a request that offers no shell tool: a title or
+	// check, answered with Config.SideText), "count_tokens" or "other"
+	// (answered 404).
 	Kind      string
 	UserAgent string
+	// Headers lists the names of the request's headers, sorted, never
+	// their values (one of them carries the key).
+	Headers []string
+	// CodexKind is codex's own name for the request ("turn", ...), read
+	// from its x-codex-turn-metadata header.
+	CodexKind string
 	// AuthHeader names the header that carried a key ("authorization",
 	// "x-api-key", or "" for none); KeyOK says whether it was Config.Key.
 	AuthHeader string
@@ -137,6 +148,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Path:      r.URL.Path,
 		Host:      r.Host,
 		Proxied:   r.URL.IsAbs(),
+		CodexKind: codexKind(r.Header.Get("X-Codex-Turn-Metadata")),
 		UserAgent: r.Header.Get("User-Agent"),
 		Turn:      -1,
 	}
@@ -149,6 +161,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.cfg.OnRequest(rec)
 		}
 	}()
+
+	for name := range r.Header {
+		rec.Headers = append(rec.Headers, strings.ToLower(name))
+	}
+	slices.Sort(rec.Headers)
 
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err == nil && len(body) > maxBody {
@@ -298,4 +315,16 @@ func (e *sse) send(evs []event) error {
 		}
 	}
 	return nil
+}
+
+// codexKind reads request_kind from codex's x-codex-turn-metadata header,
+// a JSON object; "" when absent or unreadable.
+func codexKind(meta string) string {
+	var m struct {
+		RequestKind string `json:"request_kind"`
+	}
+	if meta == "" || json.Unmarshal([]byte(meta), &m) != nil {
+		return ""
+	}
+	return m.RequestKind
 }

@@ -107,7 +107,7 @@ func TestResponsesScript(t *testing.T) {
 	}
 
 	_, body = post(t, ts.URL+"/v1/responses", auth,
-		`{"model":"m","stream":true,"input":[{"type":"function_call_output","call_id":"call_1","output":"hello"}]}`)
+		`{"model":"m","stream":true,"tools":[{"name":"exec_command"}],"input":[{"type":"function_call_output","call_id":"call_1","output":"hello"}]}`)
 	evs = events(t, body)
 	if len(evs) != 5 || evs[2]["delta"] != "the end" {
 		t.Fatalf("events %v", evs)
@@ -120,7 +120,7 @@ func TestResponsesScript(t *testing.T) {
 
 	// A third turn is not in the script: refused, and logged so.
 	code, _ = post(t, ts.URL+"/v1/responses", auth,
-		`{"stream":true,"input":[{"type":"function_call_output","output":"a"},{"type":"function_call_output","output":[{"type":"input_text","text":"b"}]}]}`)
+		`{"stream":true,"tools":[{"name":"exec_command"}],"input":[{"type":"function_call_output","output":"a"},{"type":"function_call_output","output":[{"type":"input_text","text":"b"}]}]}`)
 	if code != http.StatusBadRequest {
 		t.Errorf("past the script: status %d", code)
 	}
@@ -192,7 +192,21 @@ func TestProxied(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if r := s.Log()[0]; !r.Proxied || r.Host != "model.glove.invalid" || r.Kind != "responses" {
+	if r := s.Log()[0]; !r.Proxied || r.Host != "model.glove.invalid" || !strings.HasPrefix(r.Kind, "responses") {
+		t.Errorf("logged as %+v", r)
+	}
+}
+
+// codex's TUI titles a thread with a request that offers no tools; it
+// must not receive the scripted tool call.
+func TestResponsesSideCall(t *testing.T) {
+	s, ts := newTest(t)
+	code, body := post(t, ts.URL+"/v1/responses", map[string]string{"Authorization": "Bearer k1"},
+		`{"model":"m","stream":true,"tools":[],"input":[{"type":"message","role":"user","content":[]}]}`)
+	if code != http.StatusOK || !strings.Contains(body, `"delta":"ok"`) {
+		t.Fatalf("side call: %d %s", code, body)
+	}
+	if r := s.Log()[0]; r.Kind != "responses-side" || r.Turn != -1 {
 		t.Errorf("logged as %+v", r)
 	}
 }

@@ -66,7 +66,20 @@ func (s *Server) responses(w http.ResponseWriter, body []byte, rec *Request) {
 			rec.ToolResults = append(rec.ToolResults, outputText(it.Output))
 		}
 	}
-	turn, err := pick(s.cfg.Responses, len(rec.ToolResults))
+	var turn Turn
+	var err error
+	if !rec.ShellTool {
+		// A request that offers no shell tool is not the agent's loop:
+		// codex's TUI titles each new thread with a tool-less request of
+		// its own. It gets a fixed text and stays out of the script.
+		rec.Kind = "responses-side"
+		turn = Turn{Text: s.cfg.SideText}
+		if turn.Text == "" {
+			turn.Text = "ok"
+		}
+	} else {
+		turn, err = pick(s.cfg.Responses, len(rec.ToolResults))
+	}
 	if err == nil && !req.Stream {
 		err = fmt.Errorf("non-streaming Responses request is not scripted")
 	}
@@ -75,14 +88,20 @@ func (s *Server) responses(w http.ResponseWriter, body []byte, rec *Request) {
 		writeJSONError(w, rec.Status, rec.Kind, rec.Err)
 		return
 	}
-	rec.Turn, rec.Answer = len(rec.ToolResults), summarise(turn)
+	n := len(rec.ToolResults)
+	if rec.ShellTool {
+		rec.Turn = n
+	} else {
+		n = 1000 + len(s.Log())
+	}
+	rec.Answer = summarise(turn)
 	e, err := startSSE(w)
 	if err != nil {
 		rec.Status, rec.Err = http.StatusInternalServerError, err.Error()
 		return
 	}
 	rec.Status = http.StatusOK
-	if err := streamResponse(e, rec.Turn, turn); err != nil {
+	if err := streamResponse(e, n, turn); err != nil {
 		rec.Err = err.Error()
 	}
 }

@@ -7,13 +7,20 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/glove-sandbox/glove/testenv/modelserver"
 )
@@ -23,14 +30,15 @@ func main() {
 	key := flag.String("key", "", "the one API key accepted")
 	command := flag.String("command", "", "shell command of the first turn's tool call")
 	text := flag.String("text", "done", "final answer of the second turn")
+	dump := flag.String("dump", "", "directory to write each request into (headers but the key's, then the body)")
 	flag.Parse()
-	if err := run(*addr, *key, *command, *text); err != nil {
+	if err := run(*addr, *key, *command, *text, *dump); err != nil {
 		fmt.Fprintln(os.Stderr, "glove-modelserver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, key, command, text string) error {
+func run(addr, key, command, text, dump string) error {
 	if key == "" {
 		return fmt.Errorf("-key is required: the server refuses every request without one")
 	}
@@ -47,7 +55,12 @@ func run(addr, key, command, text string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	hs := srv.Serve(l)
+	var h http.Handler = srv
+	if dump != "" {
+		h = dumper(dump, srv)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(l) }()
 	fmt.Println(l.Addr())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -56,4 +69,34 @@ func run(addr, key, command, text string) error {
 		return fmt.Errorf("close: %w", err)
 	}
 	return nil
+}
+
+// dumper writes each request to dir/NNN-METHOD.txt before next sees it,
+// for reading what a harness really sends. Authorization and x-api-key
+// values are left out.
+func dumper(dir string, next http.Handler) http.Handler {
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s\n", r.Method, r.RequestURI)
+		for k, vs := range r.Header {
+			if k == "Authorization" || k == "X-Api-Key" {
+				vs = []string{"(left out)"}
+			}
+			fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(vs, ", "))
+		}
+		b.WriteString("\n")
+		b.Write(body)
+		name := filepath.Join(dir, fmt.Sprintf("%03d-%s.txt", n.Add(1), r.Method))
+		if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "glove-modelserver: dump:", err)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
