@@ -1,0 +1,37 @@
+package harnesses
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+)
+
+// Ensure installs h into the default cache if needed and returns its
+// binary, for a test. Without npm or without the registry the test is
+// skipped with the reason, unless GLOVE_REQUIRE_HARNESSES=1 (CI) makes
+// that a failure.
+func Ensure(t testing.TB, h Harness) string {
+	t.Helper()
+	if !Supported() {
+		t.Skipf("%s: the pinned packages have no binary for this platform", h.Name)
+	}
+	cache, err := DefaultCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.Install(context.Background(), cache)
+	if errors.Is(err, ErrNoNPM) || errors.Is(err, ErrNoNetwork) {
+		if os.Getenv("GLOVE_REQUIRE_HARNESSES") == "1" {
+			t.Fatalf("%s: %v (GLOVE_REQUIRE_HARNESSES=1)", h.Name, err)
+		}
+		t.Skipf("%s not installable: %v", h.Name, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Installed {
+		t.Logf("%s installed into %s in %v", h.Name, cache, r.Took)
+	}
+	return r.Path
+}
