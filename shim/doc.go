@@ -70,6 +70,16 @@
 // With the seccomp layer off (test builds) stage 2 closes N and sends
 // nothing: the holder reads end of file, meaning no filter.
 //
+// The egress annotations (spec.EgressListenAnnotation,
+// spec.EgressHandoffAnnotation) name loopback ports and a preserved
+// descriptor N, which stage 0 refuses unless it is a connected AF_UNIX
+// stream socket that no mount and not the seccomp listener uses. Stage 1,
+// once lo is up, listens on 127.0.0.1:PORT of the sandbox's network
+// namespace for each port, sends the listeners on N in one message (one
+// byte each, SCM_RIGHTS) and closes them and N before stage 2 exists: the
+// program never holds a listener or N, and the waiter keeps no copy
+// (close_range after stage 1's start).
+//
 // Every layer is tested on its own by the attack table in
 // shim/attack_test.go; the test-only switches that turn layers off exist
 // only in binaries built with the glove_testlayers build tag.

@@ -7,8 +7,9 @@ import (
 
 // KeyEnv is the environment variable that carries the model API key to
 // codex (its custom provider's env_key). claude-code reads its key from
-// ANTHROPIC_API_KEY, a name it fixes.
-const KeyEnv = "GLOVE_MODEL_API_KEY"
+// ANTHROPIC_API_KEY, a name it fixes. Not a GLOVE_ name: those are
+// Glove's own in a sandbox, and a launch setting one is refused.
+const KeyEnv = "MODEL_API_KEY"
 
 // ProviderID is codex's custom model provider for the model server. The
 // built-in providers' base URLs cannot be overridden, so the model server
