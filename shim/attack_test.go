@@ -237,6 +237,13 @@ var attackCases = []attackCase{
 	// shim's always-on ioctl filter stops these.
 	{name: "tiocsetd-terminal", threat: "TIOCSETD N_NULL on the terminal given as stdin: the operator's terminal drops all input and output afterwards", stoppedBy: []string{atkSC}, base: !nullLdiscReachable(), setup: terminalState},
 	{name: "tiocexcl-terminal", threat: "TIOCEXCL on the terminal given as stdin: nobody but root may open it again", stoppedBy: []string{atkSC}, setup: terminalState},
+	// A terminal on the program's standard descriptors may be re-opened
+	// by name for writing (/dev/stderr, /proc/self/fd/N): Landlock has a
+	// rule for exactly its inode. Another host pts, even one the program
+	// holds a read-only descriptor of, may not: only Landlock stops the
+	// upgrade when the pts is the service user's (DAC allows it).
+	{name: "reopen-own-terminal", threat: "positive control: re-open the program's own terminal (descriptor 0) through /proc/self/fd/0 for writing, as \"> /dev/stderr\" does", control: true, runcUnsupported: "runc allocates the terminal itself and hands it over --console-socket; glove-shim uses its standard input", setup: ownTerminalReopen},
+	{name: "reopen-other-pts", threat: "re-open for writing, through /proc/self/fd/3, another host pts of the service user (another session's or the operator's terminal) of which descriptor 3 allows only reading, and write to it", stoppedBy: []string{atkLL}, runcUnsupported: "runc allocates the terminal itself and hands it over --console-socket; glove-shim uses its standard input", setup: otherPTS},
 	{name: "undeclared-fd-file", threat: "read and write a host file through an undeclared inherited descriptor 7", base: true, setup: undeclared(false)},
 	{name: "undeclared-fd-dir", threat: "open the host's secret through an undeclared inherited directory descriptor 7", base: true, setup: undeclared(true)},
 	{name: "getsockopt-declared", threat: "positive control: getsockopt(3, SOL_SOCKET, SO_TYPE) on the declared socket", control: true, setup: declaredSocket},
@@ -1048,6 +1055,75 @@ func nullLdiscReachable() bool {
 func legacyTIOCSTI() bool {
 	b, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti")
 	return err != nil || strings.TrimSpace(string(b)) != "0"
+}
+
+// hostPTY opens a new host pty pair of the service user (its slave's
+// owner, as a terminal of that user's would be).
+func hostPTY(t *testing.T, r *attackRun) (master *os.File, slavePath string) {
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	slavePath = "/dev/pts/" + strconv.Itoa(n)
+	if err := os.Chown(slavePath, r.e.UID, -1); err != nil {
+		t.Fatal(err)
+	}
+	return master, slavePath
+}
+
+// reopenWritten is the judge of the reopen cases: whether the probe's
+// marker came out of master.
+func reopenWritten(master *os.File) judge {
+	return func(string) (bool, string) {
+		buf := make([]byte, 256)
+		k := 0
+		pfd := []unix.PollFd{{Fd: int32(master.Fd()), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(pfd, 100); n > 0 && pfd[0].Revents&unix.POLLIN != 0 {
+			k, _ = unix.Read(int(master.Fd()), buf)
+			k = max(k, 0)
+		}
+		if strings.Contains(string(buf[:k]), "REOPENED-WRITE") {
+			return true, fmt.Sprintf("the pty's master read %q", buf[:k])
+		}
+		return false, fmt.Sprintf("nothing written to the pty (master read %q)", buf[:k])
+	}
+}
+
+// ownTerminalReopen is ownTerminal on a pty of the service user, judged
+// by what its master reads.
+func ownTerminalReopen(t *testing.T, r *attackRun) judge {
+	master, path := hostPTY(t, r)
+	slave, err := os.OpenFile(path, os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	t.Cleanup(func() { slave.Close() })
+	r.stdin = slave
+	r.b.Spec.Process.Terminal = true
+	return reopenWritten(master)
+}
+
+// otherPTS gives the program its own terminal (ownTerminal) and, as
+// descriptor 3, a read-only descriptor of another host pty of the
+// service user; the judge reads that pty's master.
+func otherPTS(t *testing.T, r *attackRun) judge {
+	ownTerminal(t, r)
+	master, path := hostPTY(t, r)
+	ro, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty read-only: %v", err)
+	}
+	t.Cleanup(func() { ro.Close() })
+	r.extra, r.preserve = []*os.File{ro}, 1
+	return reopenWritten(master)
 }
 
 // ownTerminal gives the program a terminal that is nobody else's

@@ -377,7 +377,14 @@ static int attach(int root, const struct gp_mount *m, char *e)
 			return -1;
 		}
 	} else {
-		mfd = fsmount_kind(m->kind, m->config, m->nconfig, m->attr, e);
+		/* A read-only tmpfs is made read-only last (seal_tmpfs): its
+		 * children's mount points (the device nodes of a read-only
+		 * /dev, dev_links) are made in it first. */
+		uint64_t attr = m->attr;
+
+		if (strcmp(m->kind, KIND_TMPFS) == 0)
+			attr &= ~(uint64_t)MOUNT_ATTR_RDONLY;
+		mfd = fsmount_kind(m->kind, m->config, m->nconfig, attr, e);
 		if (mfd < 0)
 			return -1;
 	}
@@ -567,6 +574,44 @@ static int readonly(int root, const char *path, char *e)
 	return r != 0 ? -1 : 0;
 }
 
+/* seal_tmpfs makes each read-only tmpfs of the plan read-only, once
+ * everything beneath it is attached (attach mounted it writable). This is
+ * how a read-only /dev is built: a tmpfs holding only the mount points of
+ * its device binds, its devpts and its links, in which the program can
+ * create nothing (threat: "echo > /dev/tty" or a typo'd device name
+ * silently making a file where a device was meant, or a program planting
+ * files in /dev for another to trust). The attribute is set in user
+ * namespace 1 and locked by stage 2's user namespace like every other
+ * (the attack table's remount cases). Writes to the device nodes still
+ * work: a device's open does not depend on its mount's read-only flag. */
+static int seal_tmpfs(int root, const struct glove_plan *p, char *e)
+{
+	size_t i;
+
+	for (i = 0; i < p->nmounts; i++) {
+		const struct gp_mount *m = &p->mounts[i];
+		struct mount_attr a;
+		int fd, r;
+
+		if (strcmp(m->kind, KIND_TMPFS) != 0 || !(m->attr & MOUNT_ATTR_RDONLY))
+			continue;
+		fd = sys_openat2(root, m->destination[0] == '/' ? m->destination + 1 : m->destination, &resolve_how);
+		if (fd < 0) {
+			s1_err(e, "mounts[%zu] %s: make read-only: open: %s", i, m->destination, gp_errno(errno));
+			return -1;
+		}
+		memset(&a, 0, sizeof(a));
+		a.attr_set = MOUNT_ATTR_RDONLY;
+		r = sys_mount_setattr(fd, AT_EMPTY_PATH, &a);
+		if (r != 0)
+			s1_err(e, "mounts[%zu] %s: make read-only: mount_setattr: %s", i, m->destination, gp_errno(errno));
+		close(fd);
+		if (r != 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* dev_links adds the links programs expect in a fresh /dev. */
 static int dev_links(int root, const struct glove_plan *p, char *e)
 {
@@ -677,6 +722,8 @@ static int build_tree(const struct glove_plan *p, int root_dir, int root, char *
 			}
 		}
 	}
+	if (seal_tmpfs(root, p, e) != 0)
+		goto out;
 	if (p->root_readonly) {
 		struct mount_attr a;
 

@@ -262,6 +262,42 @@ struct ruleset_attr {
 	uint64_t scoped;             /* ABI 6 */
 };
 
+/* landlock_terminals grants writes to the terminal the program was given
+ * on its standard descriptors, and to nothing else of the host's ttys.
+ * gloved opens its pty on the host's devpts (TIOCGPTPEER), which the
+ * sandbox cannot see by path (its /dev/pts is a new instance), so the
+ * only way to it by name is the magic link /proc/self/fd/N, as
+ * /dev/stdout, /dev/stderr and /dev/fd/N are: Landlock checks the file
+ * it reaches, beneath no writable mount, and refused such a re-open with
+ * EACCES ("echo x > /dev/stderr" in a script). A rule on exactly that
+ * file's inode (a non-directory rule, file rights only: Landlock ABI 1)
+ * lets the program re-open what it already holds for writing, which
+ * gives it nothing new. The threat refused stays refused: any other
+ * host tty or pts (another session's, the operator's), reached through
+ * a magic link to a descriptor that does not allow writing (O_PATH,
+ * read-only), has no rule and fails with EACCES (shim's attack case
+ * reopen-other-pts). A descriptor that is not a terminal gets no rule
+ * (a pipe or socket needs none: Landlock does not check those). */
+static void landlock_terminals(int ctl, int rs, uint64_t access)
+{
+	struct landlock_path_beneath_attr rule = { .allowed_access = access };
+	struct stat st;
+	int fd;
+
+	for (fd = 0; fd <= 2; fd++) {
+		if (fstat(fd, &st) != 0) {
+			if (errno == EBADF)
+				continue;
+			gp_fail(ctl, STAGE, "landlock: fstat descriptor %d: %s", fd, gp_errno(errno));
+		}
+		if (!S_ISCHR(st.st_mode) || !isatty(fd))
+			continue;
+		rule.parent_fd = fd;
+		if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &rule, 0U) != 0)
+			gp_fail(ctl, STAGE, "landlock_add_rule terminal on descriptor %d: %s", fd, gp_errno(errno));
+	}
+}
+
 static void landlock_add(int ctl, int rs, const char *path, uint64_t access)
 {
 	struct landlock_path_beneath_attr rule = { .allowed_access = access };
@@ -277,7 +313,8 @@ static void landlock_add(int ctl, int rs, const char *path, uint64_t access)
 		gp_fail(ctl, STAGE, "landlock: close %s: %s", path, gp_errno(errno));
 }
 
-/* landlock limits writes to the writable mounts, from ABI 6 scopes
+/* landlock limits writes to the writable mounts, the device binds and the
+ * program's own terminal (landlock_terminals), from ABI 6 scopes
  * abstract unix sockets and signals to the sandbox, and from ABI 9 the
  * resolution of pathname unix sockets to the writable mounts. What it handles
  * grows with the kernel's ABI (glove status lists the gaps of older
@@ -332,6 +369,7 @@ static void landlock(int ctl, const struct gp_process *pp)
 		landlock_add(ctl, rs, pp->writable.v[i], attr.handled_access_fs);
 	for (i = 0; i < pp->writable_file.n; i++)
 		landlock_add(ctl, rs, pp->writable_file.v[i], attr.handled_access_fs & FILE_ONLY);
+	landlock_terminals(ctl, rs, attr.handled_access_fs & FILE_ONLY);
 	if (syscall(SYS_landlock_restrict_self, rs, 0U) != 0)
 		gp_fail(ctl, STAGE, "landlock_restrict_self: %s", gp_errno(errno));
 	if (close(rs) != 0)

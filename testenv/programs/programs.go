@@ -20,10 +20,12 @@ package programs
 // with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
 // "services" it prints what it has of local services (its
 // GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
-// descriptor 3 is open, makes one exchange on it.
+// descriptor 3 is open, makes one exchange on it, with "terminal" it
+// reports its terminal (terminal below).
 const Harness = `package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -38,7 +40,69 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
+
+// termSize is its terminal's size (TIOCGWINSZ on descriptor 0), as
+// "ROWSxCOLS".
+func termSize() string {
+	var ws struct{ Row, Col, X, Y uint16 }
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, 0, syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws))); e != 0 {
+		return "error " + e.Error()
+	}
+	return fmt.Sprintf("%dx%d", ws.Row, ws.Col)
+}
+
+// terminal reports what a program on a terminal sees: its size, its
+// TERM, whether it can re-open its terminal by name for writing as a
+// shell's "> /dev/stderr" does (each write's text then shows in the
+// output), and whether /dev takes a new file or directory; then "ready",
+// then its new size at each SIGWINCH, until it reads the line "done"
+// (or a minute passes).
+func terminal() {
+	fmt.Println("size", termSize())
+	fmt.Printf("term %q\n", os.Getenv("TERM"))
+	for _, p := range []string{"/dev/stderr", "/dev/stdout", "/dev/tty", "/proc/self/fd/2"} {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+		if err == nil {
+			_, err = fmt.Fprintf(f, "wrote-through %s\n", p)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		fmt.Println("reopen", p, err)
+	}
+	fmt.Println("create /dev/newfile", os.WriteFile("/dev/newfile", []byte("x"), 0o644))
+	fmt.Println("mkdir /dev/newdir", os.Mkdir("/dev/newdir", 0o755))
+	_, err := os.Lstat("/dev/newfile")
+	fmt.Println("lstat /dev/newfile", err)
+	winch := make(chan os.Signal, 8)
+	signal.Notify(winch, syscall.SIGWINCH)
+	lines := make(chan string)
+	go func() {
+		s := bufio.NewScanner(os.Stdin)
+		for s.Scan() {
+			lines <- strings.TrimSpace(s.Text())
+		}
+		close(lines)
+	}()
+	fmt.Println("ready")
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case <-winch:
+			fmt.Println("resized", termSize())
+		case l, ok := <-lines:
+			if !ok || l == "done" {
+				fmt.Println("bye")
+				return
+			}
+		case <-deadline:
+			fmt.Println("timed out")
+			os.Exit(1)
+		}
+	}
+}
 
 // agent stands in for an agent harness with a credential: it reads its
 // token at DST (its lease's copy in the private home), looks for the
@@ -317,6 +381,10 @@ func main() {
 			mode = os.Args[4]
 		}
 		agent(os.Args[2], os.Args[3], mode)
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "terminal" {
+		terminal()
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "line" {

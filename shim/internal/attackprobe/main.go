@@ -136,6 +136,8 @@ var cases = map[string]func() (string, error){
 	"tiocsti-high-bits":       tiocstiHighBits,
 	"tiocsetd-terminal":       tiocsetd,
 	"tiocexcl-terminal":       tiocexcl,
+	"reopen-own-terminal":     reopenFD(0),
+	"reopen-other-pts":        reopenFD(3),
 	"undeclared-fd-file":      undeclaredFile,
 	"undeclared-fd-dir":       undeclaredDir,
 	"getsockopt-declared":     func() (string, error) { return getsockopt(3, unix.SO_TYPE) },
@@ -642,6 +644,24 @@ func tiocexcl() (string, error) {
 		return "", step("ioctl(TIOCEXCL)", err)
 	}
 	return "made the terminal exclusive", nil
+}
+
+// reopenFD opens /proc/self/fd/N for writing, as a shell's
+// "> /dev/stderr" does through /dev/stderr's link, and writes a marker
+// there.
+func reopenFD(fd int) func() (string, error) {
+	return func() (string, error) {
+		p := "/proc/self/fd/" + strconv.Itoa(fd)
+		w, err := unix.Open(p, unix.O_WRONLY|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "", step("open "+p+" for writing", err)
+		}
+		defer unix.Close(w)
+		if _, err := unix.Write(w, []byte("REOPENED-WRITE\n")); err != nil {
+			return "", step("write "+p, err)
+		}
+		return "re-opened " + p + " for writing and wrote to it", nil
+	}
 }
 
 func undeclaredFile() (string, error) {

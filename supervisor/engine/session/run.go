@@ -142,6 +142,9 @@ type IO struct {
 	// endpoints (package egress), one synced JSON line each; required
 	// when the launch has any. The caller owns it.
 	EgressAudit *os.File
+	// Size is the program's terminal's size from its start (a launch
+	// with a terminal); zero rows or columns: DefaultRows × DefaultCols.
+	Size unix.Winsize
 }
 
 // Usage is what the session consumed, as the receipt reports it.
@@ -761,12 +764,19 @@ func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD
 			return "", fmt.Errorf("create the bundle's root: %w", err)
 		}
 	}
+	// /dev is read-only (glove-shim makes it so once its mount points
+	// are in it): only its device nodes, its own devpts and the links
+	// to /proc/self/fd can be written or opened, and nothing can be
+	// created there. /dev/tty is the host's: it opens the opener's
+	// controlling terminal, which in a session on a terminal is the
+	// session's pty (glove-shim's stage 1 makes it so with TIOCSCTTY),
+	// and fails with ENXIO in a session without one, as on any host.
 	mounts := []spec.Mount{
 		{Target: "/proc", Kind: spec.KindProc, SourceFD: spec.NoFD},
-		{Target: "/dev", Kind: spec.KindDev, SourceFD: spec.NoFD, TmpfsBytes: 64 << 10, Mode: 0o755},
+		{Target: "/dev", Kind: spec.KindDev, SourceFD: spec.NoFD, TmpfsBytes: 64 << 10, Mode: 0o755, ReadOnly: true},
 		{Target: "/dev/pts", Kind: spec.KindDevpts, SourceFD: spec.NoFD},
 	}
-	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"} {
 		mounts = append(mounts, spec.Mount{Target: d, Kind: spec.KindBind, SourceFD: spec.NoFD, Source: d})
 	}
 	for i, m := range l.Mounts {

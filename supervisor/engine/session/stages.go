@@ -157,6 +157,17 @@ func (h *Handle) Spawn() (Identity, error) {
 		if sp.ptyMaster, sp.ptySlave, err = openPTY(); err != nil {
 			return Identity{}, err
 		}
+		// The size is the pty's before the shim exists, so the
+		// program's first TIOCGWINSZ already sees it (a resize sent
+		// after Release would race the program's start, and a
+		// full-screen program reads its size once, at start).
+		ws := pio.Size
+		if ws.Row == 0 || ws.Col == 0 {
+			ws = unix.Winsize{Row: DefaultRows, Col: DefaultCols}
+		}
+		if err := unix.IoctlSetWinsize(int(sp.ptyMaster.Fd()), unix.TIOCSWINSZ, &ws); err != nil {
+			return Identity{}, fmt.Errorf("set the terminal's size %d×%d: %w", ws.Row, ws.Col, err)
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = sp.ptySlave, sp.ptySlave, sp.ptySlave
 		sp.outDone.Add(1)
 		go func() { defer sp.outDone.Done(); s.pump(sp.ptyMaster, pio.Output) }()

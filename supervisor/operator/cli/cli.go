@@ -84,6 +84,12 @@ const usage = `usage:
                                 send one request to gloved (docs/protocol.md) and print the
                                 result; attach prints the session's output until it ends and
                                 exits with its status (default socket /run/glove/gloved.sock)
+  glove attach [--socket PATH] SESSION_ID
+                                attach to a running session interactively: its output on
+                                stdout; on a terminal, raw mode, keys sent with write_stdin,
+                                the size sent with resize (at once and on SIGWINCH); Ctrl-] d
+                                detaches (the session keeps running), Ctrl-] Ctrl-] sends
+                                Ctrl-]; exits with the session's status, 0 when detached
 `
 
 // Run runs the command line and returns the exit status.
@@ -123,6 +129,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return seccompCommand(args[1:], stdout, stderr)
 	case "call":
 		return callCommand(args[1:], stdout, stderr)
+	case "attach":
+		return attachCommand(args[1:], os.Stdin, stdout, stderr)
 	case "store":
 		return storeCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -233,6 +233,9 @@ func runPlan(polFile, planFile, matRoot, libRoot string, ro receiptOptions, stdi
 		}
 	}
 	l.Terminal = isTerminal(os.Stdin)
+	// Before the launch digest (the receipt's): TERM is part of the
+	// environment the program runs with.
+	l.SetTerm(termName())
 	res, err := runSession(l, pins, matRoot, stdin, stdout, stderr)
 	status, started := finish(res, err, stderr)
 	if !started {
@@ -334,11 +337,13 @@ func runLaunch(workspace string, prof policy.ResourceProfile, cmdArgs []string) 
 	return l, nil
 }
 
+// termName is the operator's TERM when it can be a terminal type name,
+// else session.DefaultTerm.
 func termName() string {
-	if t := os.Getenv("TERM"); t != "" && !strings.ContainsAny(t, "\x00=") {
+	if t := os.Getenv("TERM"); session.SaneTerm(t) {
 		return t
 	}
-	return "xterm"
+	return session.DefaultTerm
 }
 
 // runExecutable finds the program as the sandbox will: a name without a
@@ -424,8 +429,10 @@ func runSession(l *session.Launch, pins *session.Pins, matRoot string, stdin io.
 	pio.Signals = fwd
 	if l.Terminal {
 		pio.Resize = resize
+		// The operator's size is the pty's from the start (a size of
+		// 0×0, as a serial console may report, takes the default).
 		if ws, err := unix.IoctlGetWinsize(int(os.Stdin.Fd()), unix.TIOCGWINSZ); err == nil {
-			resize <- *ws
+			pio.Size = *ws
 		}
 		// Raw mode: every key, ^C included, goes to the program's own
 		// terminal, which turns it into the program's signals.

@@ -86,6 +86,7 @@ type live struct {
 	// egressAudit is the session's egress audit file (egress-ID.audit in
 	// the store) when its launch has egress endpoints; run closes it.
 	egressAudit *os.File
+	size        unix.Winsize // the pty's size at start (start_session's rows and cols)
 }
 
 // Write is the session's output: kept in the ring, fanned out.
@@ -272,6 +273,27 @@ func (q *inputQueue) Close() {
 type startParams struct {
 	SessionID  string `json:"session_id"`
 	StartToken string `json:"start_token"`
+	// Rows and Cols are the pty's size at start, both or neither
+	// (session.DefaultRows × DefaultCols).
+	Rows *uint32 `json:"rows,omitempty"`
+	Cols *uint32 `json:"cols,omitempty"`
+}
+
+// startSize is the pty's size a start_session asks for: checked before
+// anything of the session changes, so that a bad size is a plain
+// invalid-params error and the session stays created.
+func startSize(ps *startParams) (unix.Winsize, *Error) {
+	switch {
+	case ps.Rows == nil && ps.Cols == nil:
+		return unix.Winsize{Row: session.DefaultRows, Col: session.DefaultCols}, nil
+	case ps.Rows == nil || ps.Cols == nil:
+		return unix.Winsize{}, errorf(CodeInvalidParams, "rows and cols go together (neither: %d×%d)", session.DefaultRows, session.DefaultCols)
+	}
+	ws, err := session.TermSize(*ps.Rows, *ps.Cols)
+	if err != nil {
+		return unix.Winsize{}, errorf(CodeInvalidParams, "%s", err.Error())
+	}
+	return ws, nil
 }
 
 func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
@@ -283,6 +305,10 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		}
 	}
 	point("start")
+	size, e := startSize(ps)
+	if e != nil {
+		return nil, e
+	}
 	sess, e := d.lookup(k, ps.SessionID)
 	if e != nil {
 		return nil, e
@@ -346,6 +372,8 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 		}
 	}()
 	launch.Terminal = true
+	// Before the launch digest below, which covers the environment.
+	launch.SetTerm(session.DefaultTerm)
 	var sp *helperproc.Proc
 	var transport *session.Transport
 	if d.streamFor(pl) {
@@ -476,7 +504,7 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	point("reserved")
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &live{d: d, id: sess.ID, watchers: map[*conn]chan notification{}, input: newInputQueue(),
-		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel, egressAudit: egressAudit}
+		resizes: make(chan unix.Winsize, 8), signals: make(chan syscall.Signal, 8), cancel: cancel, egressAudit: egressAudit, size: size}
 	// From here the session is starting, which the store does not record
 	// (no fdatasync of its own on the start path): the store still says
 	// preparing, and session_status reports starting for a session this
@@ -578,7 +606,7 @@ func (d *Daemon) run(ctx context.Context, l *live, sess store.Session, env *sess
 	// for the session's clean-up (its cgroups removed, its images frozen):
 	// nothing a dead helper would have undone is left behind.
 	env.StartHelper = d.startHelper
-	res, err := d.drive(ctx, sess.ID, env, launch, pins, launchDigest, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals, EgressAudit: l.egressAudit})
+	res, err := d.drive(ctx, sess.ID, env, launch, pins, launchDigest, session.IO{Input: l.input, Output: l, Resize: l.resizes, Signals: l.signals, EgressAudit: l.egressAudit, Size: l.size})
 	if l.egressAudit != nil {
 		// Every record was synced as it was written (egress.Audit).
 		if cerr := l.egressAudit.Close(); cerr != nil {
