@@ -101,6 +101,9 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "staged_path: %s\n", rep.StagedPath)
 	fmt.Fprintf(stdout, "entry_point: %s\n", rep.EntryPoint)
 	fmt.Fprintf(stdout, "search_path: %s\n", rep.SearchPath)
+	if rep.Interpreter != "" {
+		fmt.Fprintf(stdout, "interpreter: %s (the host's: the template's read_only_paths must hold it and the libraries it loads)\n", rep.Interpreter)
+	}
 	fmt.Fprintf(stdout, "contents: %d files, %d directories, %d symbolic links, %d bytes\n", rep.Files, rep.Directories, rep.Symlinks, rep.Bytes)
 	fmt.Fprintf(stdout, "status: %s\n", status)
 	fmt.Fprintln(stdout, rep.PolicyLine())
