@@ -77,6 +77,10 @@ type Entry struct {
 
 	src      string // files: path relative to the walk's root descriptor
 	dev, ino uint64
+	// mode, mtime and ctime are the entry's when it was scanned: a
+	// launch's TreePin compares them again (pin.go).
+	mode         uint32
+	mtime, ctime unix.Timespec
 }
 
 // Tree is a walked and hashed closure, its root still open.
@@ -335,7 +339,7 @@ func (t *Tree) scanDir(dir *os.File, rel string, depth int) error {
 		if len(t.Entries)+1 > MaxEntries {
 			return fmt.Errorf("%s: more than %d entries", t.label, MaxEntries)
 		}
-		e := Entry{Path: crel, src: crel, dev: uint64(st.Dev), ino: st.Ino}
+		e := Entry{Path: crel, src: crel, dev: uint64(st.Dev), ino: st.Ino, mode: st.Mode, mtime: st.Mtim, ctime: st.Ctim}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			if slices.Contains(HarnessHomes, name) {

@@ -9,7 +9,7 @@ import (
 )
 
 // LaunchDigestSchema names the managed-launch digest's preimage.
-const LaunchDigestSchema = "glove.managed-launch-v3"
+const LaunchDigestSchema = "glove.managed-launch-v4"
 
 // Transport is what a launch's local-service transport binds: its kind,
 // the alias-to-descriptor map the program sees, the identities of both
@@ -64,13 +64,16 @@ type launchPreimage struct {
 	// v3: the credentials, each with its lease identity and the version
 	// launched (never the content: the digest is no oracle for it).
 	Credentials []Credential `json:"credential_leases"`
+	// v4: ExecutablePin carries the stage tree (root and content digest)
+	// of a staged runtime, which is mounted whole.
 }
 
 // LaunchDigest is the managed-launch digest: SHA-256 of the canonical
 // JSON of everything a session was launched with (the adapter command
 // digest, the resolved executable, arguments, environment, working
 // directory, mounts and limits, a discovered executable's pinned
-// identity, the library projections, and a native-skill runtime's
+// identity with, for a staged runtime, its stage tree's root and content
+// digest, the library projections, and a native-skill runtime's
 // private home with its skill projection digest) and, for a session with a local-service
 // transport, the transport's kind, descriptor map, both endpoint
 // identities and the upstream manifest. Two launches that differ in any
