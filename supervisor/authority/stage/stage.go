@@ -127,11 +127,14 @@ type Report struct {
 	// PT_INTERP such as /lib64/ld-linux-x86-64.so.2), omitted for a
 	// static executable: it and the libraries it loads come from the
 	// host, through the template's read_only_paths.
-	Interpreter   string `json:"interpreter,omitempty"`
-	Files         int64  `json:"files"`
-	Directories   int64  `json:"directories"`
-	Symlinks      int64  `json:"symlinks"`
-	Bytes         int64  `json:"bytes"`
+	Interpreter string `json:"interpreter,omitempty"`
+	Files       int64  `json:"files"`
+	Directories int64  `json:"directories"`
+	Symlinks    int64  `json:"symlinks"`
+	Bytes       int64  `json:"bytes"`
+	// SourceRoots is the command's one line on glove-mounter's source
+	// roots (set by `glove policy stage`, which reads its bounds).
+	SourceRoots   string `json:"source_roots,omitempty"`
 	AlreadyStaged bool   `json:"already_staged"`
 	DryRun        bool   `json:"dry_run"`
 }
