@@ -128,12 +128,3 @@ func CheckPathList(field string, paths []string) error {
 
 // Fault is a configuration error naming its field.
 func Fault(field, msg string) error { return fmt.Errorf("%s: %s", field, msg) }
-
-// LoadConfigAt reads and validates a helper's bounds file dir/name
-// under the same rules as the helper itself (every directory down and
-// the file owned by owner, uid 0 but in tests, writable by nobody else,
-// no symbolic link; strict decoding). The glove command uses it to tell
-// an operator beforehand what a helper will refuse.
-func LoadConfigAt(dir, name string, owner uint32, cfg Config) error {
-	return loadConfigFrom("/", dir, name, owner, cfg)
-}

@@ -23,6 +23,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/mounter"
+	"github.com/glove-sandbox/glove/trustpath"
 )
 
 // Roots are glove-mounter's source roots as its bounds file lists them.
@@ -44,9 +45,25 @@ func Installed() (*Roots, error) {
 func Load(dir string, owner uint32) (*Roots, error) {
 	name := captable.MustLookup(mounter.Name).Bounds
 	file := filepath.Join(dir, name)
+	// The helper's own rules (helperkit's loader, which is the helper's
+	// code and stays out of this command): every directory down and the
+	// file owned by owner, writable by nobody else, no symbolic link;
+	// strict decoding; the bounds validated.
+	root, err := os.Open("/")
+	if err != nil {
+		return nil, fmt.Errorf("read glove-mounter's bounds: open /: %w", err)
+	}
+	defer root.Close()
 	var cfg mounter.Config
-	if err := helperkit.LoadConfigAt(dir, name, owner, &cfg); err != nil {
-		return nil, fmt.Errorf("read glove-mounter's bounds: %w", err)
+	data, err := trustpath.ReadFile(root, file, owner, helperkit.MaxConfigBytes)
+	if err == nil {
+		err = helperkit.DecodeStrict(data, &cfg)
+	}
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read glove-mounter's bounds %s: %w", file, err)
 	}
 	r := &Roots{File: file, Roots: cfg.SourceRoots}
 	for _, p := range cfg.SourceRoots {

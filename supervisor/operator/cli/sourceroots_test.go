@@ -80,8 +80,8 @@ func TestSourceRootsCommands(t *testing.T) {
 	}
 	oneLine(t, errs, "glove: policy generate: /runtime_templates/0/launch/read_only_paths/0: "+outside+" is outside glove-mounter's source roots "+roots)
 	code, out, errs = run("policy", "generate", "--runtime", "codex", "--template-id", "codex-staged", "--search-path", search)
-	if code != ExitOK || !strings.Contains(errs, "source root "+inside) {
-		t.Fatalf("generate inside: exit %d, stderr %q", code, errs)
+	if code != ExitOK || !strings.Contains(out, `"runtime_discovery": "codex"`) || !strings.Contains(errs, "source root "+inside) {
+		t.Fatalf("generate inside: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 
 	// validate: the example policy's pinned executable is beneath /usr,
