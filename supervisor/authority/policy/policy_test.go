@@ -249,6 +249,12 @@ func badPolicies() []struct {
 		{"search path duplicate", "/runtime_templates/0/launch/executable_search_paths/2", "duplicates entry 0", discovery(set("/runtime_templates/0/launch/executable_search_paths/-", "/opt/codex/bin"))},
 		{"search path root", "/runtime_templates/0/launch/executable_search_paths/0", `"/" is not allowed`, discovery(set("/runtime_templates/0/launch/executable_search_paths/0", "/"))},
 		{"read-only contains search path", "/runtime_templates/0/launch/read_only_paths/0", "contains the executable search path", discovery(set("/runtime_templates/0/launch/read_only_paths", []any{"/opt/codex"}))},
+		// A staged search path is launched as its whole stage tree: a
+		// read-only path beneath the tree (beside the search path) would
+		// be mounted over part of the pinned tree.
+		{"read-only beneath a stage tree", "/runtime_templates/0/launch/read_only_paths/0", "lies beneath the stage tree \"/usr/local/lib/glove-runtimes/0000000000000000000000000000000000000000000000000000000000000001\"", discovery(
+			set("/runtime_templates/0/launch/executable_search_paths", []any{"/usr/local/lib/glove-runtimes/0000000000000000000000000000000000000000000000000000000000000001/vendor/x/bin"}),
+			set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/local/lib/glove-runtimes/0000000000000000000000000000000000000000000000000000000000000001/vendor/x/codex-path"}))},
 		// Path aliases.
 		{"host path relative", "/path_aliases/0/host_path", "not absolute", rep(`"/srv/work/sage-protocol"`, `"srv/work"`)},
 		{"host path root", "/path_aliases/0/host_path", `"/" is not allowed`, rep(`"/srv/work/sage-protocol"`, `"/"`)},
@@ -461,6 +467,23 @@ func TestExplainCredentials(t *testing.T) {
 		`secret handles no credential policy maps (a plan naming one is refused at start): "other"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("explain lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestStagedRoot(t *testing.T) {
+	d := strings.Repeat("ab", 32)
+	for _, c := range []struct{ p, want string }{
+		{"/usr/local/lib/glove-runtimes/" + d + "/vendor/x/bin", "/usr/local/lib/glove-runtimes/" + d},
+		{"/usr/local/lib/glove-runtimes/" + d, "/usr/local/lib/glove-runtimes/" + d},
+		{"/" + d + "/bin", "/" + d},
+		{"/opt/codex/bin", ""},
+		{"/opt/" + strings.ToUpper(d) + "/bin", ""}, // not lowercase: not a stage digest
+		{"/opt/" + d[:63] + "/bin", ""},
+		{"relative/" + d, ""},
+	} {
+		if got := StagedRoot(c.p); got != c.want {
+			t.Errorf("StagedRoot(%q) = %q, want %q", c.p, got, c.want)
 		}
 	}
 }

@@ -498,6 +498,14 @@ func checkReadOnlyPaths(at string, l *Launch) error {
 			if rel := relation(p, s); rel != "" {
 				return faultf(pp, "%q %s the executable search path %q", p, rel, s)
 			}
+			// A staged search path is launched as its whole stage tree,
+			// identity-pinned: a mount beneath it would replace part of
+			// the pinned tree.
+			if root := StagedRoot(s); root != "" {
+				if rel := relation(p, root); rel != "" {
+					return faultf(pp, "%q %s the stage tree %q of executable search path %q", p, rel, root, s)
+				}
+			}
 		}
 	}
 	return nil
@@ -802,6 +810,27 @@ func checkTargetPath(at, p string) error {
 		}
 	}
 	return nil
+}
+
+// StagedRoot returns the stage tree a canonical path lies in or is:
+// the prefix of p ending in its first component that is a stage digest
+// (64 lowercase hexadecimal characters, the name `glove policy stage`
+// gives DIR/<digest>), or "" when no component is one. A launch shows
+// such a tree whole and checks that its content digest is its name
+// (supervisor/authority/stage, TreePin), so the search path, and with it
+// the adapter digest, names the tree's content.
+func StagedRoot(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return ""
+	}
+	end := 0
+	for _, c := range strings.Split(p[1:], "/") {
+		end += 1 + len(c)
+		if ValidSHA256Hex(c) {
+			return p[:end]
+		}
+	}
+	return ""
 }
 
 // within reports whether p is root or lies beneath it; both canonical.

@@ -29,9 +29,16 @@
 //     FIFOs, sockets, devices and mount points refuse the stage.
 //   - Bounds: MaxBytes of file content and MaxEntries entries.
 //   - The entry point is bin/EXE when that exists, else EXE at the top
-//     (a single-file SOURCE is staged as EXE); it must be a regular,
-//     executable file.
-//   - Refusals happen in a metadata scan before any content is read; then
+//     (a single-file SOURCE is staged as EXE), else vendor/<target>/bin/EXE
+//     when exactly one target has it (an npm platform package); it must
+//     be a regular, executable file, and an ELF executable of this
+//     machine (entry.go): a script is refused, since its interpreter is
+//     not in the stage and a staged runtime is launched as a unit; the
+//     refusal names the npm platform package holding the native program
+//     when the package names one. A dynamic executable's program
+//     interpreter is reported: it comes from the host.
+//   - Refusals happen in a metadata scan and a read of the entry point's
+//     header, before any other content is read; then
 //     the files are hashed; --yes copies into DIR/.stage-<random> (created
 //     0700), re-hashes the copy, sets the final modes and renames it with
 //     renameat2(RENAME_NOREPLACE) to DIR/<digest>. An existing

@@ -77,18 +77,26 @@ type Entry struct {
 
 	src      string // files: path relative to the walk's root descriptor
 	dev, ino uint64
+	// mode, mtime and ctime are the entry's when it was scanned: a
+	// launch's TreePin compares them again (pin.go).
+	mode         uint32
+	mtime, ctime unix.Timespec
 }
 
 // Tree is a walked and hashed closure, its root still open.
 type Tree struct {
 	Source     string // canonical SOURCE (or the tree's own path)
 	EntryPoint string // relative path of the entry point
-	Entries    []Entry
-	Files      int64
-	Dirs       int64 // below the root
-	Symlinks   int64
-	Bytes      int64
-	Digest     string
+	// Interpreter is the entry point's ELF program interpreter
+	// (PT_INTERP), "" for a static executable: the host's, which the
+	// template must grant for the program to start.
+	Interpreter string
+	Entries     []Entry
+	Files       int64
+	Dirs        int64 // below the root
+	Symlinks    int64
+	Bytes       int64
+	Digest      string
 
 	root   *os.File // a directory, read-only (for a single file: its parent)
 	single bool     // SOURCE is a single file
@@ -108,17 +116,25 @@ func (t *Tree) Close() error {
 
 // Report is what `glove policy stage` prints.
 type Report struct {
-	Runtime       string `json:"runtime"`
-	Executable    string `json:"executable"`
-	Source        string `json:"source"`
-	Digest        string `json:"digest"`
-	StagedPath    string `json:"staged_path"`
-	SearchPath    string `json:"search_path"`
-	EntryPoint    string `json:"entry_point"`
-	Files         int64  `json:"files"`
-	Directories   int64  `json:"directories"`
-	Symlinks      int64  `json:"symlinks"`
-	Bytes         int64  `json:"bytes"`
+	Runtime    string `json:"runtime"`
+	Executable string `json:"executable"`
+	Source     string `json:"source"`
+	Digest     string `json:"digest"`
+	StagedPath string `json:"staged_path"`
+	SearchPath string `json:"search_path"`
+	EntryPoint string `json:"entry_point"`
+	// Interpreter is the entry point's program interpreter (an ELF
+	// PT_INTERP such as /lib64/ld-linux-x86-64.so.2), omitted for a
+	// static executable: it and the libraries it loads come from the
+	// host, through the template's read_only_paths.
+	Interpreter string `json:"interpreter,omitempty"`
+	Files       int64  `json:"files"`
+	Directories int64  `json:"directories"`
+	Symlinks    int64  `json:"symlinks"`
+	Bytes       int64  `json:"bytes"`
+	// SourceRoots is the command's one line on glove-mounter's source
+	// roots (set by `glove policy stage`, which reads its bounds).
+	SourceRoots   string `json:"source_roots,omitempty"`
 	AlreadyStaged bool   `json:"already_staged"`
 	DryRun        bool   `json:"dry_run"`
 }
@@ -326,7 +342,7 @@ func (t *Tree) scanDir(dir *os.File, rel string, depth int) error {
 		if len(t.Entries)+1 > MaxEntries {
 			return fmt.Errorf("%s: more than %d entries", t.label, MaxEntries)
 		}
-		e := Entry{Path: crel, src: crel, dev: uint64(st.Dev), ino: st.Ino}
+		e := Entry{Path: crel, src: crel, dev: uint64(st.Dev), ino: st.Ino, mode: st.Mode, mtime: st.Mtim, ctime: st.Ctim}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			if slices.Contains(HarnessHomes, name) {
@@ -406,26 +422,6 @@ func linkInside(rel, target string) error {
 		return fmt.Errorf("symbolic link target %q escapes the source tree; not staged", target)
 	}
 	return nil
-}
-
-// findEntryPoint sets t.EntryPoint: bin/EXE if present, else EXE.
-func (t *Tree) findEntryPoint(exe string) error {
-	for _, rel := range []string{"bin/" + exe, exe} {
-		i := slices.IndexFunc(t.Entries, func(e Entry) bool { return e.Path == rel })
-		if i < 0 {
-			continue
-		}
-		e := t.Entries[i]
-		if e.Kind != File {
-			return fmt.Errorf("entry point %s in %s is a %s, not a regular executable file", rel, t.Source, e.Kind)
-		}
-		if !e.Exec {
-			return fmt.Errorf("entry point %s in %s is not executable", rel, t.Source)
-		}
-		t.EntryPoint = rel
-		return nil
-	}
-	return fmt.Errorf("no entry point bin/%s or %s in %s", exe, exe, t.Source)
 }
 
 // srcName is the path of e's file for messages.
@@ -604,6 +600,7 @@ func Stage(o Options) (*Report, error) {
 		StagedPath:  staged,
 		SearchPath:  path.Dir(staged + "/" + t.EntryPoint),
 		EntryPoint:  staged + "/" + t.EntryPoint,
+		Interpreter: t.Interpreter,
 		Files:       t.Files,
 		Directories: t.Dirs,
 		Symlinks:    t.Symlinks,

@@ -41,7 +41,8 @@ func write(t *testing.T, p, content string, mode os.FileMode) {
 	}
 }
 
-const codexScript = "#!/bin/sh\nexec node \"$(dirname \"$0\")/../lib/codex.js\" \"$@\"\n"
+// codexScript is the staged entry point: a native (ELF) executable.
+var codexScript = testenv.FakeELF("codex\n")
 
 // realTree builds a package-like tree under base/name: bin/codex, lib
 // files, a relative symlink and nested directories; the runtime
@@ -351,7 +352,7 @@ func TestStageSingleFile(t *testing.T) {
 	base := testBase(t)
 	dir := base + "/runtimes"
 	mkdir(t, dir, 0o755)
-	write(t, base+"/dist/claude-1.2.3", "#!/bin/sh\necho claude\n", 0o775)
+	write(t, base+"/dist/claude-1.2.3", testenv.FakeELF("claude\n"), 0o775)
 	os.Symlink("dist/claude-1.2.3", base+"/claude-latest")
 	rep, err := Stage(Options{Runtime: "claude-code", Source: base + "/claude-latest", Directory: dir})
 	if err != nil {

@@ -64,7 +64,9 @@ type launchPreimage struct {
 	// v3: the credentials, each with its lease identity and the version
 	// launched (never the content: the digest is no oracle for it).
 	Credentials []Credential `json:"credential_leases"`
-	// v4: the egress endpoints: policy, port and upstream of each.
+	// v4: ExecutablePin carries the stage tree (root and content digest)
+	// of a staged runtime, which is mounted whole.
+	// v4 too: the egress endpoints: policy, port and upstream of each.
 	Egress []egressPreimage `json:"egress"`
 }
 
@@ -79,7 +81,8 @@ type egressPreimage struct {
 // JSON of everything a session was launched with (the adapter command
 // digest, the resolved executable, arguments, environment, working
 // directory, mounts and limits, a discovered executable's pinned
-// identity, the library projections, and a native-skill runtime's
+// identity with, for a staged runtime, its stage tree's root and content
+// digest, the library projections, and a native-skill runtime's
 // private home with its skill projection digest) and, for a session with a local-service
 // transport, the transport's kind, descriptor map, both endpoint
 // identities and the upstream manifest. Two launches that differ in any

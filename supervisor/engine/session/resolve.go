@@ -82,7 +82,8 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 //
 //   - the executable is bound read-only, alone, at its own path (it is
 //     identity-pinned: no other mount may reach it, as policy validation
-//     ensures), and each read_only_path at its own path;
+//     ensures), or, when discovery found it in a staged tree, that whole
+//     tree is (StagePin); and each read_only_path at its own path;
 //   - each path grant: read_only+bind → a read-only bind of the host
 //     tree; read_only+copy → a copy (then bound read-only);
 //     ephemeral_write+copy → a writable copy of at most max_bytes of
@@ -141,7 +142,13 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 	if l.Executable == "" {
 		return nil, nil, fmt.Errorf("resolve: runtime template %q: no executable: %w", t.RuntimeTemplateID, ErrInvalid)
 	}
-	l.Mounts = append(l.Mounts, Mount{Target: l.Executable, Kind: ReadOnlyBind, HostPath: l.Executable})
+	// The executable alone, or for a staged runtime its whole stage tree
+	// (StagePin says why), read-only at its own path.
+	pinned := l.Executable
+	if l.ExecutablePin != nil {
+		pinned = l.ExecutablePin.Mount()
+	}
+	l.Mounts = append(l.Mounts, Mount{Target: pinned, Kind: ReadOnlyBind, HostPath: pinned})
 	for _, p := range t.Launch.ReadOnlyPaths {
 		l.Mounts = append(l.Mounts, Mount{Target: p, Kind: ReadOnlyBind, HostPath: p})
 	}
@@ -206,6 +213,16 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 	}
 	if err := resolveEgress(l, pol, pl); err != nil {
 		return nil, nil, err
+	}
+	// Threat: another mount at, above or beneath the pinned program's
+	// mount (a path alias's target, a library destination) would hide
+	// or replace part of what was pinned with something that was not.
+	if l.ExecutablePin != nil {
+		for i, m := range l.Mounts[1:] {
+			if m.Target == pinned || strings.HasPrefix(m.Target, pinned+"/") || strings.HasPrefix(pinned, m.Target+"/") {
+				return nil, nil, fmt.Errorf("resolve: mounts[%d] %s overlaps the pinned %s: %w", i+1, m.Target, pinned, ErrInvalid)
+			}
+		}
 	}
 	if err := l.Check(); err != nil {
 		return nil, nil, err

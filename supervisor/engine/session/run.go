@@ -473,7 +473,7 @@ func prepareMounts(p *prepared, l *Launch, pio IO) error {
 	}
 	p.env.fault("mounts")
 	if pin := l.ExecutablePin; pin != nil {
-		i := slices.IndexFunc(l.Mounts, func(m Mount) bool { return m.Target == l.Executable && m.Kind == ReadOnlyBind })
+		i := slices.IndexFunc(l.Mounts, func(m Mount) bool { return m.Target == pin.Mount() && m.Kind == ReadOnlyBind })
 		if i < 0 {
 			return fmt.Errorf("the discovered executable has no mount: %w", ErrInvalid)
 		}

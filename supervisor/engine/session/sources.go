@@ -9,8 +9,11 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/library"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/authority/stage"
 	"github.com/glove-sandbox/glove/supervisor/engine/discovery"
 	"github.com/glove-sandbox/glove/supervisor/internal/strictjson"
 	"github.com/glove-sandbox/glove/supervisor/state/lease"
@@ -76,6 +79,25 @@ var nativeAdapters = map[string]nativeAdapter{
 type ExecutablePin struct {
 	Path     string             `json:"path"`
 	Identity discovery.Identity `json:"identity"`
+	// Stage is set when the executable lies in a staged tree
+	// (policy.StagedRoot of its directory): the launch then shows the
+	// whole tree, and the pin covers it.
+	Stage *StagePin `json:"stage,omitempty"`
+}
+
+// StagePin is the staged tree a discovered executable runs from: its
+// root (DIR/<digest>) and its content digest, which PinTree checked is
+// its name. A staged runtime is a unit: a native program finds its
+// siblings beside it (codex runs bin/codex-code-mode-host,
+// codex-path/rg, codex-resources/bwrap and reads codex-package.json), so
+// the launch binds the root read-only at its own path instead of the
+// executable alone, and rechecks the whole tree, through that mount,
+// before the program is released.
+type StagePin struct {
+	Root       string `json:"root"`
+	TreeDigest string `json:"tree_digest"`
+
+	tree *stage.TreePin
 }
 
 // Projection is one library bundle projected into the sandbox, as the
@@ -127,7 +149,29 @@ func resolveExecutable(runtime string, searchPaths []string) (*ExecutablePin, er
 	if err != nil {
 		return nil, fmt.Errorf("resolve: runtime discovery: %w", err)
 	}
-	return &ExecutablePin{Path: f.Path, Identity: f.Identity}, nil
+	pin := &ExecutablePin{Path: f.Path, Identity: f.Identity}
+	if root := policy.StagedRoot(f.Dir); root != "" {
+		tree, err := stage.PinTree(root)
+		if err != nil {
+			return nil, fmt.Errorf("resolve: runtime discovery: %w", err)
+		}
+		// The executable discovery pinned must be the tree's own file,
+		// not something else reached by the same path.
+		if !tree.HasFile(strings.TrimPrefix(f.Path, root+"/"), pin.Identity.Dev, pin.Identity.Ino) {
+			return nil, fmt.Errorf("resolve: runtime discovery: %s is not a file of the stage tree %s: %w", f.Path, root, stage.ErrChanged)
+		}
+		pin.Stage = &StagePin{Root: root, TreeDigest: tree.Digest, tree: tree}
+	}
+	return pin, nil
+}
+
+// Mount is the target of the mount the pinned program runs from: the
+// stage tree's root, or the executable alone.
+func (pin *ExecutablePin) Mount() string {
+	if pin.Stage != nil {
+		return pin.Stage.Root
+	}
+	return pin.Path
 }
 
 // recheckExecutable is the last check of a discovered executable, once
@@ -139,6 +183,17 @@ func resolveExecutable(runtime string, searchPaths []string) (*ExecutablePin, er
 func recheckExecutable(pin *ExecutablePin, mnt *os.File) error {
 	if err := pin.Identity.Recheck(pin.Path); err != nil {
 		return fmt.Errorf("recheck the discovered executable: %w", err)
+	}
+	if pin.Stage != nil {
+		// The mount is the tree's: every entry must still be the
+		// pinned one, the executable among them (HasFile at resolve).
+		if pin.Stage.tree == nil {
+			return fmt.Errorf("recheck the stage tree %s: not pinned: %w", pin.Stage.Root, ErrInvalid)
+		}
+		if err := pin.Stage.tree.Recheck(mnt); err != nil {
+			return fmt.Errorf("recheck the discovered executable's stage tree: %w", err)
+		}
+		return nil
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(mnt.Fd()), &st); err != nil {

@@ -7,7 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/glove-sandbox/glove/supervisor/authority/library"
+	"github.com/glove-sandbox/glove/supervisor/authority/plan"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
+	"github.com/glove-sandbox/glove/supervisor/authority/stage"
 	"github.com/glove-sandbox/glove/supervisor/engine/discovery"
 	"github.com/glove-sandbox/glove/testenv"
 )
@@ -320,4 +325,193 @@ func closePins(t *testing.T, p *Pins) {
 	if err := p.Close(); err != nil {
 		t.Error(err)
 	}
+}
+
+// stagedTree stages a small codex platform package (an entry point with
+// sibling executables and a data file beside it) into a protected
+// runtime directory and returns the staged root and its search path.
+func stagedTree(t *testing.T, tag string) (root, searchPath string) {
+	t.Helper()
+	base := testenv.ProtectedDir(t, "session-stage")
+	src := filepath.Join(base, "pkg")
+	for rel, content := range map[string]string{
+		"vendor/x-linux/bin/codex":                 testenv.FakeELF("codex" + tag),
+		"vendor/x-linux/bin/codex-code-mode-host":  testenv.FakeELF("host"),
+		"vendor/x-linux/codex-path/rg":             testenv.FakeELF("rg"),
+		"vendor/x-linux/codex-package.json":        `{"entrypoint":"bin/codex"}`,
+		"vendor/x-linux/codex-resources/bwrap.txt": "not executable",
+	} {
+		p := filepath.Join(src, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o755)
+		if strings.HasSuffix(rel, ".json") || strings.HasSuffix(rel, ".txt") {
+			mode = 0o644
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(base, "runtimes")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := stage.Stage(stage.Options{Runtime: "codex", Source: src, Directory: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.StagedPath, rep.SearchPath
+}
+
+// TestResolveStagedTree: an executable discovered in a staged tree is
+// launched from the whole tree, bound read-only at its own path (issue
+// 32: binding the executable alone hid codex's sibling executables),
+// pinned with its content digest, which goes into the launch digest and
+// the receipt.
+func TestResolveStagedTree(t *testing.T) {
+	root, search := stagedTree(t, "")
+	pin, err := resolveExecutable("codex", []string{search})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pin.Stage == nil || pin.Stage.Root != root || pin.Stage.TreeDigest != filepath.Base(root) || pin.Mount() != root {
+		t.Fatalf("pin %+v (stage %+v), want the stage tree %s", pin, pin.Stage, root)
+	}
+	tmpl := policy.RuntimeTemplate{RuntimeTemplateID: "codex-staged", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
+		Launch: policy.Launch{RuntimeDiscovery: "codex", ExecutableSearchPaths: []string{search}}}
+	tmpl.AdapterCommandDigest = policy.AdapterDigest(&tmpl)
+	prof := policy.ResourceProfile{ProfileID: "tiny", CPUTimeMs: 5000, MemoryBytes: 256 << 20, Pids: 64, WallTimeMs: 20000, DiskBytes: 8 << 20, TerminalOutputBytes: 1 << 20}
+	pol := &policy.Policy{SchemaVersion: 1, Revision: 1, MaxPlanTTLMs: 600000, RuntimeTemplates: []policy.RuntimeTemplate{tmpl}, ResourceProfiles: []policy.ResourceProfile{prof}}
+	if err := policy.Validate(pol); err != nil {
+		t.Fatal(err)
+	}
+	pl := &plan.Plan{SchemaVersion: 1, PolicyRevision: 1, RuntimeTemplateID: tmpl.RuntimeTemplateID, RuntimeID: "codex",
+		SandboxBackend: policy.BackendLinuxProduction, AdapterCommandDigest: tmpl.AdapterCommandDigest, ResourceProfile: prof}
+	l, pins, err := Resolve(pol, pl, "staged", Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pins.Close()
+	if l.Executable != search+"/codex" {
+		t.Fatalf("executable %s", l.Executable)
+	}
+	var binds []string
+	for _, m := range l.Mounts {
+		if m.Kind == ReadOnlyBind {
+			binds = append(binds, m.Target)
+		}
+	}
+	if len(binds) != 1 || binds[0] != root || l.Mounts[0].HostPath != root {
+		t.Fatalf("read-only binds %v, want the stage tree %s alone (not the executable by itself)", binds, root)
+	}
+	if b := Outcome(l, nil); b.StageTreeDigest != filepath.Base(root) {
+		t.Fatalf("receipt stage_tree_digest %q", b.StageTreeDigest)
+	}
+	d1 := LaunchDigest(l, tmpl.AdapterCommandDigest, nil)
+	l.ExecutablePin.Stage.TreeDigest = strings.Repeat("0", 64)
+	if LaunchDigest(l, tmpl.AdapterCommandDigest, nil) == d1 {
+		t.Fatal("the stage tree digest is not in the launch digest")
+	}
+}
+
+// TestRecheckStageTree: the tree is pinned at resolve time; the launch
+// fails closed when it was changed or replaced before the program is
+// released, judged through the mount the program would run from.
+func TestRecheckStageTree(t *testing.T) {
+	chmodW := func(t *testing.T, p string, mode os.FileMode) {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		// change runs after resolve; openAfter opens the "mount" after
+		// it (a tree replaced before its mount was made).
+		change    func(t *testing.T, root string)
+		openAfter bool
+		ok        bool
+	}{
+		{"unchanged", func(*testing.T, string) {}, false, true},
+		{"sibling rewritten in place, same size", func(t *testing.T, root string) {
+			p := root + "/vendor/x-linux/codex-path/rg"
+			chmodW(t, p, 0o755)
+			b, _ := os.ReadFile(p)
+			b[len(b)-1] ^= 1
+			if err := os.WriteFile(p, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, false, false},
+		{"file added", func(t *testing.T, root string) {
+			chmodW(t, root+"/vendor/x-linux", 0o755)
+			if err := os.WriteFile(root+"/vendor/x-linux/extra", []byte("x"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}, false, false},
+		{"data file mode changed", func(t *testing.T, root string) {
+			chmodW(t, root+"/vendor/x-linux/codex-package.json", 0o555)
+		}, false, false},
+		{"tree replaced by rename", func(t *testing.T, root string) {
+			// Another tree with the same content, renamed over it:
+			// equal digest, another identity.
+			other := root + ".new"
+			if err := os.CopyFS(other, os.DirFS(root)); err != nil {
+				t.Fatal(err)
+			}
+			chmodW(t, filepath.Dir(root), 0o755)
+			if err := os.Rename(root, root+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(other, root); err != nil {
+				t.Fatal(err)
+			}
+		}, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root, search := stagedTree(t, c.name)
+			pin, err := resolveExecutable("codex", []string{search})
+			if err != nil {
+				t.Fatal(err)
+			}
+			open := func() *os.File {
+				mnt, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { mnt.Close() })
+				return mnt
+			}
+			var mnt *os.File
+			if !c.openAfter {
+				mnt = open()
+			}
+			c.change(t, root)
+			if c.openAfter {
+				mnt = open()
+			}
+			err = recheckExecutable(pin, mnt)
+			if c.ok != (err == nil) {
+				t.Fatalf("recheck: %v", err)
+			}
+			if !c.ok && !errors.Is(err, stage.ErrChanged) && !errors.Is(err, discovery.ErrChanged) {
+				t.Fatalf("recheck: %v, want ErrChanged", err)
+			}
+			// The tree's own check, on its own: it must catch every
+			// change, whether or not the executable's pin does too.
+			if err := pin.Stage.tree.Recheck(mnt); c.ok != (err == nil) || !c.ok && !errors.Is(err, stage.ErrChanged) {
+				t.Fatalf("tree recheck: %v", err)
+			}
+		})
+	}
+	t.Run("content no longer its name", func(t *testing.T) {
+		root, search := stagedTree(t, "x")
+		p := root + "/vendor/x-linux/codex-package.json"
+		chmodW(t, p, 0o644)
+		if err := os.WriteFile(p, []byte(`{"entrypoint":"bin/other"}`), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := resolveExecutable("codex", []string{search}); !errors.Is(err, stage.ErrChanged) || !strings.Contains(err.Error(), "not its name") {
+			t.Fatalf("resolve: %v, want a refusal naming the digest mismatch", err)
+		}
+	})
 }

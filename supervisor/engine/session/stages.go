@@ -615,6 +615,9 @@ func Outcome(l *Launch, res *Result) receipt.Body {
 		if l.Skills != nil {
 			b.SkillProjectionDigest = l.Skills.Digest
 		}
+		if pin := l.ExecutablePin; pin != nil && pin.Stage != nil {
+			b.StageTreeDigest = pin.Stage.TreeDigest
+		}
 		for _, c := range l.Credentials {
 			cl := receipt.CredentialLease{Handle: c.Handle, LeaseID: c.LeaseID, Version: c.Version, VersionAtEnd: c.Version}
 			if res != nil {

@@ -33,6 +33,9 @@ func (s *searchPaths) Set(v string) error {
 type detectReport struct {
 	SearchPaths []string          `json:"search_paths"`
 	Runtimes    []detectedRuntime `json:"runtimes"`
+	// SourceRoots says whether glove-mounter can bind the search
+	// directories (for a staged one, its stage tree): one line.
+	SourceRoots string `json:"source_roots"`
 }
 
 type detectedRuntime struct {
@@ -65,6 +68,18 @@ func policyDetect(args []string, stdout, stderr io.Writer) int {
 		}
 		rep.Runtimes = append(rep.Runtimes, detectedRuntime{Found: f, Installed: err == nil})
 	}
+	var paths []rootsPath
+	for _, d := range dirs {
+		if root := policy.StagedRoot(d); root != "" {
+			d = root
+		}
+		paths = append(paths, rootsPath{path: d})
+	}
+	line, fault := checkSourceRoots(paths)
+	if fault != nil {
+		line = "source roots: " + fault.Error()
+	}
+	rep.SourceRoots = line
 	if *asJSON {
 		out, err := json.Marshal(rep, jsontext.WithIndent("  "))
 		if err != nil {
@@ -77,6 +92,7 @@ func policyDetect(args []string, stdout, stderr io.Writer) int {
 	for _, r := range rep.Runtimes {
 		fmt.Fprintln(stdout, r.line())
 	}
+	fmt.Fprintln(stdout, rep.SourceRoots)
 	return ExitOK
 }
 

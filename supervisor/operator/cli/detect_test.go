@@ -42,8 +42,8 @@ func TestPolicyDetect(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	rts := policy.DiscoveryRuntimes()
-	if len(lines) != len(rts) {
-		t.Fatalf("%d lines for %d runtimes:\n%s", len(lines), len(rts), out)
+	if len(lines) != len(rts)+1 || !strings.HasPrefix(lines[len(rts)], "source roots: every path a launch binds lies beneath") {
+		t.Fatalf("%d lines for %d runtimes and the source roots:\n%s", len(lines), len(rts), out)
 	}
 	for i, rt := range rts {
 		if !strings.HasPrefix(lines[i], rt+": ") {

@@ -92,14 +92,20 @@ func policyGenerate(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitFail
 	}
+	rootsLine, fault := checkSourceRoots(launchPaths("/runtime_templates/0", t))
+	if fault != nil {
+		fmt.Fprintf(stderr, "glove: policy generate: %v\n", fault)
+		return ExitUsage
+	}
 	out, err := json.Marshal(t, jsontext.WithIndent("  "))
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: policy generate: encode: %v\n", err)
 		return ExitFail
 	}
 	if note != "" {
-		fmt.Fprintf(stderr, "glove: policy generate: note: %s\n", note)
+		note += "; "
 	}
+	fmt.Fprintf(stderr, "glove: policy generate: note: %s%s\n", note, rootsLine)
 	fmt.Fprintf(stdout, "%s\n", out)
 	return ExitOK
 }

@@ -51,7 +51,17 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "glove: %v\n", err)
 			return ExitUsage
 		}
+		var paths []rootsPath
+		for i := range p.RuntimeTemplates {
+			paths = append(paths, launchPaths(fmt.Sprintf("/runtime_templates/%d", i), &p.RuntimeTemplates[i])...)
+		}
+		rootsLine, fault := checkSourceRoots(paths)
+		if fault != nil {
+			fmt.Fprintf(stderr, "glove: policy validate %s: %v\n", *file, fault)
+			return ExitUsage
+		}
 		fmt.Fprintln(stdout, policy.Summary(p))
+		fmt.Fprintln(stdout, rootsLine)
 		return ExitOK
 	case "explain":
 		fs := newFlags("policy explain")

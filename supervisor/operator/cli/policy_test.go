@@ -76,7 +76,8 @@ func TestPolicyValidate(t *testing.T) {
 	if code != ExitOK || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	if want := "valid: revision 7, 1 runtime template, 1 path alias, 1 library destination, 1 resource profile, 1 egress policy, 1 tool policy, 1 secret handle\n"; out != want {
+	if want := "valid: revision 7, 1 runtime template, 1 path alias, 1 library destination, 1 resource profile, 1 egress policy, 1 tool policy, 1 secret handle\n" +
+		"source roots: every path a launch binds lies beneath glove-mounter's source root / (" + testMounterBounds + ")\n"; out != want {
 		t.Fatalf("stdout %q, want %q", out, want)
 	}
 

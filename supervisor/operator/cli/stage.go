@@ -59,6 +59,14 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 	if _, ok := policy.DiscoveryExecutable(*runtime); !ok {
 		return usageFault("unknown runtime %q (one of %v)", *runtime, policy.DiscoveryRuntimes())
 	}
+	// Threat to the operator's time, not to the host: a tree staged where
+	// glove-mounter cannot bind it passes every check but the first
+	// launch's (issue 32). Checked before anything is read or copied.
+	rootsLine, fault := checkSourceRoots([]rootsPath{{path: *dir}})
+	if fault != nil {
+		fmt.Fprintf(stderr, "glove: policy stage: --directory %v; stage into a directory beneath one\n", fault)
+		return ExitFail
+	}
 	opts := stage.Options{Runtime: *runtime, Source: *source, Directory: *dir, DryRun: *dryRun}
 	drawn := false
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
@@ -79,6 +87,7 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glove: policy stage: %v\n", err)
 		return ExitFail
 	}
+	rep.SourceRoots = rootsLine
 	if *asJSON {
 		out, err := json.Marshal(rep, jsontext.WithIndent("  "))
 		if err != nil {
@@ -101,8 +110,12 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "staged_path: %s\n", rep.StagedPath)
 	fmt.Fprintf(stdout, "entry_point: %s\n", rep.EntryPoint)
 	fmt.Fprintf(stdout, "search_path: %s\n", rep.SearchPath)
+	if rep.Interpreter != "" {
+		fmt.Fprintf(stdout, "interpreter: %s (the host's: the template's read_only_paths must hold it and the libraries it loads)\n", rep.Interpreter)
+	}
 	fmt.Fprintf(stdout, "contents: %d files, %d directories, %d symbolic links, %d bytes\n", rep.Files, rep.Directories, rep.Symlinks, rep.Bytes)
 	fmt.Fprintf(stdout, "status: %s\n", status)
+	fmt.Fprintln(stdout, rootsLine)
 	fmt.Fprintln(stdout, rep.PolicyLine())
 	return ExitOK
 }

@@ -50,7 +50,7 @@ type stageJSON = stage.Report
 
 func TestPolicyStage(t *testing.T) {
 	base := stageBase(t)
-	const script = "#!/bin/sh\necho codex\n"
+	script := testenv.FakeELF("codex\n")
 	// A package-manager layout: a group-writable bin directory and a
 	// link into the package, which discovery itself would refuse.
 	pkg := base + "/npm/lib/node_modules/@openai/codex"
@@ -152,9 +152,9 @@ func TestPolicyStageRefusals(t *testing.T) {
 	os.Mkdir(gw, 0o755)
 	os.Chmod(gw, 0o775)
 	src := base + "/src"
-	stageWrite(t, src+"/bin/codex", "#!/bin/sh\n", 0o755)
+	stageWrite(t, src+"/bin/codex", testenv.FakeELF(""), 0o755)
 	home := base + "/home/u/.claude/local"
-	stageWrite(t, home+"/bin/codex", "#!/bin/sh\n", 0o755)
+	stageWrite(t, home+"/bin/codex", testenv.FakeELF(""), 0o755)
 	for _, c := range []struct {
 		name       string
 		source     string

@@ -122,6 +122,11 @@ type Body struct {
 	// credential). Never the credential. Omitted when empty, so receipts
 	// without them keep their MACs.
 	CredentialLeases []CredentialLease `json:"credential_leases,omitempty"`
+	// StageTreeDigest is the content digest of the staged tree a
+	// discovered runtime ran from (docs/policy.md, "Staging a runtime"),
+	// also inside the launch digest. Omitted when empty, so receipts
+	// without it keep their MACs.
+	StageTreeDigest string `json:"stage_tree_digest,omitempty"`
 }
 
 // CredentialLease is one credential lease of a session, as its receipt
@@ -184,6 +189,8 @@ func (b *Body) Check() error {
 		return fmt.Errorf("%w: launch_digest", ErrInvalid)
 	case b.SkillProjectionDigest != "" && !policy.ValidSHA256Hex(b.SkillProjectionDigest):
 		return fmt.Errorf("%w: skill_projection_digest", ErrInvalid)
+	case b.StageTreeDigest != "" && !policy.ValidSHA256Hex(b.StageTreeDigest):
+		return fmt.Errorf("%w: stage_tree_digest", ErrInvalid)
 	case len(b.LibraryProjections) > maxProjections:
 		return fmt.Errorf("%w: %d library projections, more than %d", ErrInvalid, len(b.LibraryProjections), maxProjections)
 	case len(b.CredentialLeases) > maxCredentialLeases:
