@@ -432,7 +432,7 @@ func prepareMounts(p *prepared, l *Launch, pio IO) error {
 		p.root = os.NewFile(uintptr(fd), p.env.MaterializationRoot)
 	}
 	if slices.ContainsFunc(l.Mounts, Mount.inScratch) {
-		files, err := call(p.mnt, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(l.Limits.DiskBytes), Inodes: inodesFor(l.Limits.DiskBytes), Mode: 0o755})
+		files, err := call(p.mnt, "tmpfs", mountwire.Tmpfs, TmpfsRequest(l.Limits.DiskBytes))
 		if err != nil {
 			return fmt.Errorf("the session's scratch: glove-mounter tmpfs of %d bytes: %w", l.Limits.DiskBytes, err)
 		}
@@ -517,7 +517,7 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 	case EphemeralCopy:
 		// A read-only copy: a tmpfs of its own (nothing writes it after
 		// the copy; writable copies are in the scratch).
-		files, err := call(mounter, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
+		files, err := call(mounter, "tmpfs", mountwire.Tmpfs, TmpfsRequest(m.MaxBytes))
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 		}
@@ -533,7 +533,7 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 // sourceMount makes a LibraryBundles tmpfs and fills it through its
 // descriptor before anything can see it.
 func sourceMount(mounter *helper, m Mount, pins *Pins) (*os.File, error) {
-	files, err := call(mounter, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
+	files, err := call(mounter, "tmpfs", mountwire.Tmpfs, TmpfsRequest(m.MaxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 	}
@@ -705,9 +705,15 @@ func roundPage(n uint64) uint64 {
 	return (n + pg - 1) / pg * pg
 }
 
-// inodesFor bounds a tmpfs's inodes: one per 4 KiB of quota, at least
-// 1024 (an empty file costs no block but one inode).
-func inodesFor(n uint64) uint64 { return max(n/4096, 1024) }
+// TmpfsRequest is the glove-mounter request for a tmpfs of quota bytes
+// (the scratch's disk_bytes, a read-only copy's or a library mount's
+// max_bytes): the quota rounded up to whole pages, the inode limit
+// mountwire.InodesFor derives from it, mode 0755. The shipped-bounds
+// test (packaging) checks every shipped profile's scratch request with
+// glove-mounter's own bounds check.
+func TmpfsRequest(quota uint64) *mountwire.TmpfsRequest {
+	return &mountwire.TmpfsRequest{SizeBytes: roundPage(quota), Inodes: mountwire.InodesFor(quota), Mode: 0o755}
+}
 
 // writeBundle writes the bundle: an empty root with the usual links into
 // /usr, and config.json whose mounts name the descriptors the shim gets
