@@ -81,6 +81,21 @@ func (c *Config) Validate() error {
 		helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids))
 }
 
+// CheckLimits is ErrRefused when a session's memory or pids limit is
+// over max_memory_bytes or max_pids, naming the one bound exceeded and
+// its value (memory's when both are), so that an operator knows which
+// line of cgroup.json to change. It is also how the shipped-bounds test
+// (packaging) judges every shipped profile.
+func (c *Config) CheckLimits(memoryBytes, pids uint64) error {
+	switch {
+	case memoryBytes > c.MaxMemoryBytes:
+		return refuse(wire.ErrRefused, "memory limit %d is over cgroup.json's max_memory_bytes %d", memoryBytes, c.MaxMemoryBytes)
+	case pids > c.MaxPids:
+		return refuse(wire.ErrRefused, "pids limit %d is over cgroup.json's max_pids %d", pids, c.MaxPids)
+	}
+	return nil
+}
+
 // Parents is Parent followed by ExtraParents.
 func (c *Config) Parents() []string { return append([]string{c.Parent}, c.ExtraParents...) }
 

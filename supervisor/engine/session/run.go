@@ -23,6 +23,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/seccomp/profile"
 	"github.com/glove-sandbox/glove/spec"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
 	"golang.org/x/sys/unix"
@@ -54,6 +55,14 @@ const (
 // stage 2 becomes the program): the profile's pids is what the program
 // may use.
 const ShimTasks = 32
+
+// CgroupLimits are the memory and pids limits glove-cgroup is asked for
+// a session of profile p: its memory_bytes, and its pids plus ShimTasks.
+// The shipped-bounds test (packaging) checks every shipped profile's
+// with glove-cgroup's own bounds check.
+func CgroupLimits(p policy.ResourceProfile) (memoryBytes, pids uint64) {
+	return p.MemoryBytes, p.Pids + ShimTasks
+}
 
 // Env is what the session needs from its supervisor: helpers that are
 // running and have answered Hello, where the shim is, and a private
@@ -398,9 +407,13 @@ func prepare(p *prepared, l *Launch, pio IO) error {
 // a hybrid host, Join). It writes only p's cgroup fields, which nothing
 // else reads before prepare has waited for it.
 func (p *prepared) createCgroups(l *Launch) error {
-	cr, files, err := request(p.cg, "create", cgwire.Create, &cgwire.CreateRequest{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, callOpts{})
+	mem, pids := CgroupLimits(l.Limits)
+	cr, files, err := request(p.cg, "create", cgwire.Create, &cgwire.CreateRequest{Session: l.Name, MemoryBytes: mem, Pids: pids}, callOpts{})
 	if err != nil {
-		return fmt.Errorf("create the session's cgroups: %w", err)
+		// The pids asked for are not the profile's: say why, or a
+		// refusal of 1056 for a profile of 1024 reads as a mistake.
+		return fmt.Errorf("create the session's cgroups (memory_bytes %d, pids %d: the profile's %d and %d for glove-shim): %w",
+			mem, pids, l.Limits.Pids, ShimTasks, err)
 	}
 	p.cgMade, p.cgroup, p.cgInode = true, files, cr.Inode
 	if cr.V1 {
