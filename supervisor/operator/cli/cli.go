@@ -63,7 +63,7 @@ const usage = `usage:
                                 check a plan (docs/plan.md) against a policy now; print its
                                 plan_content_digest, or exit 2 with the first mismatch
                                 (policy and plan files: mode 0600, owned by you, one link)
-  glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]
+  glove run [--workspace DIR] [--profile small|medium|harness] [--limit NAME=VALUE]... -- CMD [ARGS...]
                                 run CMD in a sandbox: host /usr and /etc read-only, a copy of
                                 the workspace (default: the current directory) at /workspace,
                                 no network, the profile's six limits; exits with CMD's status

@@ -34,7 +34,7 @@ import (
 // (128+N when it was killed by signal N).
 const ExitNotStarted = 125
 
-const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
+const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium|harness] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
 
 // limitList is the repeatable --limit flag: NAME=VALUE for one of the six
 // limits, replacing the profile's value.
@@ -77,13 +77,14 @@ func (l limitList) apply(p *policy.ResourceProfile) {
 	}
 }
 
-// runProfiles are glove run's resource profiles: the six limits of a
-// policy's resource_profiles, chosen with --profile.
-var runProfiles = map[string]policy.ResourceProfile{
-	"small": {ProfileID: "small", CPUTimeMs: 60_000, MemoryBytes: 512 << 20, Pids: 256,
-		WallTimeMs: 10 * 60_000, DiskBytes: 256 << 20, TerminalOutputBytes: 16 << 20},
-	"medium": {ProfileID: "medium", CPUTimeMs: 10 * 60_000, MemoryBytes: 2 << 30, Pids: 1024,
-		WallTimeMs: 60 * 60_000, DiskBytes: 2 << 30, TerminalOutputBytes: 256 << 20},
+// runProfile is the shipped profile --profile names (policy.ShippedProfiles).
+func runProfile(name string) (policy.ResourceProfile, bool) {
+	for _, p := range policy.ShippedProfiles() {
+		if p.ProfileID == name {
+			return p, true
+		}
+	}
+	return policy.ResourceProfile{}, false
 }
 
 // runPath is the program's PATH inside the sandbox, and where a command
@@ -135,9 +136,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glove: run: no command\n%s\n", usageRun)
 		return ExitUsage
 	}
-	prof, ok := runProfiles[*profile]
+	prof, ok := runProfile(*profile)
 	if !ok {
-		fmt.Fprintf(stderr, "glove: run: unknown profile %q (small, medium)\n%s\n", *profile, usageRun)
+		fmt.Fprintf(stderr, "glove: run: unknown profile %q (small, medium, harness)\n%s\n", *profile, usageRun)
 		return ExitUsage
 	}
 	limits.apply(&prof)
