@@ -113,6 +113,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	matRoot := fs.String("materialization-root", "", "")
 	libRoot := fs.String("library-bundle-root", "", "")
 	if err := fs.Parse(args); err != nil {
+		if helpFlag(err, stdout, usageRun) {
+			return ExitOK
+		}
 		fmt.Fprintf(stderr, "glove: run: %v\n%s\n", err, usageRun)
 		return ExitUsage
 	}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,9 +32,8 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 	yes := fs.Bool("yes", false, "copy into DIR/<digest>")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "%s\n", usagePolicyStage)
-			return ExitUsage
+		if helpFlag(err, stdout, usagePolicyStage) {
+			return ExitOK
 		}
 		return usageFault("%v", err)
 	}
