@@ -443,33 +443,57 @@ func runSession(l *session.Launch, pins *session.Pins, matRoot string, stdin io.
 			fwd <- sig
 		}
 	}()
+	var bar *progressBar
 	if isTerminal(os.Stderr) {
-		pio.Progress = progressBar(stderr)
+		bar = &progressBar{w: stderr, last: -1}
+		pio.Progress = bar.draw
 	}
 	res, err = session.Run(context.Background(), env, l, pins, pio)
-	if pio.Progress != nil {
-		fmt.Fprint(stderr, "\r\033[K")
+	if bar != nil {
+		bar.clear()
 	}
 	return res, err
 }
 
-// progressBar draws the copy's progress on one terminal line, at most
-// every 1% of the bytes.
-func progressBar(w io.Writer) func(string, materialize.Totals, materialize.Totals) {
-	last := -1
-	return func(target string, done, total materialize.Totals) {
-		pct := 100
-		if total.Bytes > 0 {
-			pct = int(done.Bytes * 100 / total.Bytes)
-		}
-		if pct == last {
-			return
-		}
-		last = pct
-		const width = 30
-		fill := pct * width / 100
-		fmt.Fprintf(w, "\r\033[Kcopying to %s [%s%s] %3d%% %s / %s", target,
-			strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct, size(done.Bytes), size(total.Bytes))
+// progressBar draws a copy's progress on one terminal line, at most
+// every 1% of the bytes, and erases the line when the copy is complete,
+// so that the program's output starts on a clean line (it was appended
+// to "100% 4.0 MiB / 4.0 MiB").
+type progressBar struct {
+	w     io.Writer
+	last  int
+	shown bool // a bar is on the line
+}
+
+func (b *progressBar) draw(target string, done, total materialize.Totals) {
+	pct := 100
+	if total.Bytes > 0 {
+		// A file that grew since the scan may take done past total.
+		pct = int(min(done.Bytes, total.Bytes) * 100 / total.Bytes)
+	}
+	if pct == b.last {
+		return
+	}
+	b.last = pct
+	if pct == 100 {
+		b.last = -1 // the next copy's bar starts afresh
+		b.clear()
+		return
+	}
+	const width = 30
+	fill := pct * width / 100
+	fmt.Fprintf(b.w, "\r\033[Kcopying to %s [%s%s] %3d%% %s / %s", target,
+		strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct, size(done.Bytes), size(total.Bytes))
+	b.shown = true
+}
+
+// clear erases the bar if one is on the line (a copy that failed midway):
+// erasing unconditionally at the session's end would erase the program's
+// last line when it ends without a newline (a prompt).
+func (b *progressBar) clear() {
+	if b.shown {
+		fmt.Fprint(b.w, "\r\033[K")
+		b.shown = false
 	}
 }
 

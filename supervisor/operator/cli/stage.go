@@ -57,20 +57,19 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 		return usageFault("unknown runtime %q (one of %v)", *runtime, policy.DiscoveryRuntimes())
 	}
 	opts := stage.Options{Runtime: *runtime, Source: *source, Directory: *dir, DryRun: *dryRun}
-	drawn := false
+	var bar *progressBar
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		bar := progressBar(stderr)
+		bar = &progressBar{w: stderr, last: -1}
 		opts.Progress = func(phase string, done, total int64) {
 			if phase != "copy" {
 				return
 			}
-			drawn = true
-			bar(*dir, materialize.Totals{Bytes: done}, materialize.Totals{Bytes: total})
+			bar.draw(*dir, materialize.Totals{Bytes: done}, materialize.Totals{Bytes: total})
 		}
 	}
 	rep, err := stage.Stage(opts)
-	if drawn {
-		fmt.Fprint(stderr, "\r\033[K")
+	if bar != nil {
+		bar.clear()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: policy stage: %v\n", err)
