@@ -32,6 +32,7 @@ const (
 )
 
 const usage = `usage:
+  glove COMMAND --help          print a command's (or group's) usage; also -h, glove GROUP help
   glove version                 print the version
   glove captable [--fields]     print the capability table (helper -> file capabilities);
                                 --fields: one line a row, for scripts
