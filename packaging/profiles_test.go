@@ -14,7 +14,6 @@ import (
 	"github.com/glove-sandbox/glove/helpers/cgroup"
 	"github.com/glove-sandbox/glove/helpers/helperkit"
 	"github.com/glove-sandbox/glove/helpers/mounter"
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
 )
@@ -139,8 +138,8 @@ func TestShippedProfilesFitShippedBounds(t *testing.T) {
 		t.Error("the demo policy does not carry the harness profile")
 	}
 	for _, b := range bounds {
-		if want := mountwire.InodesFor(b.mnt.MaxTmpfsBytes); b.mnt.MaxTmpfsInodes != want {
-			t.Errorf("%s: max_tmpfs_inodes %d, want %d (max_tmpfs_bytes %d / %d)", b.from, b.mnt.MaxTmpfsInodes, want, b.mnt.MaxTmpfsBytes, mountwire.BytesPerInode)
+		if want := session.InodesFor(b.mnt.MaxTmpfsBytes); b.mnt.MaxTmpfsInodes != want {
+			t.Errorf("%s: max_tmpfs_inodes %d, want %d (max_tmpfs_bytes %d / %d)", b.from, b.mnt.MaxTmpfsInodes, want, b.mnt.MaxTmpfsBytes, session.BytesPerInode)
 		}
 		for _, from := range slices.Sorted(maps.Keys(profiles)) {
 			if err := profileFits(profiles[from], b); err != nil {

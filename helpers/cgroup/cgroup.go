@@ -81,16 +81,13 @@ func (c *Config) Validate() error {
 		helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids))
 }
 
-// CheckLimits is ErrRefused when a session's memory or pids limit is
-// over max_memory_bytes or max_pids, naming the one bound exceeded and
-// its value (memory's when both are), so that an operator knows which
-// line of cgroup.json to change. It is also how the shipped-bounds test
-// (packaging) judges every shipped profile.
+// CheckLimits refuses (ErrRefused) limits over max_memory_bytes or
+// max_pids, naming the one bound exceeded (memory's if both) and both
+// values; packaging's shipped-bounds test judges profiles with it too.
 func (c *Config) CheckLimits(memoryBytes, pids uint64) error {
-	switch {
-	case memoryBytes > c.MaxMemoryBytes:
+	if memoryBytes > c.MaxMemoryBytes {
 		return refuse(wire.ErrRefused, "memory limit %d is over cgroup.json's max_memory_bytes %d", memoryBytes, c.MaxMemoryBytes)
-	case pids > c.MaxPids:
+	} else if pids > c.MaxPids {
 		return refuse(wire.ErrRefused, "pids limit %d is over cgroup.json's max_pids %d", pids, c.MaxPids)
 	}
 	return nil

@@ -32,16 +32,14 @@ func checkTmpfs(req *mountwire.TmpfsRequest, cfg *Config, pageSize uint64) error
 	return cfg.CheckTmpfsBounds(req.SizeBytes, req.Inodes)
 }
 
-// CheckTmpfsBounds is ErrRefused when a tmpfs of size bytes and inodes
-// inodes is over max_tmpfs_bytes or max_tmpfs_inodes, naming the one
-// bound exceeded and its value (the size's when both are), so that an
-// operator knows which line of mounter.json to change. It is also how
-// the shipped-bounds test (packaging) judges every shipped profile.
+// CheckTmpfsBounds refuses (ErrRefused) a tmpfs over max_tmpfs_bytes or
+// max_tmpfs_inodes, naming the one bound exceeded (the size's if both)
+// and both values; packaging's shipped-bounds test judges profiles with
+// it too.
 func (c *Config) CheckTmpfsBounds(size, inodes uint64) error {
-	switch {
-	case size > c.MaxTmpfsBytes:
+	if size > c.MaxTmpfsBytes {
 		return refuse(wire.ErrRefused, "tmpfs: size %d is over mounter.json's max_tmpfs_bytes %d", size, c.MaxTmpfsBytes)
-	case inodes > c.MaxTmpfsInodes:
+	} else if inodes > c.MaxTmpfsInodes {
 		return refuse(wire.ErrRefused, "tmpfs: inode limit %d is over mounter.json's max_tmpfs_inodes %d", inodes, c.MaxTmpfsInodes)
 	}
 	return nil

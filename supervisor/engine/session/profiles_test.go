@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/packaging"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
@@ -64,9 +63,9 @@ func TestShippedBoundsHarness(t *testing.T) {
 		}
 		n[i], _ = strconv.ParseUint(f[i], 10, 64)
 	}
-	if len(f) != 4 || n[0]*n[1] != prof.DiskBytes || n[2]*n[1] < 1<<30 || n[3] != mountwire.InodesFor(prof.DiskBytes) {
+	if len(f) != 4 || n[0]*n[1] != prof.DiskBytes || n[2]*n[1] < 1<<30 || n[3] != session.InodesFor(prof.DiskBytes) {
 		t.Errorf("the scratch: %q (blocks, block size, free blocks, inodes); want %d bytes, over 1 GiB free, %d inodes",
-			out, prof.DiskBytes, mountwire.InodesFor(prof.DiskBytes))
+			out, prof.DiskBytes, session.InodesFor(prof.DiskBytes))
 	}
 	t.Logf("the harness profile's scratch under the shipped bounds: %s", strings.TrimSpace(out))
 

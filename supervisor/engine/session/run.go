@@ -721,11 +721,11 @@ func roundPage(n uint64) uint64 {
 // TmpfsRequest is the glove-mounter request for a tmpfs of quota bytes
 // (the scratch's disk_bytes, a read-only copy's or a library mount's
 // max_bytes): the quota rounded up to whole pages, the inode limit
-// mountwire.InodesFor derives from it, mode 0755. The shipped-bounds
+// InodesFor derives from it, mode 0755. The shipped-bounds
 // test (packaging) checks every shipped profile's scratch request with
 // glove-mounter's own bounds check.
 func TmpfsRequest(quota uint64) *mountwire.TmpfsRequest {
-	return &mountwire.TmpfsRequest{SizeBytes: roundPage(quota), Inodes: mountwire.InodesFor(quota), Mode: 0o755}
+	return &mountwire.TmpfsRequest{SizeBytes: roundPage(quota), Inodes: InodesFor(quota), Mode: 0o755}
 }
 
 // writeBundle writes the bundle: an empty root with the usual links into
