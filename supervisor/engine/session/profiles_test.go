@@ -83,7 +83,11 @@ func TestShippedBoundsHarness(t *testing.T) {
 		if code != 125 || !strings.Contains(errs, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want 125 and %q", c.name, code, errs, c.want)
 		} else {
-			t.Logf("%s: %s", c.name, strings.SplitN(errs, "\n", 2)[0])
+			for _, l := range strings.Split(errs, "\n") {
+				if strings.HasPrefix(l, "glove: run: ") && strings.Contains(l, c.want) {
+					t.Logf("%s: %s", c.name, l)
+				}
+			}
 		}
 		for _, other := range []string{"max_tmpfs_bytes", "max_tmpfs_inodes", "max_memory_bytes", "max_pids"} {
 			if !strings.Contains(c.want, other) && strings.Contains(errs, other) {
