@@ -202,7 +202,7 @@ write_bounds() {
       mark_confdir
       say "bounds: kept existing $f (as setup-host writes it)"
     else
-      say "bounds: kept existing $f"
+      say "bounds: kept existing $f; it differs from what setup-host writes now ($2): move it aside and run setup-host again to get those"
     fi
     return
   fi
@@ -215,12 +215,17 @@ write_bounds() {
   mv -T "$tmp" "$f"
   note "bounds: wrote $f"
 }
+# The bounds admit every profile Glove ships (small, medium, harness:
+# docs/policy.md), glove-shim's 32 extra tasks counted, and the tmpfs
+# inode bound is max_tmpfs_bytes / 16 KiB, the ratio the supervisor asks
+# for (docs/sessions.md); packaging's TestShippedProfilesFitShippedBounds
+# reads these lines.
 write_bounds mounter.json \
-  '{"schema_version":1,"source_roots":["/etc","/srv/glove/sources","/usr"],"max_tmpfs_bytes":1073741824,"max_tmpfs_inodes":65536}'
+  '{"schema_version":1,"source_roots":["/etc","/srv/glove/sources","/usr"],"max_tmpfs_bytes":8589934592,"max_tmpfs_inodes":524288}'
 write_bounds loopext4.json \
   "{\"schema_version\":1,\"materialization_root\":\"$images\",\"max_image_bytes\":4294967296}"
 write_bounds cgroup.json \
-  "{\"schema_version\":1,\"parent\":\"$cgparent\",\"max_memory_bytes\":4294967296,\"max_pids\":1024}"
+  "{\"schema_version\":1,\"parent\":\"$cgparent\",\"max_memory_bytes\":4294967296,\"max_pids\":2048}"
 write_bounds streamproxy.json \
   '{"schema_version":1,"max_frame_bytes":16384,"max_exchange_ms":30000}'
 

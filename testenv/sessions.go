@@ -18,22 +18,44 @@ import (
 // starts in, and the static programs they run as harnesses.
 
 // ConfigureForSessions gives glove-mounter and glove-cgroup the bounds a
-// session needs, as scripts/setup-host.sh writes them: /etc and /usr (and
-// sources/, where BuildStatic puts programs) as source roots, tmpfs
-// bounds above the small profile's, and memory and pids bounds above any
-// profile's.
+// session needs: /etc and /usr (and sources/, where BuildStatic puts
+// programs) as source roots, as scripts/setup-host.sh writes them, tmpfs
+// bounds above the small and medium profiles', and memory and pids
+// bounds above any shipped profile's.
 func (e *Env) ConfigureForSessions(t testing.TB) {
+	t.Helper()
+	e.ConfigureForSessionsBounds(t, map[string]uint64{"max_tmpfs_bytes": 1 << 30, "max_tmpfs_inodes": 1 << 20},
+		map[string]uint64{"max_memory_bytes": 4 << 30, "max_pids": 4096})
+}
+
+// ConfigureForSessionsBounds is ConfigureForSessions with the size bounds
+// given (glove-mounter's max_tmpfs_bytes and max_tmpfs_inodes,
+// glove-cgroup's max_memory_bytes and max_pids): a test of the bounds
+// Glove ships passes packaging's. Any other member is refused.
+func (e *Env) ConfigureForSessionsBounds(t testing.TB, mounter, cgroup map[string]uint64) {
 	t.Helper()
 	cfg := DefaultConfigs(e.Base)["mounter.json"].(map[string]any)
 	cfg["source_roots"] = []string{"/etc", "/usr", filepath.Join(e.Base, "sources")}
-	cfg["max_tmpfs_bytes"] = 1 << 30
-	cfg["max_tmpfs_inodes"] = 1 << 20
+	cg := DefaultConfigs(e.Base)["cgroup.json"].(map[string]any)
+	for _, c := range []struct {
+		into   map[string]any
+		from   map[string]uint64
+		fields []string
+	}{{cfg, mounter, []string{"max_tmpfs_bytes", "max_tmpfs_inodes"}}, {cg, cgroup, []string{"max_memory_bytes", "max_pids"}}} {
+		if len(c.from) != len(c.fields) {
+			t.Fatalf("bounds %v: want exactly %v", c.from, c.fields)
+		}
+		for _, f := range c.fields {
+			v, ok := c.from[f]
+			if !ok {
+				t.Fatalf("bounds %v: no %s", c.from, f)
+			}
+			c.into[f] = v
+		}
+	}
 	if err := e.WriteConfig("mounter.json", cfg); err != nil {
 		t.Fatal(err)
 	}
-	cg := DefaultConfigs(e.Base)["cgroup.json"].(map[string]any)
-	cg["max_memory_bytes"] = 4 << 30
-	cg["max_pids"] = 4096
 	if err := e.WriteConfig("cgroup.json", cg); err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,18 @@ func (c *Config) Validate() error {
 		helperkit.CheckRange("max_pids", c.MaxPids, HardMaxPids))
 }
 
+// CheckLimits refuses (ErrRefused) limits over max_memory_bytes or
+// max_pids, naming the one bound exceeded (memory's if both) and both
+// values; packaging's shipped-bounds test judges profiles with it too.
+func (c *Config) CheckLimits(memoryBytes, pids uint64) error {
+	if memoryBytes > c.MaxMemoryBytes {
+		return refuse(wire.ErrRefused, "memory limit %d is over cgroup.json's max_memory_bytes %d", memoryBytes, c.MaxMemoryBytes)
+	} else if pids > c.MaxPids {
+		return refuse(wire.ErrRefused, "pids limit %d is over cgroup.json's max_pids %d", pids, c.MaxPids)
+	}
+	return nil
+}
+
 // Parents is Parent followed by ExtraParents.
 func (c *Config) Parents() []string { return append([]string{c.Parent}, c.ExtraParents...) }
 

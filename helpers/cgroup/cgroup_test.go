@@ -287,6 +287,42 @@ func TestEnableV2(t *testing.T) {
 	}
 }
 
+// TestLimitBoundMessages: Create over the bounds is refused before any
+// cgroup is made, naming the one bound exceeded, with its value and the
+// request's, and never the other (the operator changes that line of
+// cgroup.json); the longest message fits the wire's error bound.
+func TestLimitBoundMessages(t *testing.T) {
+	dir, fd := fakeSession(t) // stands for the v2 parent
+	v2 := hierarchy{name: "unified", parent: fd}
+	s := &server{cfg: &Config{MaxMemoryBytes: 4 << 30, MaxPids: 1024}, v2: v2, mem: v2, pids: v2, inodes: map[string]uint64{}}
+	for _, c := range []struct {
+		name          string
+		mem, pids     uint64
+		want, notWant string
+	}{
+		{"pids over (a profile of 1024 and glove-shim's 32)", 2 << 30, 1056, "pids limit 1056 is over cgroup.json's max_pids 1024", "memory"},
+		{"memory over", 4<<30 + 1, 1024, "memory limit 4294967297 is over cgroup.json's max_memory_bytes 4294967296", "pids"},
+		{"both over: memory is named", 8 << 30, 4096, "memory limit 8589934592 is over cgroup.json's max_memory_bytes 4294967296", "pids"},
+		{"largest numbers", ^uint64(0), ^uint64(0), "memory limit 18446744073709551615 is over", "pids"},
+	} {
+		_, _, err := s.create(1, &cgwire.CreateRequest{Session: "s1", MemoryBytes: c.mem, Pids: c.pids}, nil)
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != wire.ErrRefused {
+			t.Errorf("%s: %v, want ErrRefused", c.name, err)
+			continue
+		}
+		if !strings.Contains(we.Message, c.want) || strings.Contains(we.Message, c.notWant) || len(we.Message) > wire.MaxErrorLen {
+			t.Errorf("%s: message %q, want it to say %q and not %q, within %d bytes", c.name, we.Message, c.want, c.notWant, wire.MaxErrorLen)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "s1")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a refused Create left the session's directory (%v)", c.name, err)
+		}
+	}
+	if err := s.cfg.CheckLimits(4<<30, 1024); err != nil {
+		t.Errorf("exactly the bounds: %v", err)
+	}
+}
+
 // TestCreateExistingKeepsRecord: a Create refused because the name is
 // taken removes nothing and keeps the inode record of the session
 // created under it (which refuses a same-named cgroup made behind the

@@ -232,8 +232,8 @@ func (s *server) create(_ uint32, req *cgwire.CreateRequest, _ []*os.File) (_ *c
 	if req.MemoryBytes == 0 || req.Pids == 0 {
 		return nil, nil, refuse(wire.ErrBadRequest, "zero limit (a cgroup limit of 0 is not a session)")
 	}
-	if req.MemoryBytes > s.cfg.MaxMemoryBytes || req.Pids > s.cfg.MaxPids {
-		return nil, nil, refuse(wire.ErrRefused, "limit over max_memory_bytes or max_pids")
+	if err := s.cfg.CheckLimits(req.MemoryBytes, req.Pids); err != nil {
+		return nil, nil, err
 	}
 	var made []hierarchy
 	var fds []int

@@ -55,8 +55,11 @@ var auditGoal = ceiling{own: 800, linked: 1500}
 // buffers added 15 lines to helpers/wire; its Place without a v2 write
 // for a process born in the session added 29 to glove-cgroup, and Join,
 // which spares every start on a hybrid host a v1 cgroup.procs write and
-// its RCU grace period, 32 more and 25 to cgwire, and writeFile's retry
-// of a write the kernel ended with EINTR, 14 more). Every helper links the frame
+// its RCU grace period, 32 more and 25 to cgwire, writeFile's retry
+// of a write the kernel ended with EINTR, 14 more, and issue 32's
+// CheckLimits, a refusal naming the one bound exceeded and its value,
+// which packaging's shipped-bounds test also judges profiles with, 12
+// more). Every helper links the frame
 // protocol and its server (helpers/wire), the start-up checks and
 // self-restriction (helperkit), its row (captable), the BPF compiler
 // (seccomp/bpf) and the owner-checked walk (trustpath), 1,910 lines
@@ -67,7 +70,7 @@ var ceilings = map[string]ceiling{
 	"glove-mounter":         {own: 800, linked: 1991},
 	"glove-loopext4":        {own: 1040, linked: 2257},
 	"glove-loopext4-format": {own: 800, linked: 1983},
-	"glove-cgroup":          {own: 1054, linked: 2088},
+	"glove-cgroup":          {own: 1066, linked: 2088},
 	"glove-streamproxy":     {own: 800, linked: 2016},
 }
 

@@ -2,6 +2,7 @@ package mounter
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/glove-sandbox/glove/helpers/helperkit"
@@ -96,6 +97,39 @@ func TestCheckTmpfs(t *testing.T) {
 		if got := codeOf(checkTmpfs(&c.req, cfg, page)); got != c.want {
 			t.Errorf("%s: code %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestTmpfsBoundMessages: a refusal over the bounds names the one bound
+// exceeded, with its value and the request's, and never the other (the
+// operator changes that line of mounter.json); the longest one fits the
+// wire's error message bound.
+func TestTmpfsBoundMessages(t *testing.T) {
+	cfg := &Config{SchemaVersion: 1, SourceRoots: []string{"/srv"}, MaxTmpfsBytes: 1 << 30, MaxTmpfsInodes: 65536}
+	const page = 4096
+	for _, c := range []struct {
+		name          string
+		size, inodes  uint64
+		want, notWant string
+	}{
+		{"size over", 2 << 30, 65536, "size 2147483648 is over mounter.json's max_tmpfs_bytes 1073741824", "inode"},
+		{"inodes over", 1 << 30, 65537, "inode limit 65537 is over mounter.json's max_tmpfs_inodes 65536", "max_tmpfs_bytes"},
+		{"both over: the size is named", 2 << 30, 524288, "size 2147483648 is over mounter.json's max_tmpfs_bytes 1073741824", "inode"},
+		{"largest numbers", ^uint64(0) &^ (page - 1), ^uint64(0), "max_tmpfs_bytes 1073741824", "inode"},
+		{"largest inodes", page, ^uint64(0), "inode limit 18446744073709551615 is over mounter.json's max_tmpfs_inodes 65536", "max_tmpfs_bytes"},
+	} {
+		err := checkTmpfs(&mountwire.TmpfsRequest{SizeBytes: c.size, Inodes: c.inodes, Mode: 0o755}, cfg, page)
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != wire.ErrRefused {
+			t.Errorf("%s: %v, want ErrRefused", c.name, err)
+			continue
+		}
+		if !strings.Contains(we.Message, c.want) || strings.Contains(we.Message, c.notWant) || len(we.Message) > wire.MaxErrorLen {
+			t.Errorf("%s: message %q, want it to say %q and not %q, within %d bytes", c.name, we.Message, c.want, c.notWant, wire.MaxErrorLen)
+		}
+	}
+	if err := cfg.CheckTmpfsBounds(1<<30, 65536); err != nil {
+		t.Errorf("exactly the bounds: %v", err)
 	}
 }
 

@@ -28,9 +28,19 @@ func checkTmpfs(req *mountwire.TmpfsRequest, cfg *Config, pageSize uint64) error
 		return refuse(wire.ErrBadRequest, "tmpfs: size or inode limit 0 (tmpfs would read it as unlimited)")
 	case req.SizeBytes%pageSize != 0:
 		return refuse(wire.ErrBadRequest, "tmpfs: size %d is not a multiple of the page size %d", req.SizeBytes, pageSize)
-	case req.SizeBytes > cfg.MaxTmpfsBytes || req.Inodes > cfg.MaxTmpfsInodes:
-		return refuse(wire.ErrRefused, "tmpfs: size %d or inode limit %d is over the bound %d or %d",
-			req.SizeBytes, req.Inodes, cfg.MaxTmpfsBytes, cfg.MaxTmpfsInodes)
+	}
+	return cfg.CheckTmpfsBounds(req.SizeBytes, req.Inodes)
+}
+
+// CheckTmpfsBounds refuses (ErrRefused) a tmpfs over max_tmpfs_bytes or
+// max_tmpfs_inodes, naming the one bound exceeded (the size's if both)
+// and both values; packaging's shipped-bounds test judges profiles with
+// it too.
+func (c *Config) CheckTmpfsBounds(size, inodes uint64) error {
+	if size > c.MaxTmpfsBytes {
+		return refuse(wire.ErrRefused, "tmpfs: size %d is over mounter.json's max_tmpfs_bytes %d", size, c.MaxTmpfsBytes)
+	} else if inodes > c.MaxTmpfsInodes {
+		return refuse(wire.ErrRefused, "tmpfs: inode limit %d is over mounter.json's max_tmpfs_inodes %d", inodes, c.MaxTmpfsInodes)
 	}
 	return nil
 }

@@ -52,7 +52,10 @@ func main() {
 			MaxTTLSecs: 3600, Access: []policy.AccessTuple{{Access: policy.AccessEphemeralWrite, Materialization: policy.MaterializationCopy,
 				CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupRemove, MaxBytes: 8 << 20}}}},
 		LibraryProjectionDestinations: []policy.LibraryDestination{{Alias: "libraries", TargetPath: "/opt/glove/libraries"}},
-		ResourceProfiles:              []policy.ResourceProfile{prof},
+		// The demo's session runs the small demo profile; the shipped
+		// harness profile is there for a harness template an operator
+		// adds (docs/policy.md, "Shipped profiles"). Sorted by id.
+		ResourceProfiles: []policy.ResourceProfile{prof, policy.ProfileHarness},
 	}
 	bundles := filepath.Join(dir, "bundles")
 	if err := os.Mkdir(bundles, 0o700); err != nil {

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/helpers/cgroup"
+	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
@@ -272,6 +275,34 @@ func TestLanePolicy(t *testing.T) {
 	}
 	if _, err := lp.Plan("t-nope", ProfBasic, now); err == nil {
 		t.Error("an unknown template planned")
+	}
+}
+
+// TestLaneProfilesFitPackageBounds: the lane installs the .deb and keeps
+// its bounds (packaging/etc/glove), so every lane profile must launch
+// under them, glove-shim's tasks and the derived tmpfs inodes counted,
+// judged by the helpers' own checks (packaging's
+// TestShippedProfilesFitShippedBounds does the same for the shipped
+// profiles).
+func TestLaneProfilesFitPackageBounds(t *testing.T) {
+	mnt, cg := &mounter.Config{}, &cgroup.Config{}
+	for file, cfg := range map[string]helperkit.Config{"mounter.json": mnt, "cgroup.json": cg} {
+		data, err := os.ReadFile(filepath.Join("../../packaging/etc/glove", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := helperkit.DecodeStrict(data, cfg); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	for _, p := range Profiles() {
+		mem, pids := session.CgroupLimits(p)
+		req := session.TmpfsRequest(p.DiskBytes)
+		for _, err := range []error{cg.CheckLimits(mem, pids), mnt.CheckTmpfsBounds(req.SizeBytes, req.Inodes)} {
+			if err != nil {
+				t.Errorf("lane profile %s: %v", p.ProfileID, err)
+			}
+		}
 	}
 }
 

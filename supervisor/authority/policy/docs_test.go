@@ -49,3 +49,48 @@ func TestPolicyDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedProfilesDocument: docs/policy.md's table of shipped
+// profiles lists exactly ShippedProfiles, in order, with every limit,
+// and each profile is valid in a policy whose plan lifetime is its wall
+// time and the launch headroom.
+func TestShippedProfilesDocument(t *testing.T) {
+	b, err := os.ReadFile(policyDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "| `harness` |") || strings.HasPrefix(l, "| `medium` |") || strings.HasPrefix(l, "| `small` |") {
+			rows = append(rows, l)
+		}
+	}
+	shipped := ShippedProfiles()
+	if len(rows) != len(shipped) {
+		t.Fatalf("%s: %d shipped-profile rows, want %d", policyDoc, len(rows), len(shipped))
+	}
+	for i, p := range shipped {
+		cells := strings.Split(rows[i], "|")
+		got := []string{}
+		for _, c := range cells[1:8] {
+			f := strings.Fields(strings.Trim(strings.TrimSpace(c), "`"))
+			got = append(got, strings.Trim(f[0], "`"))
+		}
+		want := []string{p.ProfileID, fmt.Sprint(p.CPUTimeMs), fmt.Sprint(p.MemoryBytes), fmt.Sprint(p.Pids),
+			fmt.Sprint(p.WallTimeMs), fmt.Sprint(p.DiskBytes), fmt.Sprint(p.TerminalOutputBytes)}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: row %d says %v, ShippedProfiles %v", policyDoc, i, got, want)
+		}
+		pol, err := Decode([]byte(exampleText(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol.MaxPlanTTLMs, pol.ResourceProfiles = p.WallTimeMs+LaunchHeadroomMs, []ResourceProfile{p}
+		for i := range pol.PathAliases {
+			pol.PathAliases[i].MaxTTLSecs = max(pol.PathAliases[i].MaxTTLSecs, (p.WallTimeMs+LaunchHeadroomMs)/1000)
+		}
+		if err := Validate(pol); err != nil {
+			t.Errorf("shipped profile %s: %v", p.ProfileID, err)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/seccomp/profile"
 	"github.com/glove-sandbox/glove/spec"
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/egress"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
@@ -55,6 +56,14 @@ const (
 // stage 2 becomes the program): the profile's pids is what the program
 // may use.
 const ShimTasks = 32
+
+// CgroupLimits are the memory and pids limits glove-cgroup is asked for
+// a session of profile p: its memory_bytes, and its pids plus ShimTasks.
+// The shipped-bounds test (packaging) checks every shipped profile's
+// with glove-cgroup's own bounds check.
+func CgroupLimits(p policy.ResourceProfile) (memoryBytes, pids uint64) {
+	return p.MemoryBytes, p.Pids + ShimTasks
+}
 
 // Env is what the session needs from its supervisor: helpers that are
 // running and have answered Hello, where the shim is, and a private
@@ -413,9 +422,13 @@ func prepare(p *prepared, l *Launch, pio IO) error {
 // a hybrid host, Join). It writes only p's cgroup fields, which nothing
 // else reads before prepare has waited for it.
 func (p *prepared) createCgroups(l *Launch) error {
-	cr, files, err := request(p.cg, "create", cgwire.Create, &cgwire.CreateRequest{Session: l.Name, MemoryBytes: l.Limits.MemoryBytes, Pids: l.Limits.Pids + ShimTasks}, callOpts{})
+	mem, pids := CgroupLimits(l.Limits)
+	cr, files, err := request(p.cg, "create", cgwire.Create, &cgwire.CreateRequest{Session: l.Name, MemoryBytes: mem, Pids: pids}, callOpts{})
 	if err != nil {
-		return fmt.Errorf("create the session's cgroups: %w", err)
+		// The pids asked for are not the profile's: say why, or a
+		// refusal of 1056 for a profile of 1024 reads as a mistake.
+		return fmt.Errorf("create the session's cgroups (memory_bytes %d, pids %d: the profile's %d and %d for glove-shim): %w",
+			mem, pids, l.Limits.Pids, ShimTasks, err)
 	}
 	p.cgMade, p.cgroup, p.cgInode = true, files, cr.Inode
 	if cr.V1 {
@@ -447,7 +460,7 @@ func prepareMounts(p *prepared, l *Launch, pio IO) error {
 		p.root = os.NewFile(uintptr(fd), p.env.MaterializationRoot)
 	}
 	if slices.ContainsFunc(l.Mounts, Mount.inScratch) {
-		files, err := call(p.mnt, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(l.Limits.DiskBytes), Inodes: inodesFor(l.Limits.DiskBytes), Mode: 0o755})
+		files, err := call(p.mnt, "tmpfs", mountwire.Tmpfs, TmpfsRequest(l.Limits.DiskBytes))
 		if err != nil {
 			return fmt.Errorf("the session's scratch: glove-mounter tmpfs of %d bytes: %w", l.Limits.DiskBytes, err)
 		}
@@ -543,7 +556,7 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 	case EphemeralCopy:
 		// A read-only copy: a tmpfs of its own (nothing writes it after
 		// the copy; writable copies are in the scratch).
-		files, err := call(mounter, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
+		files, err := call(mounter, "tmpfs", mountwire.Tmpfs, TmpfsRequest(m.MaxBytes))
 		if err != nil {
 			return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 		}
@@ -559,7 +572,7 @@ func materializeMount(env *Env, mounter *helper, m Mount, pio IO) (*os.File, err
 // sourceMount makes a LibraryBundles tmpfs and fills it through its
 // descriptor before anything can see it.
 func sourceMount(mounter *helper, m Mount, pins *Pins) (*os.File, error) {
-	files, err := call(mounter, "tmpfs", mountwire.Tmpfs, &mountwire.TmpfsRequest{SizeBytes: roundPage(m.MaxBytes), Inodes: inodesFor(m.MaxBytes), Mode: 0o755})
+	files, err := call(mounter, "tmpfs", mountwire.Tmpfs, TmpfsRequest(m.MaxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("glove-mounter tmpfs of %d bytes: %w", m.MaxBytes, err)
 	}
@@ -731,9 +744,15 @@ func roundPage(n uint64) uint64 {
 	return (n + pg - 1) / pg * pg
 }
 
-// inodesFor bounds a tmpfs's inodes: one per 4 KiB of quota, at least
-// 1024 (an empty file costs no block but one inode).
-func inodesFor(n uint64) uint64 { return max(n/4096, 1024) }
+// TmpfsRequest is the glove-mounter request for a tmpfs of quota bytes
+// (the scratch's disk_bytes, a read-only copy's or a library mount's
+// max_bytes): the quota rounded up to whole pages, the inode limit
+// InodesFor derives from it, mode 0755. The shipped-bounds
+// test (packaging) checks every shipped profile's scratch request with
+// glove-mounter's own bounds check.
+func TmpfsRequest(quota uint64) *mountwire.TmpfsRequest {
+	return &mountwire.TmpfsRequest{SizeBytes: roundPage(quota), Inodes: InodesFor(quota), Mode: 0o755}
+}
 
 // writeBundle writes the bundle: an empty root with the usual links into
 // /usr, and config.json whose mounts name the descriptors the shim gets

@@ -72,8 +72,17 @@ func TestGloveRunTerminal(t *testing.T) {
 	if cmd.ProcessState.ExitCode() != 4 {
 		t.Fatalf("exit %v, want 4; terminal: %q", err, got)
 	}
-	if !strings.Contains(got, "copying to /workspace [") || !strings.Contains(got, "100%") {
+	if !strings.Contains(got, "copying to /workspace [") {
 		t.Errorf("terminal output %q: no progress bar for the workspace copy", got)
+	}
+	// The bar's line is erased before the program's first output, which
+	// was appended to "100% 4.0 MiB / 4.0 MiB"; and no NUL reaches the
+	// terminal (issue 32).
+	if i := strings.Index(got, "IS-A-TTY"); i < 0 || !strings.HasSuffix(got[:i], "\r\x1b[K") {
+		t.Errorf("terminal output %q: the program's output does not start on an erased line", got)
+	}
+	if strings.ContainsRune(got, 0) {
+		t.Errorf("terminal output %q holds a NUL", got)
 	}
 	if !strings.Contains(got, "IS-A-TTY") || !strings.Contains(got, "31 101") {
 		t.Errorf("terminal output %q: want a tty of 31 rows and 101 columns", got)

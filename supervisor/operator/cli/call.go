@@ -25,6 +25,9 @@ func callCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("call")
 	socket := fs.String("socket", DefaultSocket, "")
 	if err := fs.Parse(args); err != nil {
+		if helpFlag(err, stdout, usageCall) {
+			return ExitOK
+		}
 		fmt.Fprintf(stderr, "glove: call: %v\n%s\n", err, usageCall)
 		return ExitUsage
 	}

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
@@ -30,6 +32,7 @@ const (
 )
 
 const usage = `usage:
+  glove COMMAND --help          print a command's (or group's) usage; also -h, glove GROUP help
   glove version                 print the version
   glove captable [--fields]     print the capability table (helper -> file capabilities);
                                 --fields: one line a row, for scripts
@@ -63,7 +66,7 @@ const usage = `usage:
                                 check a plan (docs/plan.md) against a policy now; print its
                                 plan_content_digest, or exit 2 with the first mismatch
                                 (policy and plan files: mode 0600, owned by you, one link)
-  glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]
+  glove run [--workspace DIR] [--profile small|medium|harness] [--limit NAME=VALUE]... -- CMD [ARGS...]
                                 run CMD in a sandbox: host /usr and /etc read-only, a copy of
                                 the workspace (default: the current directory) at /workspace,
                                 no network, the profile's six limits; exits with CMD's status
@@ -97,6 +100,10 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return ExitUsage
+	}
+	if u, ok := helpAsked(args); ok {
+		fmt.Fprintln(stdout, u)
+		return ExitOK
 	}
 	switch args[0] {
 	case "version", "--version":
@@ -141,11 +148,83 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
+// Usages of the commands that have no file of their own.
+const (
+	usageVersion  = "usage: glove version"
+	usageCaptable = "usage: glove captable [--fields]"
+	usageHelpers  = "usage: glove helpers [--libexec DIR]"
+	usageStatus   = "usage: glove status [--json] [--libexec DIR] [--session-store DIR]"
+	usageStore    = "usage: glove store compact [--session-store DIR] [--receipt-key FILE --receipt-anchor HEX]"
+)
+
+// commands are glove's commands: the usage -h, -help or --help prints
+// for each, and for a group its subcommands' usages.
+var commands = map[string]struct {
+	usage string
+	subs  map[string]string
+}{
+	"version":  {usage: usageVersion},
+	"captable": {usage: usageCaptable},
+	"helpers":  {usage: usageHelpers},
+	"status":   {usage: usageStatus},
+	"store":    {subs: map[string]string{"compact": usageStore}},
+	"policy": {subs: map[string]string{"validate": usagePolicyValidate, "explain": usagePolicyExplain,
+		"detect": usagePolicyDetect, "stage": usagePolicyStage, "generate": usagePolicyGenerate}},
+	"plan":    {subs: map[string]string{"validate": usagePlanValidate}},
+	"receipt": {subs: map[string]string{"verify": usageReceipt}},
+	"seccomp": {subs: map[string]string{"dump": usageSeccompDump}},
+	"run":     {usage: usageRun},
+	"call":    {usage: usageCall},
+}
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
+// helpAsked is the usage to print when args ask for help right after a
+// command (`glove run --help`), a group (`glove policy --help`, or
+// `glove policy help`) or a group's subcommand (`glove policy validate
+// -h`): help asked for is an answer on stdout and exit 0, never "unknown
+// subcommand". Further along the flags, each command's flag parsing
+// answers the same way (helpFlag); after a command's own arguments
+// (`glove run -- sh --help`) it is the program's.
+func helpAsked(args []string) (string, bool) {
+	c, ok := commands[args[0]]
+	if !ok || len(args) < 2 {
+		return "", false
+	}
+	if c.subs == nil {
+		return c.usage, isHelpFlag(args[1])
+	}
+	if isHelpFlag(args[1]) || args[1] == "help" {
+		var all []string
+		for _, name := range slices.Sorted(maps.Keys(c.subs)) {
+			all = append(all, c.subs[name])
+		}
+		return strings.Join(all, "\n"), true
+	}
+	if u, ok := c.subs[args[1]]; ok && len(args) >= 3 && isHelpFlag(args[2]) {
+		return u, true
+	}
+	return "", false
+}
+
+// helpFlag answers a flag.ErrHelp from a command's flag set (-h, -help
+// or --help among its flags) as helpAsked does: the usage on stdout.
+func helpFlag(err error, stdout io.Writer, usage string) bool {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, usage)
+		return true
+	}
+	return false
+}
+
 func helpers(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("glove helpers", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("glove helpers")
 	dir := fs.String("libexec", LibexecDir, "directory of the installed helpers")
 	if err := fs.Parse(args); err != nil {
+		if helpFlag(err, stdout, usageHelpers) {
+			return ExitOK
+		}
+		fmt.Fprintf(stderr, "glove helpers: %v\n%s\n", err, usageHelpers)
 		return ExitUsage
 	}
 	if fs.NArg() != 0 {

@@ -52,8 +52,8 @@ func policyDetect(args []string, stdout, stderr io.Writer) int {
 	var dirs searchPaths
 	fs.Var(&dirs, "search-path", "search directory (repeatable, in search order)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if !parseFlags(fs, args, stderr, usagePolicyDetect) {
-		return ExitUsage
+	if code, done := parseFlags(fs, args, stdout, stderr, usagePolicyDetect); done {
+		return code
 	}
 	if len(dirs) == 0 {
 		fmt.Fprintf(stderr, "glove: policy detect: --search-path is required\n%s\n", usagePolicyDetect)

@@ -61,8 +61,8 @@ func policyGenerate(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&readOnly, "read-only-path", "read-only dependency path (repeatable)")
 	fs.Var(&aliases, "alias", "allowed path alias (repeatable)")
 	fs.Var(&destinations, "destination", "allowed projection destination (repeatable)")
-	if !parseFlags(fs, args, stderr, usagePolicyGenerate) {
-		return ExitUsage
+	if code, done := parseFlags(fs, args, stdout, stderr, usagePolicyGenerate); done {
+		return code
 	}
 	usageFault := func(msg string) int {
 		fmt.Fprintf(stderr, "glove: policy generate: %s\n%s\n", msg, usagePolicyGenerate)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,8 +38,8 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 	case "validate":
 		fs := newFlags("policy validate")
 		file := fs.String("file", "", "policy file")
-		if !parseFlags(fs, args[1:], stderr, usagePolicyValidate) {
-			return ExitUsage
+		if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePolicyValidate); done {
+			return code
 		}
 		if *file == "" {
 			fmt.Fprintf(stderr, "glove: policy validate: --file is required\n%s\n", usagePolicyValidate)
@@ -67,8 +66,8 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 		fs := newFlags("policy explain")
 		file := fs.String("file", "", "policy file")
 		asJSON := fs.Bool("json", false, "print JSON")
-		if !parseFlags(fs, args[1:], stderr, usagePolicyExplain) {
-			return ExitUsage
+		if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePolicyExplain); done {
+			return code
 		}
 		if *file == "" {
 			fmt.Fprintf(stderr, "glove: policy explain: --file is required\n%s\n", usagePolicyExplain)
@@ -111,8 +110,8 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("plan validate")
 	polFlag := fs.String("policy", "", "policy file")
 	planFile := fs.String("plan", "", "plan file")
-	if !parseFlags(fs, args[1:], stderr, usagePlanValidate) {
-		return ExitUsage
+	if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePlanValidate); done {
+		return code
 	}
 	if *polFlag == "" || *planFile == "" {
 		fmt.Fprintf(stderr, "glove: plan validate: --policy and --plan are required\n%s\n", usagePlanValidate)
@@ -158,18 +157,20 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, usage string) bool {
+// parseFlags parses args with fs, which takes no positional argument. It
+// returns done and the exit status when the command is over: help asked
+// for (the usage on stdout, exit 0) or a usage fault (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage string) (exit int, done bool) {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "%s\n", usage)
-			return false
+		if helpFlag(err, stdout, usage) {
+			return ExitOK, true
 		}
 		fmt.Fprintf(stderr, "glove: %s: %v\n%s\n", fs.Name(), err, usage)
-		return false
+		return ExitUsage, true
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "glove: %s: unexpected argument %q\n%s\n", fs.Name(), fs.Arg(0), usage)
-		return false
+		return ExitUsage, true
 	}
-	return true
+	return 0, false
 }

@@ -30,7 +30,11 @@ func receiptCommand(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("receipt verify")
 	keyFile := fs.String("key", "", "")
 	anchor := fs.String("anchor", strings.Repeat("0", 64), "")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 || *keyFile == "" || !policy.ValidSHA256Hex(*anchor) {
+	err := fs.Parse(args[1:])
+	if helpFlag(err, stdout, usageReceipt) {
+		return ExitOK
+	}
+	if err != nil || fs.NArg() != 1 || *keyFile == "" || !policy.ValidSHA256Hex(*anchor) {
 		fmt.Fprintf(stderr, "glove: receipt verify: want --key K, an --anchor of 64 hex, and one FILE\n%s\n", usageReceipt)
 		return ExitUsage
 	}

@@ -34,7 +34,7 @@ import (
 // (128+N when it was killed by signal N).
 const ExitNotStarted = 125
 
-const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
+const usageRun = "usage: glove run [--workspace DIR] [--profile small|medium|harness] [--limit NAME=VALUE]... -- CMD [ARGS...]\n       glove run --policy F --plan P [--materialization-root DIR] [--library-bundle-root DIR] [--receipt FILE --receipt-key K [--receipt-anchor HEX]]"
 
 // limitList is the repeatable --limit flag: NAME=VALUE for one of the six
 // limits, replacing the profile's value.
@@ -77,13 +77,14 @@ func (l limitList) apply(p *policy.ResourceProfile) {
 	}
 }
 
-// runProfiles are glove run's resource profiles: the six limits of a
-// policy's resource_profiles, chosen with --profile.
-var runProfiles = map[string]policy.ResourceProfile{
-	"small": {ProfileID: "small", CPUTimeMs: 60_000, MemoryBytes: 512 << 20, Pids: 256,
-		WallTimeMs: 10 * 60_000, DiskBytes: 256 << 20, TerminalOutputBytes: 16 << 20},
-	"medium": {ProfileID: "medium", CPUTimeMs: 10 * 60_000, MemoryBytes: 2 << 30, Pids: 1024,
-		WallTimeMs: 60 * 60_000, DiskBytes: 2 << 30, TerminalOutputBytes: 256 << 20},
+// runProfile is the shipped profile --profile names (policy.ShippedProfiles).
+func runProfile(name string) (policy.ResourceProfile, bool) {
+	for _, p := range policy.ShippedProfiles() {
+		if p.ProfileID == name {
+			return p, true
+		}
+	}
+	return policy.ResourceProfile{}, false
 }
 
 // runPath is the program's PATH inside the sandbox, and where a command
@@ -112,6 +113,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	matRoot := fs.String("materialization-root", "", "")
 	libRoot := fs.String("library-bundle-root", "", "")
 	if err := fs.Parse(args); err != nil {
+		if helpFlag(err, stdout, usageRun) {
+			return ExitOK
+		}
 		fmt.Fprintf(stderr, "glove: run: %v\n%s\n", err, usageRun)
 		return ExitUsage
 	}
@@ -135,9 +139,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glove: run: no command\n%s\n", usageRun)
 		return ExitUsage
 	}
-	prof, ok := runProfiles[*profile]
+	prof, ok := runProfile(*profile)
 	if !ok {
-		fmt.Fprintf(stderr, "glove: run: unknown profile %q (small, medium)\n%s\n", *profile, usageRun)
+		fmt.Fprintf(stderr, "glove: run: unknown profile %q (small, medium, harness)\n%s\n", *profile, usageRun)
 		return ExitUsage
 	}
 	limits.apply(&prof)
@@ -452,33 +456,57 @@ func runSession(l *session.Launch, pins *session.Pins, matRoot string, stdin io.
 			fwd <- sig
 		}
 	}()
+	var bar *progressBar
 	if isTerminal(os.Stderr) {
-		pio.Progress = progressBar(stderr)
+		bar = &progressBar{w: stderr, last: -1}
+		pio.Progress = bar.draw
 	}
 	res, err = session.Run(context.Background(), env, l, pins, pio)
-	if pio.Progress != nil {
-		fmt.Fprint(stderr, "\r\033[K")
+	if bar != nil {
+		bar.clear()
 	}
 	return res, err
 }
 
-// progressBar draws the copy's progress on one terminal line, at most
-// every 1% of the bytes.
-func progressBar(w io.Writer) func(string, materialize.Totals, materialize.Totals) {
-	last := -1
-	return func(target string, done, total materialize.Totals) {
-		pct := 100
-		if total.Bytes > 0 {
-			pct = int(done.Bytes * 100 / total.Bytes)
-		}
-		if pct == last {
-			return
-		}
-		last = pct
-		const width = 30
-		fill := pct * width / 100
-		fmt.Fprintf(w, "\r\033[Kcopying to %s [%s%s] %3d%% %s / %s", target,
-			strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct, size(done.Bytes), size(total.Bytes))
+// progressBar draws a copy's progress on one terminal line, at most
+// every 1% of the bytes, and erases the line when the copy is complete,
+// so that the program's output starts on a clean line (it was appended
+// to "100% 4.0 MiB / 4.0 MiB").
+type progressBar struct {
+	w     io.Writer
+	last  int
+	shown bool // a bar is on the line
+}
+
+func (b *progressBar) draw(target string, done, total materialize.Totals) {
+	pct := 100
+	if total.Bytes > 0 {
+		// A file that grew since the scan may take done past total.
+		pct = int(min(done.Bytes, total.Bytes) * 100 / total.Bytes)
+	}
+	if pct == b.last {
+		return
+	}
+	b.last = pct
+	if pct == 100 {
+		b.last = -1 // the next copy's bar starts afresh
+		b.clear()
+		return
+	}
+	const width = 30
+	fill := pct * width / 100
+	fmt.Fprintf(b.w, "\r\033[Kcopying to %s [%s%s] %3d%% %s / %s", target,
+		strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct, size(done.Bytes), size(total.Bytes))
+	b.shown = true
+}
+
+// clear erases the bar if one is on the line (a copy that failed midway):
+// erasing unconditionally at the session's end would erase the program's
+// last line when it ends without a newline (a prompt).
+func (b *progressBar) clear() {
+	if b.shown {
+		fmt.Fprint(b.w, "\r\033[K")
+		b.shown = false
 	}
 }
 

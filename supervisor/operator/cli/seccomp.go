@@ -69,8 +69,8 @@ func seccompCommand(args []string, stdout, stderr io.Writer) int {
 	raw := fs.Bool("raw", false, "write the BPF program's bytes unchanged")
 	var fds fdList
 	fs.Var(&fds, "inherited-fd", "a descriptor of the committed inherited range (repeatable)")
-	if !parseFlags(fs, args[1:], stderr, usageSeccompDump) {
-		return ExitUsage
+	if code, done := parseFlags(fs, args[1:], stdout, stderr, usageSeccompDump); done {
+		return code
 	}
 	if *pfc && *raw {
 		fmt.Fprintf(stderr, "glove: seccomp dump: --pfc and --raw exclude each other\n%s\n", usageSeccompDump)

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,9 +32,8 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 	yes := fs.Bool("yes", false, "copy into DIR/<digest>")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "%s\n", usagePolicyStage)
-			return ExitUsage
+		if helpFlag(err, stdout, usagePolicyStage) {
+			return ExitOK
 		}
 		return usageFault("%v", err)
 	}
@@ -68,20 +65,19 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 		return ExitFail
 	}
 	opts := stage.Options{Runtime: *runtime, Source: *source, Directory: *dir, DryRun: *dryRun}
-	drawn := false
+	var bar *progressBar
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		bar := progressBar(stderr)
+		bar = &progressBar{w: stderr, last: -1}
 		opts.Progress = func(phase string, done, total int64) {
 			if phase != "copy" {
 				return
 			}
-			drawn = true
-			bar(*dir, materialize.Totals{Bytes: done}, materialize.Totals{Bytes: total})
+			bar.draw(*dir, materialize.Totals{Bytes: done}, materialize.Totals{Bytes: total})
 		}
 	}
 	rep, err := stage.Stage(opts)
-	if drawn {
-		fmt.Fprint(stderr, "\r\033[K")
+	if bar != nil {
+		bar.clear()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: policy stage: %v\n", err)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -104,13 +103,16 @@ func freeBytes(dir string) (uint64, error) {
 }
 
 func statusCommand(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("glove status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("glove status")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	p := defaultStatusProbe()
 	fs.StringVar(&p.libexec, "libexec", p.libexec, "directory of the installed helpers")
 	fs.StringVar(&p.storeDir, "session-store", p.storeDir, "gloved's session store directory")
 	if err := fs.Parse(args); err != nil {
+		if helpFlag(err, stdout, usageStatus) {
+			return ExitOK
+		}
+		fmt.Fprintf(stderr, "glove status: %v\n%s\n", err, usageStatus)
 		return ExitUsage
 	}
 	if fs.NArg() != 0 {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -17,15 +16,18 @@ import (
 // holds the writer lock, so this refuses then).
 func storeCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "compact" {
-		fmt.Fprintln(stderr, "usage: glove store compact [--session-store DIR] [--receipt-key FILE --receipt-anchor HEX]")
+		fmt.Fprintln(stderr, usageStore)
 		return ExitUsage
 	}
-	fs := flag.NewFlagSet("glove store compact", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("glove store compact")
 	dir := fs.String("session-store", DefaultStoreDir, "gloved's session store directory (run as its owner, the service user)")
 	keyFile := fs.String("receipt-key", "", "gloved's service key file; with --receipt-anchor, the receipt journal is compacted too")
 	anchor := fs.String("receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
 	if err := fs.Parse(args[1:]); err != nil {
+		if helpFlag(err, stdout, usageStore) {
+			return ExitOK
+		}
+		fmt.Fprintf(stderr, "glove store compact: %v\n%s\n", err, usageStore)
 		return ExitUsage
 	}
 	if fs.NArg() != 0 || (*keyFile == "") != (*anchor == "") {
