@@ -35,3 +35,15 @@ func Ensure(t testing.TB, h Harness) string {
 	}
 	return r.Path
 }
+
+// EnsurePrefix is Ensure for a test that needs the whole installed
+// package (its npm prefix, holding node_modules), not only the binary.
+func EnsurePrefix(t testing.TB, h Harness) string {
+	t.Helper()
+	Ensure(t, h)
+	cache, err := DefaultCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Prefix(cache)
+}

@@ -3,6 +3,8 @@ package harnesses
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // KeyEnv is the environment variable that carries the model API key to
@@ -126,5 +128,38 @@ func (h Harness) Env(r Run) []string {
 			env = append(env, "ANTHROPIC_UNIX_SOCKET="+r.UnixSocket)
 		}
 	}
+	return env
+}
+
+// TUIArgs turns codex's `exec` arguments (Args) into its interactive
+// TUI's: no `exec`, no --skip-git-repo-check (the TUI asks nothing about
+// it with danger-full-access), no prompt (the last argument).
+func TUIArgs(args []string) []string {
+	var out []string
+	for i, a := range args {
+		if a == "exec" || a == "--skip-git-repo-check" || i == len(args)-1 {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// SandboxEnv is the harness's environment as a Glove runtime template
+// gives it (Env, for a run whose Home is the private home): without HOME
+// and CODEX_HOME, which Glove sets itself, TMPDIR the sandbox's /tmp,
+// sorted as a policy's environment must be.
+func (h Harness) SandboxEnv(r Run) []string {
+	var env []string
+	for _, kv := range h.Env(r) {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "HOME", "CODEX_HOME":
+		case "TMPDIR":
+			env = append(env, "TMPDIR=/tmp")
+		default:
+			env = append(env, kv)
+		}
+	}
+	slices.Sort(env)
 	return env
 }

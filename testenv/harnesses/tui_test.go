@@ -120,7 +120,7 @@ func TestCodexTUI(t *testing.T) {
 
 	run := Run{Home: home, BaseURL: "http://" + l.Addr().String(), Key: key, Model: "glove-test-model"}
 	// The TUI is codex without `exec` and without a prompt.
-	args := h2tui(Codex.Args(run))
+	args := TUIArgs(Codex.Args(run))
 	master, tty := openPty(t, 24, 80)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -178,18 +178,4 @@ func TestCodexTUI(t *testing.T) {
 	if strings.Count(got, "responses-side/-1") != 1 || !strings.Contains(strings.ReplaceAll(got, "responses-side/-1 ", ""), "responses/0 responses/1") {
 		t.Errorf("requests %s, want responses/0 and responses/1 in order and one title side call", got)
 	}
-}
-
-// h2tui turns codex's `exec` arguments into the TUI's: no `exec`, no
-// --skip-git-repo-check (the TUI asks nothing about it with
-// danger-full-access), no prompt.
-func h2tui(args []string) []string {
-	var out []string
-	for i, a := range args {
-		if a == "exec" || a == "--skip-git-repo-check" || i == len(args)-1 {
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/authority/stage"
 	"github.com/glove-sandbox/glove/testenv"
+	"github.com/glove-sandbox/glove/testenv/harnesses"
 )
 
 // codexTarget is the directory of codex's platform package that holds
@@ -120,7 +121,7 @@ func TestGloveRunStagedCodex(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the test stages codex's linux-x64 platform package")
 	}
-	prefix := testenv.NPMPackage(t, "@openai/codex", testenv.CodexVersion)
+	prefix := harnesses.EnsurePrefix(t, harnesses.Codex)
 	plat := filepath.Join(prefix, "node_modules", "@openai", "codex-linux-x64")
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
@@ -174,8 +175,8 @@ func TestGloveRunStagedCodex(t *testing.T) {
 
 	t.Run("real codex --version", func(t *testing.T) {
 		out := launchStaged(t, e, work, polFile, ws, pol, 1, real)
-		if !strings.Contains(out, "codex-cli "+testenv.CodexVersion) {
-			t.Errorf("stdout %q lacks codex-cli %s", out, testenv.CodexVersion)
+		if !strings.Contains(out, "codex-cli "+harnesses.Codex.Version) {
+			t.Errorf("stdout %q lacks codex-cli %s", out, harnesses.Codex.Version)
 		}
 	})
 	t.Run("siblings, read-only", func(t *testing.T) {
@@ -269,7 +270,7 @@ func TestGloveRunStagedClaudeCode(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the test stages claude-code's linux-x64 platform package")
 	}
-	prefix := testenv.NPMPackage(t, "@anthropic-ai/claude-code", testenv.ClaudeCodeVersion)
+	prefix := harnesses.EnsurePrefix(t, harnesses.Claude)
 	plat := filepath.Join(prefix, "node_modules", "@anthropic-ai", "claude-code-linux-x64")
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
@@ -296,7 +297,7 @@ func TestGloveRunStagedClaudeCode(t *testing.T) {
 	polFile := filepath.Join(work, "policy.json")
 	writeOwned(t, e, polFile, policy.Canonical(pol))
 	out := launchStaged(t, e, work, polFile, workspace(t, e, nil), pol, 0, rep)
-	if !strings.Contains(out, testenv.ClaudeCodeVersion) {
-		t.Errorf("stdout %q lacks %s", out, testenv.ClaudeCodeVersion)
+	if !strings.Contains(out, harnesses.Claude.Version) {
+		t.Errorf("stdout %q lacks %s", out, harnesses.Claude.Version)
 	}
 }

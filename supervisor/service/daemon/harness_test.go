@@ -65,6 +65,30 @@ func stageHarness(t *testing.T, e *testenv.Env, name, bin string) string {
 	return dst
 }
 
+// modelGateway serves the scripted model server on a unix socket of the
+// host that gloved (the service user) can connect to, as an operator's
+// model gateway, and returns it with the socket's path. Each request is
+// logged to the test.
+func modelGateway(t *testing.T, e *testenv.Env, f *fixture, cfg modelserver.Config) (*modelserver.Server, string) {
+	t.Helper()
+	cfg.OnRequest = func(r modelserver.Request) {
+		t.Logf("model server: #%d %s %s kind=%s keyok=%v turn=%d status=%d results=%q err=%q",
+			r.Seq, r.Method, r.Path, r.Kind, r.KeyOK, r.Turn, r.Status, r.ToolResults, r.Err)
+	}
+	srv := modelserver.New(cfg)
+	sock := filepath.Join(ownedDir(t, e, filepath.Join(f.dir, "gateway")), "model.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(sock, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	return srv, sock
+}
+
 // TestGlovedRealHarnesses runs the real harnesses, the pinned codex and
 // claude-code from npm, as managed sessions: each reaches the scripted
 // model server (on a unix socket of the host) only through the session's
@@ -94,22 +118,7 @@ func TestGlovedRealHarnesses(t *testing.T) {
 	key := "sk-glove-test-" + randomHex(t)
 	final := "GLOVE-FINAL-" + randomHex(t)
 	script := []modelserver.Turn{{Command: "cat input.txt > out.txt; echo done >> out.txt; cat out.txt"}, {Text: final}}
-	srv := modelserver.New(modelserver.Config{Key: key, Responses: script, Messages: script,
-		OnRequest: func(r modelserver.Request) {
-			t.Logf("model server: #%d %s %s kind=%s keyok=%v turn=%d status=%d results=%q err=%q",
-				r.Seq, r.Method, r.Path, r.Kind, r.KeyOK, r.Turn, r.Status, r.ToolResults, r.Err)
-		}})
-	gw := ownedDir(t, e, filepath.Join(f.dir, "gateway"))
-	sock := filepath.Join(gw, "model.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(sock, e.UID, e.GID); err != nil {
-		t.Fatal(err)
-	}
-	hs := srv.Serve(l)
-	t.Cleanup(func() { hs.Close() })
+	srv, sock := modelGateway(t, e, f, modelserver.Config{Key: key, Responses: script, Messages: script})
 
 	// One template per harness: its binary pinned, /usr read-only (its
 	// shell tool runs /bin/bash), its model settings pointing at the
@@ -117,18 +126,6 @@ func TestGlovedRealHarnesses(t *testing.T) {
 	base := "http://127.0.0.1:" + strconv.Itoa(egressPort)
 	for _, h := range harnesses.All {
 		run := harnesses.Run{Home: "/home/agent", BaseURL: base, Key: key, Model: "glove-test-model", Prompt: "Run the command."}
-		var env []string
-		for _, kv := range h.Env(run) {
-			name, _, _ := strings.Cut(kv, "=")
-			switch name {
-			case "HOME", "CODEX_HOME": // Glove's managed environment
-			case "TMPDIR":
-				env = append(env, "TMPDIR=/tmp")
-			default:
-				env = append(env, kv)
-			}
-		}
-		slices.Sort(env)
 		runtime := "codex"
 		if h.Name == harnesses.Claude.Name {
 			runtime = "claude-code"
@@ -136,7 +133,7 @@ func TestGlovedRealHarnesses(t *testing.T) {
 		r := policy.RuntimeTemplate{
 			RuntimeTemplateID: h.Name + "-e2e", RuntimeID: runtime, SandboxBackend: policy.BackendLinuxProduction,
 			AllowedPathAliases: []string{"workspace"},
-			Launch:             policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: env, ReadOnlyPaths: []string{"/usr"}},
+			Launch:             policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: h.SandboxEnv(run), ReadOnlyPaths: []string{"/usr"}},
 		}
 		r.AdapterCommandDigest = policy.AdapterDigest(&r)
 		f.templates[r.RuntimeTemplateID] = r
