@@ -59,10 +59,14 @@ func stagedCodex(t *testing.T, e *testenv.Env) string {
 // screen collects an attached session's output, answering the terminal's
 // cursor position query as a terminal would (codex's TUI asks once).
 type screen struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	ended  *daemon.End
-	answer func()
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ended *daemon.End
+	// queries counts the cursor position queries not yet answered; the
+	// test's goroutine answers them (tick), as calls of a test's client
+	// belong to its goroutine.
+	queries int
+	answer  func()
 }
 
 func (s *screen) read(t *testing.T, c *client, id string) {
@@ -81,8 +85,10 @@ func (s *screen) read(t *testing.T, c *client, id string) {
 			s.mu.Lock()
 			s.buf.Write(o.Data)
 			s.mu.Unlock()
-			if bytes.Contains(o.Data, []byte("\x1b[6n")) {
-				s.answer()
+			if n := bytes.Count(o.Data, []byte("\x1b[6n")); n > 0 {
+				s.mu.Lock()
+				s.queries += n
+				s.mu.Unlock()
 			}
 		case "ended":
 			var e daemon.End
@@ -105,7 +111,12 @@ func (s *screen) waitFor(from int, want string, d time.Duration) (int, bool) {
 		s.mu.Lock()
 		n := s.buf.Len()
 		found := from <= n && bytes.Contains(s.buf.Bytes()[from:], []byte(want))
+		q := s.queries
+		s.queries = 0
 		s.mu.Unlock()
+		for range q {
+			s.answer()
+		}
 		if found {
 			return n, true
 		}
@@ -179,10 +190,10 @@ func TestGlovedCodexTUI(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// The answer goes on the control connection: a call on the attached
+	// one would interleave with the notifications read there.
 	scr := &screen{answer: func() {
-		// From the reader's goroutine: a call of its own connection
-		// would interleave with the notifications it reads.
-		go ctl.ok("write_stdin", map[string]any{"session_id": id, "data": []byte("\x1b[1;1R")}, nil)
+		ctl.ok("write_stdin", map[string]any{"session_id": id, "data": []byte("\x1b[1;1R")}, nil)
 	}}
 	done := make(chan struct{})
 	go func() { defer close(done); scr.read(t, c, id) }()
