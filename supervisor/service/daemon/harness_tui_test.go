@@ -155,7 +155,7 @@ func TestGlovedCodexTUI(t *testing.T) {
 	}
 	key, final := "sk-glove-test-"+randomHex(t), "GLOVE-FINAL-"+randomHex(t)
 	srv, sock := modelGateway(t, e, f, modelserver.Config{Key: key,
-		Responses: []modelserver.Turn{{Command: "cat input.txt > out.txt; cat out.txt"}, {Text: final}}})
+		Responses: []modelserver.Turn{{Command: "cat input.txt > out.txt; cat out.txt; rg --version"}, {Text: final}}})
 	run := harnesses.Run{Home: "/home/agent", BaseURL: "http://127.0.0.1:" + strconv.Itoa(egressPort), Key: key, Model: "glove-test-model"}
 	r := policy.RuntimeTemplate{RuntimeTemplateID: "codex-tui", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
 		AllowedPathAliases: []string{"workspace"},
@@ -197,6 +197,23 @@ func TestGlovedCodexTUI(t *testing.T) {
 	}}
 	done := make(chan struct{})
 	go func() { defer close(done); scr.read(t, c, id) }()
+	// A check that fails on the way stops the session still, so that
+	// nothing of it outlives the test (the leak check).
+	defer func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if _, e := ctl.call("stop_session", map[string]any{"session_id": id, "grace_ms": 200}); e != nil {
+			t.Errorf("stop the session after a failed check: %v", e)
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the session did not end after stop_session")
+		}
+	}()
 
 	n, ok := scr.waitFor(0, "Ask Codex to do anything", 60*time.Second)
 	if !ok {
@@ -237,8 +254,11 @@ func TestGlovedCodexTUI(t *testing.T) {
 	if len(log) != 2 || !log[0].KeyOK || !log[1].KeyOK {
 		t.Fatalf("the model server saw %d scripted requests (%+v), want 2 with the key", len(log), log)
 	}
-	if res := log[1].ToolResults; len(res) != 1 || !strings.Contains(res[0], input) {
-		t.Errorf("the tool result sent back %q, want one holding %q", res, input)
+	// ripgrep is not on the host's PATH here: codex's own, a sibling in
+	// its package (codex-path/rg), answers, which only the whole staged
+	// tree shows the sandbox.
+	if res := log[1].ToolResults; len(res) != 1 || !strings.Contains(res[0], input) || !strings.Contains(res[0], "ripgrep ") {
+		t.Errorf("the tool result sent back %q, want one holding %q and ripgrep's version", res, input)
 	}
 	g.stop(t)
 }
