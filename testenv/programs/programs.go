@@ -14,7 +14,8 @@ package programs
 // "streamwait" it makes one exchange on its stream and waits, with "ls
 // DIR" it lists DIR, with "mountinfo" it prints its mount table, with
 // "connect PATH" it tries to reach the unix socket at PATH by its name,
-// with "tcp ADDR..." it connects to each TCP address in turn and makes one
+// with "netprobe UDPADDR" it tries what an egress session must not do
+// (netprobe below), with "tcp ADDR..." it connects to each TCP address in turn and makes one
 // framed exchange (the upstream's framing) on each that answers,
 // with "connects PATH..." each of them in turn,
 // with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
@@ -358,7 +359,72 @@ func tcpExchanges(addrs []string) {
 	}
 }
 
+// netprobe tries, in a session with egress endpoints, each way out that
+// must stay shut, and prints the error of each: a UDP datagram to
+// udpAddr (a listener of the host's, which must receive nothing), a DNS
+// lookup, a raw socket, an IPv6, a unix and a netlink socket, a listener
+// of its own on the sandbox's loopback, and any socket among its
+// descriptors (the egress listeners and their hand-off are PID 1's and
+// gloved's, never the program's).
+func netprobe(udpAddr string) {
+	try := func(name string, f func() error) { fmt.Printf("netprobe %s: %v\n", name, f()) }
+	try("udp", func() error {
+		c, err := net.Dial("udp", udpAddr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("leak"))
+		return err
+	})
+	try("dns", func() error {
+		_, err := net.LookupHost("example.com")
+		return err
+	})
+	for _, s := range []struct {
+		name             string
+		domain, typ, pro int
+	}{{"raw", syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_TCP}, {"inet6", syscall.AF_INET6, syscall.SOCK_STREAM, 0},
+		{"unix", syscall.AF_UNIX, syscall.SOCK_STREAM, 0}, {"netlink", syscall.AF_NETLINK, syscall.SOCK_RAW, 0},
+		{"packet", syscall.AF_PACKET, syscall.SOCK_RAW, 0}} {
+		try(s.name, func() error {
+			fd, err := syscall.Socket(s.domain, s.typ, s.pro)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			return err
+		})
+	}
+	try("bind", func() error {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: 9999, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return err
+		}
+		return syscall.Listen(fd, 1)
+	})
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		fmt.Println("netprobe fds:", err)
+		return
+	}
+	var socks []string
+	for _, e := range entries {
+		if t, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(t, "socket:") {
+			socks = append(socks, e.Name())
+		}
+	}
+	fmt.Printf("netprobe sockets held: %v\n", socks)
+}
+
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "netprobe" {
+		netprobe(os.Args[2])
+		return
+	}
 	if len(os.Args) > 2 && os.Args[1] == "tcp" {
 		tcpExchanges(os.Args[2:])
 		return

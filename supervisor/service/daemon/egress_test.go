@@ -68,8 +68,25 @@ func TestGlovedEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A datagram service on the host's loopback: nothing may reach it.
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	var datagrams atomic.Int32
+	go func() {
+		b := make([]byte, 64)
+		for {
+			if _, _, err := udp.ReadFrom(b); err != nil {
+				return
+			}
+			datagrams.Add(1)
+		}
+	}()
 	ep := "127.0.0.1:" + strconv.Itoa(egressPort)
-	f := newFixture(t, e, map[string][]string{"egress": {"tcp", ep, "127.0.0.1:8788", "127.0.0.1:" + hostPort, "10.0.0.1:80"}})
+	f := newFixture(t, e, map[string][]string{"egress": {"tcp", ep, "127.0.0.1:8788", "127.0.0.1:" + hostPort, "10.0.0.1:80"},
+		"egress-probe": {"netprobe", udp.LocalAddr().String()}})
 	sock := startUpstream(t, e, f)
 	f.withEgress(t, sock)
 	g := f.start()
@@ -132,6 +149,31 @@ func TestGlovedEgress(t *testing.T) {
 	if cl.Session != "s-egress" || cl.Policy != "model-gateway" || cl.Port != egressPort || cl.Status != "ok" ||
 		cl.BytesUp != 8 || cl.BytesDown != 13 {
 		t.Errorf("close record %+v, want session s-egress, model-gateway, port %d, ok, 8 bytes up, 13 down", cl, egressPort)
+	}
+
+	// With the endpoint there, every other way out stays shut: judged in
+	// the sandbox by each call's error, and from outside by the host's
+	// datagram service, which received nothing.
+	pl = f.plan("egress-probe", "tiny")
+	pl.EgressPolicyIDs = []string{"model-gateway"}
+	tok = f.create(c, "s-probe", pl)
+	c.ok("start_session", map[string]any{"session_id": "s-probe", "start_token": tok}, nil)
+	end = attach(t, c, "s-probe")
+	out = strings.ReplaceAll(end.output, "\r\n", "\n")
+	for _, want := range []string{"netprobe udp: dial udp " + udp.LocalAddr().String() + ": socket: operation not permitted\n",
+		"netprobe raw: operation not permitted\n", "netprobe inet6: operation not permitted\n",
+		"netprobe unix: operation not permitted\n", "netprobe netlink: operation not permitted\n",
+		"netprobe packet: operation not permitted\n", "netprobe bind: operation not permitted\n",
+		"netprobe sockets held: []\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the probe's output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "netprobe dns: <nil>") {
+		t.Errorf("a DNS lookup succeeded in the sandbox:\n%s", out)
+	}
+	if n := datagrams.Load(); n != 0 {
+		t.Errorf("the host's datagram service received %d datagrams from the sandbox", n)
 	}
 
 	// no-network: the same program, and no endpoint.
