@@ -18,6 +18,8 @@ package programs
 // framed exchange (the upstream's framing) on each that answers,
 // with "connects PATH..." each of them in turn,
 // with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
+// "envsum NAME SECS" it prints whether variable NAME is set and a SHA-256
+// of its value (never the value) and waits SECS seconds, with
 // "services" it prints what it has of local services (its
 // GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
 // descriptor 3 is open, makes one exchange on it.
@@ -317,6 +319,16 @@ func main() {
 			mode = os.Args[4]
 		}
 		agent(os.Args[2], os.Args[3], mode)
+		return
+	}
+	if len(os.Args) > 3 && os.Args[1] == "envsum" {
+		// A harness with an API key in its environment: it says what
+		// it got by digest only, then stays a while so that the test
+		// can look at the host meanwhile.
+		v, ok := os.LookupEnv(os.Args[2])
+		fmt.Printf("env %s set %v sha256 %x\n", os.Args[2], ok, sha256.Sum256([]byte(v)))
+		secs, _ := time.ParseDuration(os.Args[3] + "s")
+		time.Sleep(secs)
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "line" {

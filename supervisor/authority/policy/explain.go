@@ -188,6 +188,11 @@ func (e *Explanation) Text() string {
 	fmt.Fprintf(&b, "tool policies a plan may name: %s\n", quoteList(e.ToolPolicyIDs))
 	fmt.Fprintf(&b, "secret handles a plan may name: %s\n", quoteList(e.SecretHandles))
 	for _, c := range e.CredentialPolicies {
+		if c.EnvironmentVariable != "" {
+			fmt.Fprintf(&b, "  %s: its lease (imported from %s, at most %d bytes, one line) as the program's environment variable %s; never taken back\n",
+				q(c.Handle), q(c.SourcePath), c.MaxBytes, c.EnvironmentVariable)
+			continue
+		}
 		fmt.Fprintf(&b, "  %s: a copy of its lease (imported from %s, at most %d bytes) at %s in a native-skill runtime's private home; what the session leaves there is the lease's next version\n",
 			q(c.Handle), q(c.SourcePath), c.MaxBytes, q(c.DestinationPath))
 	}

@@ -109,6 +109,11 @@ const (
 	MaxCredentialBytes = 1 << 20
 	// MaxCredentialPolicies bounds the credential policies.
 	MaxCredentialPolicies = 64
+	// MaxCredentialVariableBytes bounds max_bytes of a credential
+	// delivered as an environment variable: far below the kernel's
+	// bound on one execve string (MAX_ARG_STRLEN, 128 KiB), far above
+	// any API key or token.
+	MaxCredentialVariableBytes = 32 << 10
 )
 
 // Policy is a decoded session policy. Decode fills it; Validate checks
@@ -170,18 +175,23 @@ type EgressUpstream struct {
 }
 
 // CredentialPolicy is what a secret handle stands for: the operator's
-// source file (owner-protected: ReadProtected's rules) and the exact
-// path in the private harness home where the session finds it. A plan
-// names the handle only; the source path never leaves the host. At
-// launch the source is imported into a lease Glove owns (the session
-// sees a copy of the lease, never the source), and what the session
-// leaves at the destination becomes the lease's next version, so a
-// harness may rotate its token (docs/policy.md, "Credential policies").
+// source file (owner-protected: ReadProtected's rules) and how the
+// session receives it, exactly one of: DestinationPath, the exact path
+// in the private harness home where the session finds a copy, or
+// EnvironmentVariable, the name of the program's environment variable
+// that holds it (one line). A plan names the handle only; the source
+// path never leaves the host. At launch the source is imported into a
+// lease Glove owns (the session sees a copy of the lease, never the
+// source); what the session leaves at a destination becomes the lease's
+// next version, so a harness may rotate its token, while a variable is
+// the program's own copy and never goes back (docs/policy.md,
+// "Credential policies").
 type CredentialPolicy struct {
-	Handle          string `json:"handle"`
-	SourcePath      string `json:"source_path"`
-	DestinationPath string `json:"destination_path"`
-	MaxBytes        uint64 `json:"max_bytes"`
+	Handle              string `json:"handle"`
+	SourcePath          string `json:"source_path"`
+	DestinationPath     string `json:"destination_path,omitzero"`
+	EnvironmentVariable string `json:"environment_variable,omitzero"`
+	MaxBytes            uint64 `json:"max_bytes"`
 }
 
 // RuntimeTemplate is one launchable runtime: what it executes and which

@@ -256,14 +256,27 @@ func (u EgressUpstream) Upstream() egress.Upstream {
 // lies beneath: the only place Glove writes a credential in a sandbox.
 const CredentialHome = "/home/agent"
 
+// credentialVariableReserved are names a credential may not be
+// delivered as, beyond reservedEnvironment and the GLOVE_ prefix: the
+// variables Glove sets in every launch of its own (PATH when the template
+// sets none, TERM for the session's terminal). A credential there would
+// either be overridden by Glove's value or override it, and the program
+// would lose its search path or its terminal to a secret.
+var credentialVariableReserved = []string{"PATH", "TERM"}
+
 // validateCredentials checks the credential policies: sorted by handle,
 // each handle a declared secret handle, the source a canonical host path,
-// the destination strictly beneath the private home, the bound in
-// 1..MaxCredentialBytes. Threats: a destination outside the private home
-// would put the secret where a grant or the image could shadow or keep
-// it; two policies writing one destination (or one inside the other)
-// would have one session's token overwrite another's; one source shared
-// by two handles would make two leases diverge from one file.
+// exactly one of a destination strictly beneath the private home and an
+// environment variable, the bound in 1..MaxCredentialBytes (a variable's
+// in 1..MaxCredentialVariableBytes). Threats: a destination outside the
+// private home would put the secret where a grant or the image could
+// shadow or keep it; two policies writing one destination (or one inside
+// the other) would have one session's token overwrite another's; one
+// source shared by two handles would make two leases diverge from one
+// file; a variable Glove or a template sets, or two handles of one
+// variable, would have one value silently replace another (and the
+// launch digest and the adapter digest describe an environment the
+// program never sees).
 func validateCredentials(p *Policy) error {
 	cs := p.CredentialPolicies
 	if len(cs) > MaxCredentialPolicies {
@@ -286,21 +299,60 @@ func validateCredentials(p *Policy) error {
 		if err := checkHostSidePath(join(at, "source_path"), c.SourcePath); err != nil {
 			return err
 		}
-		if err := checkPath(join(at, "destination_path"), c.DestinationPath); err != nil {
-			return err
+		if (c.DestinationPath == "") == (c.EnvironmentVariable == "") {
+			return faultf(at, "exactly one of destination_path and environment_variable")
 		}
-		if !strings.HasPrefix(c.DestinationPath, CredentialHome+"/") {
-			return faultf(join(at, "destination_path"), "%q is not beneath the private home %s", c.DestinationPath, CredentialHome)
+		maxBytes := uint64(MaxCredentialBytes)
+		if c.EnvironmentVariable != "" {
+			if err := checkCredentialVariable(p, join(at, "environment_variable"), c.EnvironmentVariable); err != nil {
+				return err
+			}
+			maxBytes = MaxCredentialVariableBytes
+		} else {
+			if err := checkPath(join(at, "destination_path"), c.DestinationPath); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(c.DestinationPath, CredentialHome+"/") {
+				return faultf(join(at, "destination_path"), "%q is not beneath the private home %s", c.DestinationPath, CredentialHome)
+			}
 		}
-		if err := checkRange(join(at, "max_bytes"), c.MaxBytes, 1, MaxCredentialBytes); err != nil {
+		if err := checkRange(join(at, "max_bytes"), c.MaxBytes, 1, maxBytes); err != nil {
 			return err
 		}
 		for j := range i {
-			if rel := relation(c.DestinationPath, cs[j].DestinationPath); rel != "" {
-				return faultf(join(at, "destination_path"), "%q %s the destination_path of handle %q", c.DestinationPath, rel, cs[j].Handle)
+			if c.DestinationPath != "" && cs[j].DestinationPath != "" {
+				if rel := relation(c.DestinationPath, cs[j].DestinationPath); rel != "" {
+					return faultf(join(at, "destination_path"), "%q %s the destination_path of handle %q", c.DestinationPath, rel, cs[j].Handle)
+				}
+			}
+			if c.EnvironmentVariable != "" && c.EnvironmentVariable == cs[j].EnvironmentVariable {
+				return faultf(join(at, "environment_variable"), "%s is also the environment_variable of handle %q", c.EnvironmentVariable, cs[j].Handle)
 			}
 			if c.SourcePath == cs[j].SourcePath {
 				return faultf(join(at, "source_path"), "%q is also the source of handle %q", c.SourcePath, cs[j].Handle)
+			}
+		}
+	}
+	return nil
+}
+
+// checkCredentialVariable: a portable name ([A-Za-z_][A-Za-z0-9_]*, at
+// most 255 bytes), none that Glove sets or reserves, and none that any
+// runtime template's environment sets (a plan may combine any template
+// with any handle, so every template is checked).
+func checkCredentialVariable(p *Policy, at, name string) error {
+	if len(name) > MaxPathComponentBytes || !envRE.MatchString(name) {
+		return faultf(at, "%q is not a variable name: [A-Za-z_][A-Za-z0-9_]*, at most %d bytes", name, MaxPathComponentBytes)
+	}
+	if strings.HasPrefix(name, reservedEnvPrefix) || slices.Contains(reservedEnvironment, name) || slices.Contains(credentialVariableReserved, name) {
+		return faultf(at, "%s is set by Glove itself (reserved: %s, %s, and the %s prefix)", name,
+			strings.Join(reservedEnvironment, ", "), strings.Join(credentialVariableReserved, ", "), reservedEnvPrefix)
+	}
+	for i := range p.RuntimeTemplates {
+		t := &p.RuntimeTemplates[i]
+		for _, e := range t.Launch.Environment {
+			if n, _, _ := strings.Cut(e, "="); n == name {
+				return faultf(at, "%s is also set by the environment of runtime template %q", name, t.RuntimeTemplateID)
 			}
 		}
 	}

@@ -229,10 +229,29 @@ func (l *Launch) Check() error {
 	if !validName(l.Name) {
 		return bad("name %q is not [a-z0-9][a-z0-9-]{0,63}", l.Name)
 	}
+	envNames := map[string]bool{}
 	for i, e := range l.Env {
 		if strings.HasPrefix(e, "GLOVE_") {
 			return bad("env[%d]: GLOVE_ names are Glove's own", i)
 		}
+		name, _, _ := strings.Cut(e, "=")
+		envNames[name] = true
+	}
+	// A variable credential is joined to the environment only in the
+	// bundle (secretEnv): its name must be one no other entry has, so
+	// that the environment the digest commits is the rest of what the
+	// program gets, and no value replaces another.
+	for i, c := range l.Credentials {
+		if (c.Destination == "") == (c.Variable == "") {
+			return bad("credentials[%d] %s: exactly one of a destination and a variable", i, c.Handle)
+		}
+		if c.Variable == "" {
+			continue
+		}
+		if strings.HasPrefix(c.Variable, "GLOVE_") || envNames[c.Variable] {
+			return bad("credentials[%d] %s: variable %s is set otherwise", i, c.Handle, c.Variable)
+		}
+		envNames[c.Variable] = true
 	}
 	if st := l.Stream; st != nil {
 		if !policy.ValidIdentifier(st.Alias) {
