@@ -216,7 +216,40 @@ type Launch struct {
 	Arguments             []string `json:"arguments"`
 	Environment           []string `json:"environment"`
 	ReadOnlyPaths         []string `json:"read_only_paths"`
+	// HostFiles are the parts of /etc the program gets (HostFilesCA,
+	// HostFilesNameService), sorted, unique; none: no /etc at all.
+	HostFiles []string `json:"host_files,omitzero"`
 }
+
+// Members of launch.host_files. Each is a fixed set of files made for one
+// need, never an operator-chosen path: a blanket /etc would hand the
+// sandbox the host's accounts, its machine identity, its resolver and
+// whatever else an administrator keeps there.
+const (
+	// HostFilesCA: the host's CA certificates, read-only: HostCADir
+	// (with ca-certificates.crt, the bundle OpenSSL, rustls-native-certs
+	// and Bun read) and the directories its hashed links point into
+	// (HostCALinkDirs), as Debian's ca-certificates lays them out.
+	HostFilesCA = "ca_certificates"
+	// HostFilesNameService: a synthetic /etc (read-only) holding passwd
+	// and group that name the sandbox user alone, nsswitch.conf (files
+	// only) and hosts (loopback and the sandbox's hostname). Not the
+	// host's: those name the host's accounts.
+	HostFilesNameService = "name_service"
+)
+
+// HostCADir is the CA directory HostFilesCA binds at the same path.
+const HostCADir = "/etc/ssl/certs"
+
+// HostCALinkDirs are where HostCADir's links point (Debian: the
+// distribution's certificates and the operator's own, such as a
+// corporate CA added with update-ca-certificates); each is bound
+// read-only at the same path when it exists on the host and no
+// read-only path of the template already shows it.
+var HostCALinkDirs = []string{"/usr/local/share/ca-certificates", "/usr/share/ca-certificates"}
+
+// HostFilesMembers lists the host_files values, sorted.
+func HostFilesMembers() []string { return []string{HostFilesCA, HostFilesNameService} }
 
 // PathAlias is a host path a plan may request by name.
 type PathAlias struct {

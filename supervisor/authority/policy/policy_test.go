@@ -80,6 +80,11 @@ func moreCredential(handle, src, dst string, max int) mutation {
 	return set("/credential_policies/-", map[string]any{"handle": handle, "source_path": src, "destination_path": dst, "max_bytes": max})
 }
 
+// hostFiles sets the template's launch.host_files and redigests.
+func hostFiles(members ...any) mutation {
+	return all(set("/runtime_templates/0/launch/host_files", members), redigest)
+}
+
 // envCredential sets the one credential policy, delivered as variable
 // name; moreEnvCredential adds one.
 func envCredential(handle, src, name string, max int) mutation {
@@ -172,6 +177,31 @@ func badPolicies() []struct {
 		{"credential max_bytes zero", "/credential_policies/0/max_bytes", "outside 1..", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 0)},
 		{"credential max_bytes huge", "/credential_policies/0/max_bytes", "outside 1..", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 1<<20+1)},
 		{"credential max_bytes string", "/credential_policies/0/max_bytes", "", set("/credential_policies", []any{map[string]any{"handle": "codex-token", "source_path": "/etc/glove/codex.json", "destination_path": "/home/agent/.codex/auth.json", "max_bytes": "4096"}})},
+		// launch.host_files.
+		{"host_files unknown member", "/runtime_templates/0/launch/host_files/0", "not one of ca_certificates, name_service", hostFiles("etc")},
+		{"host_files a path", "/runtime_templates/0/launch/host_files/0", "not one of", hostFiles("/etc/passwd")},
+		{"host_files unsorted", "/runtime_templates/0/launch/host_files/1", "not sorted after", hostFiles("name_service", "ca_certificates")},
+		{"host_files twice", "/runtime_templates/0/launch/host_files/1", "", hostFiles("ca_certificates", "ca_certificates")},
+		{"host_files not a list", "/runtime_templates/0/launch/host_files", "", set("/runtime_templates/0/launch/host_files", "ca_certificates")},
+		{"host_files digest not updated", "/runtime_templates/0/adapter_command_digest", "does not match the launch fields", set("/runtime_templates/0/launch/host_files", []any{"ca_certificates"})},
+		{"host_files read-only path /etc", "/runtime_templates/0/launch/read_only_paths/0", `"/etc" equals /etc, which host_files provide`,
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/etc"}), hostFiles("name_service"))},
+		{"host_files read-only path beneath /etc", "/runtime_templates/0/launch/read_only_paths/0", "lies beneath /etc",
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/etc/ssl"}), hostFiles("ca_certificates"))},
+		{"host_files read-only path beneath a CA directory", "/runtime_templates/0/launch/read_only_paths/0", "lies beneath /usr/share/ca-certificates",
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/share/ca-certificates/mozilla"}), hostFiles("ca_certificates"))},
+		{"host_files read-only path is a CA directory", "/runtime_templates/0/launch/read_only_paths/0", "equals /usr/local/share/ca-certificates",
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/local/share/ca-certificates"}), hostFiles("ca_certificates"))},
+		{"host_files executable in /etc", "/runtime_templates/0/launch/executable_path", "lies beneath /etc",
+			all(set("/runtime_templates/0/launch/executable_path", "/etc/glove/bin/harness"), hostFiles("name_service"))},
+		{"host_files executable in a CA directory", "/runtime_templates/0/launch/executable_path", "lies beneath /usr/share/ca-certificates",
+			all(set("/runtime_templates/0/launch/executable_path", "/usr/share/ca-certificates/x"), hostFiles("ca_certificates"))},
+		{"host_files search path in /etc", "/runtime_templates/0/launch/executable_search_paths/0", `"/etc/codex" lies beneath /etc`,
+			all(discovery(set("/runtime_templates/0/launch/executable_search_paths", []any{"/etc/codex"})), hostFiles("ca_certificates"))},
+		{"host_files alias target in /etc", "/runtime_templates/0/allowed_path_aliases/0", `the target_path "/etc/work" of alias "workspace" lies beneath /etc`,
+			all(set("/path_aliases/0/target_path", "/etc/work"), hostFiles("name_service"))},
+		{"host_files destination over a CA directory", "/runtime_templates/0/allowed_projection_destinations/0", `the target_path "/usr/share" of destination "libraries" contains /usr/share/ca-certificates`,
+			all(set("/library_projection_destinations/0/target_path", "/usr/share"), hostFiles("ca_certificates"))},
 		// Credentials delivered as an environment variable.
 		{"credential both destination and variable", "/credential_policies/0", "exactly one of destination_path and environment_variable",
 			set("/credential_policies", []any{map[string]any{"handle": "codex-token", "source_path": "/etc/glove/k", "destination_path": "/home/agent/k", "environment_variable": "OPENAI_API_KEY", "max_bytes": 64}})},
@@ -364,6 +394,12 @@ func TestGoodVariants(t *testing.T) {
 			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
 			moreCredential("z-token", "/etc/glove/z.json", "/home/agent/.codex-other", 1))},
 		{"no credential policies", set("/credential_policies", []any{})},
+		{"host_files both", hostFiles("ca_certificates", "name_service")},
+		{"host_files CA alone", hostFiles("ca_certificates")},
+		{"host_files name service alone", all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/share/ca-certificates"}), hostFiles("name_service"))},
+		{"host_files CA with /usr/share read-only", all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/share"}), hostFiles("ca_certificates"))},
+		{"host_files empty", all(set("/runtime_templates/0/launch/host_files", []any{}), redigest)},
+		{"read-only /etc without host_files", all(set("/runtime_templates/0/launch/read_only_paths", []any{"/etc"}), redigest)},
 		{"credential as a variable", envCredential("codex-token", "/etc/glove/openai.key", "OPENAI_API_KEY", 32<<10)},
 		{"credential variable lowercase", envCredential("codex-token", "/etc/glove/openai.key", "_openai_key1", 1)},
 		{"credential as a file and one as a variable", all(set("/secret_handles", []any{"codex-token", "z-token"}),

@@ -403,6 +403,23 @@ func validateTemplates(p *Policy) error {
 		if err := validateLaunch(join(at, "launch"), t); err != nil {
 			return err
 		}
+		// Threat: a grant mounted over (or beneath) what host_files give,
+		// so that /etc or the CA store the program sees is not the one
+		// the template describes.
+		for _, tg := range HostFilesTargets(t.Launch.HostFiles) {
+			for j, a := range t.AllowedPathAliases {
+				pa, _ := p.Alias(a)
+				if rel := relation(pa.TargetPath, tg); rel != "" {
+					return faultf(join(at, "allowed_path_aliases", j), "the target_path %q of alias %q %s %s, which launch.host_files provide", pa.TargetPath, a, rel, tg)
+				}
+			}
+			for j, d := range t.AllowedProjectionDestinations {
+				pd, _ := p.Destination(d)
+				if rel := relation(pd.TargetPath, tg); rel != "" {
+					return faultf(join(at, "allowed_projection_destinations", j), "the target_path %q of destination %q %s %s, which launch.host_files provide", pd.TargetPath, d, rel, tg)
+				}
+			}
+		}
 		// Last: any launch fault above would also change the digest, and
 		// naming the launch field is the more useful report.
 		if !ValidSHA256Hex(t.AdapterCommandDigest) {
@@ -471,7 +488,72 @@ func validateLaunch(at string, t *RuntimeTemplate) error {
 	if err := checkEnvironment(join(at, "environment"), l.Environment); err != nil {
 		return err
 	}
-	return checkReadOnlyPaths(join(at, "read_only_paths"), l)
+	if err := checkReadOnlyPaths(join(at, "read_only_paths"), l); err != nil {
+		return err
+	}
+	return checkHostFiles(at, l)
+}
+
+// HostFilesTargets are the sandbox paths a template's host_files make
+// Glove's: /etc whatever the members (it holds only what they give), and
+// the CA link directories with HostFilesCA.
+func HostFilesTargets(members []string) []string {
+	if len(members) == 0 {
+		return nil
+	}
+	out := []string{"/etc"}
+	if slices.Contains(members, HostFilesCA) {
+		out = append(out, HostCALinkDirs...)
+	}
+	return out
+}
+
+// checkHostFiles: members from the closed set, sorted, unique; with any,
+// the executable, a search directory or a read-only path may not overlap
+// /etc (Glove's then: a launch path there would be a second, unreviewed
+// source of /etc's content, or a mount over a file Glove wrote), and the
+// executable and search directories may not overlap a CA link directory
+// (its bind would be a second, unpinned route to the executable). A
+// read-only path containing a CA link directory is fine: Glove then does
+// not bind it again.
+func checkHostFiles(at string, l *Launch) error {
+	hf := l.HostFiles
+	hat := join(at, "host_files")
+	members := HostFilesMembers()
+	for i, m := range hf {
+		if !slices.Contains(members, m) {
+			return faultf(join(hat, i), "%q is not one of %s", m, strings.Join(members, ", "))
+		}
+		if i > 0 {
+			if err := checkOrder(join(hat, i), hf[i-1], m); err != nil {
+				return err
+			}
+		}
+	}
+	targets := HostFilesTargets(hf)
+	if len(targets) == 0 {
+		return nil
+	}
+	for _, tg := range targets {
+		if l.ExecutablePath != "" {
+			if rel := relation(l.ExecutablePath, tg); rel != "" {
+				return faultf(join(at, "executable_path"), "%q %s %s, which host_files provide", l.ExecutablePath, rel, tg)
+			}
+		}
+		for i, s := range l.ExecutableSearchPaths {
+			if rel := relation(s, tg); rel != "" {
+				return faultf(join(at, "executable_search_paths", i), "%q %s %s, which host_files provide", s, rel, tg)
+			}
+		}
+		for i, p := range l.ReadOnlyPaths {
+			// A read-only path over a CA link directory shows the same
+			// host tree: Glove then skips its own bind of it.
+			if rel := relation(p, tg); rel != "" && (tg == "/etc" || rel != "contains") {
+				return faultf(join(at, "read_only_paths", i), "%q %s %s, which host_files provide", p, rel, tg)
+			}
+		}
+	}
+	return nil
 }
 
 func checkLaunchString(at, s string) error {

@@ -614,6 +614,8 @@ func (p *prepared) scratchDir(i int, m Mount, l *Launch, pio IO) (*os.File, erro
 		err = fill(p.env, dir, m, pio)
 	case ServiceDir:
 		p.listeners, err = listenAliases(dir, l.Services.Aliases)
+	case SyntheticEtc:
+		err = fillEtc(dir, l)
 	}
 	if err != nil {
 		dir.Close()
