@@ -320,6 +320,9 @@ func run(ra runArgs) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", filepath.Join(bundle, "config.json"), err)
 	}
+	if err := unlinkConfig(bundleFD, s.Annotations); err != nil {
+		return 0, err
+	}
 	p, err := Validate(s, preserve, uint32(os.Getuid()), uint32(os.Getgid()))
 	if err != nil {
 		return 0, err
@@ -453,6 +456,27 @@ func execWaiter(p *Plan) error {
 	err = unix.Exec("/proc/self/exe", []string{"glove-shim", argStage0, strconv.Itoa(fd)}, []string{})
 	unix.Close(fd)
 	return fmt.Errorf("execute stage 0's waiter: %w", err)
+}
+
+// unlinkConfig unlinks config.json from the bundle once read, when its
+// annotations ask for it (spec.ConfigAnnotation): the environment in it
+// may hold a credential, which then stays on the host's file system no
+// longer than this read (threat: the value readable from the bundle for
+// the whole session). Before anything of the sandbox is built, so that
+// no refusal of the bundle leaves it behind; an unknown value is refused
+// rather than ignored.
+func unlinkConfig(bundleFD int, annotations map[string]string) error {
+	v, ok := annotations[spec.ConfigAnnotation]
+	if !ok {
+		return nil
+	}
+	if v != spec.ConfigUnlinkAfterRead {
+		return fmt.Errorf("config.json: annotations.%s: %q (only %q): %w", spec.ConfigAnnotation, v, spec.ConfigUnlinkAfterRead, errNotImplemented)
+	}
+	if err := unix.Unlinkat(bundleFD, "config.json", 0); err != nil {
+		return fmt.Errorf("config.json: annotations.%s: unlink: %w", spec.ConfigAnnotation, err)
+	}
+	return nil
 }
 
 // awaitPlacement blocks until the supervisor writes one byte on fd: then

@@ -39,6 +39,18 @@ const (
 	RootTmpfs      = "tmpfs"
 )
 
+// ConfigAnnotation, set to ConfigUnlinkAfterRead, asks glove-shim to
+// unlink the bundle's config.json as soon as it has read it, before it
+// builds anything: the file holds the program's environment, which may
+// hold a credential (a credential policy's environment_variable), and
+// nothing reads it again (threat: the value left on the host's file
+// system for the whole session, readable by whoever later gets the
+// service user's files or the disk).
+const (
+	ConfigAnnotation      = "org.glove.config"
+	ConfigUnlinkAfterRead = "unlink-after-read"
+)
+
 // The egress endpoints (issue 32): EgressListenAnnotation lists the
 // loopback TCP endpoints "127.0.0.1:PORT[,127.0.0.1:PORT...]" glove-shim's
 // stage 1 listens on inside the sandbox's own network namespace, and
@@ -181,6 +193,9 @@ type Launch struct {
 	// the listening sockets. Both or neither.
 	EgressPorts     []uint16
 	EgressHandoffFD int
+	// UnlinkConfig sets ConfigAnnotation: glove-shim unlinks config.json
+	// once read.
+	UnlinkConfig bool
 }
 
 // Default /proc and /sys paths, as runc's `runc spec` writes them. Masking
@@ -349,6 +364,9 @@ func Build(l Launch) (*specs.Spec, error) {
 		return nil, err
 	}
 	annotations := map[string]string{RootAnnotation: RootTmpfs}
+	if l.UnlinkConfig {
+		annotations[ConfigAnnotation] = ConfigUnlinkAfterRead
+	}
 	if err := buildEgress(l, annotations); err != nil {
 		return nil, err
 	}

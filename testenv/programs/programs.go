@@ -19,6 +19,9 @@ package programs
 // framed exchange (the upstream's framing) on each that answers,
 // with "connects PATH..." each of them in turn,
 // with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
+// "envsum NAME SECS" it prints whether variable NAME is set and a SHA-256
+// of its value (never the value) and waits SECS seconds, with "etc" it
+// prints what it has of /etc (etcReport below), with
 // "services" it prints what it has of local services (its
 // GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
 // descriptor 3 is open, makes one exchange on it, with "terminal" it
@@ -36,8 +39,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -420,7 +425,54 @@ func netprobe(udpAddr string) {
 	fmt.Printf("netprobe sockets held: %v\n", socks)
 }
 
+// etcReport prints what the sandbox has of /etc: its entries, a SHA-256
+// of the CA bundle, how many of the CA directory's links resolve, the
+// user its uid resolves to (os/user reads /etc/passwd in a static
+// build), and for each of a few host files whether it is there.
+func etcReport() {
+	ents, err := os.ReadDir("/etc")
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	fmt.Println("etc entries", names, err)
+	if b, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt"); err == nil {
+		fmt.Printf("ca bundle sha256 %x\n", sha256.Sum256(b))
+	} else {
+		fmt.Println("ca bundle", err)
+	}
+	links, resolved := 0, 0
+	certs, _ := os.ReadDir("/etc/ssl/certs")
+	for _, e := range certs {
+		if e.Type()&fs.ModeSymlink != 0 {
+			links++
+			if _, err := os.ReadFile(filepath.Join("/etc/ssl/certs", e.Name())); err == nil {
+				resolved++
+			}
+		}
+	}
+	fmt.Println("ca links", links, "resolved", resolved)
+	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil {
+		fmt.Println("user", u.Username, u.HomeDir)
+	} else {
+		fmt.Println("user", err)
+	}
+	for _, p := range []string{"/etc/shadow", "/etc/gshadow", "/etc/hostname", "/etc/machine-id", "/etc/os-release", "/etc/resolv.conf", "/etc/ssl/private", "/etc/ssl/openssl.cnf", "/etc/bash.bashrc"} {
+		if _, err := os.Lstat(p); err == nil {
+			fmt.Println("host file present", p)
+		} else {
+			fmt.Println("host file absent", p)
+		}
+	}
+	err = os.WriteFile("/etc/passwd", []byte("root::0:0::/:/bin/sh\n"), 0o644)
+	fmt.Println("write /etc/passwd", err != nil)
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "etc" {
+		etcReport()
+		return
+	}
 	if len(os.Args) > 2 && os.Args[1] == "netprobe" {
 		netprobe(os.Args[2])
 		return
@@ -439,6 +491,16 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "stream" {
 		stream()
+		return
+	}
+	if len(os.Args) > 3 && os.Args[1] == "envsum" {
+		// A harness with an API key in its environment: it says what
+		// it got by digest only, then stays a while so that the test
+		// can look at the host meanwhile.
+		v, ok := os.LookupEnv(os.Args[2])
+		fmt.Printf("env %s set %v sha256 %x\n", os.Args[2], ok, sha256.Sum256([]byte(v)))
+		secs, _ := time.ParseDuration(os.Args[3] + "s")
+		time.Sleep(secs)
 		return
 	}
 	if len(os.Args) > 3 && os.Args[1] == "agent" {

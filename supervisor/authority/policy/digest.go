@@ -11,6 +11,9 @@ import (
 // never collide with a launch command.
 const AdapterDigestTag = "glove-adapter-command-v1"
 
+// hostFilesTag introduces launch.host_files in the preimage.
+const hostFilesTag = "host_files"
+
 // Launch modes, as encoded in the digest.
 const (
 	launchModeExecutable = "executable"
@@ -43,6 +46,12 @@ func AdapterDigest(t *RuntimeTemplate) string {
 //	then either str("executable") str(executable_path)
 //	         or str("discovery") str(runtime_discovery) list(executable_search_paths)
 //	list(arguments) list(environment) list(read_only_paths)
+//	then, only when host_files is not empty, str("host_files") list(host_files)
+//
+// The last part is absent for a template without host_files, so the
+// digests of templates written before it are unchanged; with it, the
+// preimage is longer than any without, and parses one way (a list's
+// count always ends it).
 //
 // The mode string is chosen by RuntimeDiscovery being non-empty, which
 // is also how Validate tells the two forms apart.
@@ -63,6 +72,10 @@ func adapterPreimage(t *RuntimeTemplate) []byte {
 	b = appendList(b, l.Arguments)
 	b = appendList(b, l.Environment)
 	b = appendList(b, l.ReadOnlyPaths)
+	if len(l.HostFiles) > 0 {
+		b = appendStr(b, hostFilesTag)
+		b = appendList(b, l.HostFiles)
+	}
 	return b
 }
 

@@ -41,6 +41,7 @@ type TemplateAuthority struct {
 	Arguments             []string             `json:"arguments"`
 	Environment           []string             `json:"environment"`
 	ReadOnlyPaths         []string             `json:"read_only_paths"`
+	HostFiles             []string             `json:"host_files"`
 	PathGrants            []GrantAuthority     `json:"path_grants"`
 	LibraryDestinations   []LibraryDestination `json:"library_destinations"`
 }
@@ -96,6 +97,7 @@ func Explain(p *Policy) *Explanation {
 			Arguments:             nonNil(t.Launch.Arguments),
 			Environment:           nonNil(t.Launch.Environment),
 			ReadOnlyPaths:         nonNil(t.Launch.ReadOnlyPaths),
+			HostFiles:             nonNil(t.Launch.HostFiles),
 			PathGrants:            []GrantAuthority{},
 			LibraryDestinations:   []LibraryDestination{},
 		}
@@ -157,6 +159,11 @@ func (e *Explanation) Text() string {
 		fmt.Fprintf(&b, "  arguments: %s\n", quoteList(t.Arguments))
 		fmt.Fprintf(&b, "  environment: %s\n", quoteList(t.Environment))
 		fmt.Fprintf(&b, "  read-only dependencies: %s\n", quoteList(t.ReadOnlyPaths))
+		if len(t.HostFiles) == 0 {
+			b.WriteString("  host files: none (no /etc)\n")
+		} else {
+			fmt.Fprintf(&b, "  host files: %s (read-only: %s)\n", quoteList(t.HostFiles), hostFilesText(t.HostFiles))
+		}
 		if len(t.PathGrants) == 0 {
 			b.WriteString("  path grants: none\n")
 		}
@@ -188,6 +195,11 @@ func (e *Explanation) Text() string {
 	fmt.Fprintf(&b, "tool policies a plan may name: %s\n", quoteList(e.ToolPolicyIDs))
 	fmt.Fprintf(&b, "secret handles a plan may name: %s\n", quoteList(e.SecretHandles))
 	for _, c := range e.CredentialPolicies {
+		if c.EnvironmentVariable != "" {
+			fmt.Fprintf(&b, "  %s: its lease (imported from %s, at most %d bytes, one line) as the program's environment variable %s; never taken back\n",
+				q(c.Handle), q(c.SourcePath), c.MaxBytes, c.EnvironmentVariable)
+			continue
+		}
 		fmt.Fprintf(&b, "  %s: a copy of its lease (imported from %s, at most %d bytes) at %s in a native-skill runtime's private home; what the session leaves there is the lease's next version\n",
 			q(c.Handle), q(c.SourcePath), c.MaxBytes, q(c.DestinationPath))
 	}
@@ -241,6 +253,20 @@ func count(n int, noun string) string {
 		noun += "s"
 	}
 	return fmt.Sprintf("%d %s", n, noun)
+}
+
+// hostFilesText says what each host_files member shows the program.
+func hostFilesText(members []string) string {
+	var out []string
+	for _, m := range members {
+		switch m {
+		case HostFilesCA:
+			out = append(out, "the host's "+HostCADir+" and "+strings.Join(HostCALinkDirs, " and "))
+		case HostFilesNameService:
+			out = append(out, "a synthetic /etc/passwd, /etc/group naming the sandbox user alone, /etc/nsswitch.conf, /etc/hosts with loopback alone")
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func quoteList(ss []string) string {

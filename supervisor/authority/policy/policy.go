@@ -109,6 +109,11 @@ const (
 	MaxCredentialBytes = 1 << 20
 	// MaxCredentialPolicies bounds the credential policies.
 	MaxCredentialPolicies = 64
+	// MaxCredentialVariableBytes bounds max_bytes of a credential
+	// delivered as an environment variable: far below the kernel's
+	// bound on one execve string (MAX_ARG_STRLEN, 128 KiB), far above
+	// any API key or token.
+	MaxCredentialVariableBytes = 32 << 10
 )
 
 // Policy is a decoded session policy. Decode fills it; Validate checks
@@ -170,18 +175,23 @@ type EgressUpstream struct {
 }
 
 // CredentialPolicy is what a secret handle stands for: the operator's
-// source file (owner-protected: ReadProtected's rules) and the exact
-// path in the private harness home where the session finds it. A plan
-// names the handle only; the source path never leaves the host. At
-// launch the source is imported into a lease Glove owns (the session
-// sees a copy of the lease, never the source), and what the session
-// leaves at the destination becomes the lease's next version, so a
-// harness may rotate its token (docs/policy.md, "Credential policies").
+// source file (owner-protected: ReadProtected's rules) and how the
+// session receives it, exactly one of: DestinationPath, the exact path
+// in the private harness home where the session finds a copy, or
+// EnvironmentVariable, the name of the program's environment variable
+// that holds it (one line). A plan names the handle only; the source
+// path never leaves the host. At launch the source is imported into a
+// lease Glove owns (the session sees a copy of the lease, never the
+// source); what the session leaves at a destination becomes the lease's
+// next version, so a harness may rotate its token, while a variable is
+// the program's own copy and never goes back (docs/policy.md,
+// "Credential policies").
 type CredentialPolicy struct {
-	Handle          string `json:"handle"`
-	SourcePath      string `json:"source_path"`
-	DestinationPath string `json:"destination_path"`
-	MaxBytes        uint64 `json:"max_bytes"`
+	Handle              string `json:"handle"`
+	SourcePath          string `json:"source_path"`
+	DestinationPath     string `json:"destination_path,omitzero"`
+	EnvironmentVariable string `json:"environment_variable,omitzero"`
+	MaxBytes            uint64 `json:"max_bytes"`
 }
 
 // RuntimeTemplate is one launchable runtime: what it executes and which
@@ -206,7 +216,40 @@ type Launch struct {
 	Arguments             []string `json:"arguments"`
 	Environment           []string `json:"environment"`
 	ReadOnlyPaths         []string `json:"read_only_paths"`
+	// HostFiles are the parts of /etc the program gets (HostFilesCA,
+	// HostFilesNameService), sorted, unique; none: no /etc at all.
+	HostFiles []string `json:"host_files,omitzero"`
 }
+
+// Members of launch.host_files. Each is a fixed set of files made for one
+// need, never an operator-chosen path: a blanket /etc would hand the
+// sandbox the host's accounts, its machine identity, its resolver and
+// whatever else an administrator keeps there.
+const (
+	// HostFilesCA: the host's CA certificates, read-only: HostCADir
+	// (with ca-certificates.crt, the bundle OpenSSL, rustls-native-certs
+	// and Bun read) and the directories its hashed links point into
+	// (HostCALinkDirs), as Debian's ca-certificates lays them out.
+	HostFilesCA = "ca_certificates"
+	// HostFilesNameService: a synthetic /etc (read-only) holding passwd
+	// and group that name the sandbox user alone, nsswitch.conf (files
+	// only) and hosts (loopback and the sandbox's hostname). Not the
+	// host's: those name the host's accounts.
+	HostFilesNameService = "name_service"
+)
+
+// HostCADir is the CA directory HostFilesCA binds at the same path.
+const HostCADir = "/etc/ssl/certs"
+
+// HostCALinkDirs are where HostCADir's links point (Debian: the
+// distribution's certificates and the operator's own, such as a
+// corporate CA added with update-ca-certificates); each is bound
+// read-only at the same path when it exists on the host and no
+// read-only path of the template already shows it.
+var HostCALinkDirs = []string{"/usr/local/share/ca-certificates", "/usr/share/ca-certificates"}
+
+// HostFilesMembers lists the host_files values, sorted.
+func HostFilesMembers() []string { return []string{HostFilesCA, HostFilesNameService} }
 
 // PathAlias is a host path a plan may request by name.
 type PathAlias struct {

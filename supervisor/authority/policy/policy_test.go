@@ -80,6 +80,21 @@ func moreCredential(handle, src, dst string, max int) mutation {
 	return set("/credential_policies/-", map[string]any{"handle": handle, "source_path": src, "destination_path": dst, "max_bytes": max})
 }
 
+// hostFiles sets the template's launch.host_files and redigests.
+func hostFiles(members ...any) mutation {
+	return all(set("/runtime_templates/0/launch/host_files", members), redigest)
+}
+
+// envCredential sets the one credential policy, delivered as variable
+// name; moreEnvCredential adds one.
+func envCredential(handle, src, name string, max int) mutation {
+	return set("/credential_policies", []any{map[string]any{"handle": handle, "source_path": src, "environment_variable": name, "max_bytes": max}})
+}
+
+func moreEnvCredential(handle, src, name string, max int) mutation {
+	return set("/credential_policies/-", map[string]any{"handle": handle, "source_path": src, "environment_variable": name, "max_bytes": max})
+}
+
 // gateway is the egress policy "model-gateway" with one endpoint at
 // addr, allow_private, and upstream (a JSON object's members).
 func gateway(addr string, allow bool, upstream map[string]any) mutation {
@@ -162,6 +177,55 @@ func badPolicies() []struct {
 		{"credential max_bytes zero", "/credential_policies/0/max_bytes", "outside 1..", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 0)},
 		{"credential max_bytes huge", "/credential_policies/0/max_bytes", "outside 1..", credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 1<<20+1)},
 		{"credential max_bytes string", "/credential_policies/0/max_bytes", "", set("/credential_policies", []any{map[string]any{"handle": "codex-token", "source_path": "/etc/glove/codex.json", "destination_path": "/home/agent/.codex/auth.json", "max_bytes": "4096"}})},
+		// launch.host_files.
+		{"host_files unknown member", "/runtime_templates/0/launch/host_files/0", "not one of ca_certificates, name_service", hostFiles("etc")},
+		{"host_files a path", "/runtime_templates/0/launch/host_files/0", "not one of", hostFiles("/etc/passwd")},
+		{"host_files unsorted", "/runtime_templates/0/launch/host_files/1", "not sorted after", hostFiles("name_service", "ca_certificates")},
+		{"host_files twice", "/runtime_templates/0/launch/host_files/1", "", hostFiles("ca_certificates", "ca_certificates")},
+		{"host_files not a list", "/runtime_templates/0/launch/host_files", "", set("/runtime_templates/0/launch/host_files", "ca_certificates")},
+		{"host_files digest not updated", "/runtime_templates/0/adapter_command_digest", "does not match the launch fields", set("/runtime_templates/0/launch/host_files", []any{"ca_certificates"})},
+		{"host_files read-only path /etc", "/runtime_templates/0/launch/read_only_paths/0", `"/etc" equals /etc, which host_files provide`,
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/etc"}), hostFiles("name_service"))},
+		{"host_files read-only path beneath /etc", "/runtime_templates/0/launch/read_only_paths/0", "lies beneath /etc",
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/etc/ssl"}), hostFiles("ca_certificates"))},
+		{"host_files read-only path beneath a CA directory", "/runtime_templates/0/launch/read_only_paths/0", "lies beneath /usr/share/ca-certificates",
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/share/ca-certificates/mozilla"}), hostFiles("ca_certificates"))},
+		{"host_files read-only path is a CA directory", "/runtime_templates/0/launch/read_only_paths/0", "equals /usr/local/share/ca-certificates",
+			all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/local/share/ca-certificates"}), hostFiles("ca_certificates"))},
+		{"host_files executable in /etc", "/runtime_templates/0/launch/executable_path", "lies beneath /etc",
+			all(set("/runtime_templates/0/launch/executable_path", "/etc/glove/bin/harness"), hostFiles("name_service"))},
+		{"host_files executable in a CA directory", "/runtime_templates/0/launch/executable_path", "lies beneath /usr/share/ca-certificates",
+			all(set("/runtime_templates/0/launch/executable_path", "/usr/share/ca-certificates/x"), hostFiles("ca_certificates"))},
+		{"host_files search path in /etc", "/runtime_templates/0/launch/executable_search_paths/0", `"/etc/codex" lies beneath /etc`,
+			all(discovery(set("/runtime_templates/0/launch/executable_search_paths", []any{"/etc/codex"})), hostFiles("ca_certificates"))},
+		{"host_files alias target in /etc", "/runtime_templates/0/allowed_path_aliases/0", `the target_path "/etc/work" of alias "workspace" lies beneath /etc`,
+			all(set("/path_aliases/0/target_path", "/etc/work"), hostFiles("name_service"))},
+		{"host_files destination over a CA directory", "/runtime_templates/0/allowed_projection_destinations/0", `the target_path "/usr/share" of destination "libraries" contains /usr/share/ca-certificates`,
+			all(set("/library_projection_destinations/0/target_path", "/usr/share"), hostFiles("ca_certificates"))},
+		// Credentials delivered as an environment variable.
+		{"credential both destination and variable", "/credential_policies/0", "exactly one of destination_path and environment_variable",
+			set("/credential_policies", []any{map[string]any{"handle": "codex-token", "source_path": "/etc/glove/k", "destination_path": "/home/agent/k", "environment_variable": "OPENAI_API_KEY", "max_bytes": 64}})},
+		{"credential neither destination nor variable", "/credential_policies/0", "exactly one of destination_path and environment_variable",
+			set("/credential_policies", []any{map[string]any{"handle": "codex-token", "source_path": "/etc/glove/k", "max_bytes": 64}})},
+		{"credential variable charset", "/credential_policies/0/environment_variable", "is not a variable name", envCredential("codex-token", "/etc/glove/k", "OPENAI-API-KEY", 64)},
+		{"credential variable leading digit", "/credential_policies/0/environment_variable", "is not a variable name", envCredential("codex-token", "/etc/glove/k", "1KEY", 64)},
+		{"credential variable with value", "/credential_policies/0/environment_variable", "is not a variable name", envCredential("codex-token", "/etc/glove/k", "KEY=x", 64)},
+		{"credential variable too long", "/credential_policies/0/environment_variable", "is not a variable name", envCredential("codex-token", "/etc/glove/k", strings.Repeat("K", 256), 64)},
+		{"credential variable GLOVE_", "/credential_policies/0/environment_variable", "set by Glove itself", envCredential("codex-token", "/etc/glove/k", "GLOVE_KEY", 64)},
+		{"credential variable HOME", "/credential_policies/0/environment_variable", "set by Glove itself", envCredential("codex-token", "/etc/glove/k", "HOME", 64)},
+		{"credential variable CODEX_HOME", "/credential_policies/0/environment_variable", "set by Glove itself", envCredential("codex-token", "/etc/glove/k", "CODEX_HOME", 64)},
+		{"credential variable PATH", "/credential_policies/0/environment_variable", "set by Glove itself", envCredential("codex-token", "/etc/glove/k", "PATH", 64)},
+		{"credential variable TERM", "/credential_policies/0/environment_variable", "set by Glove itself", envCredential("codex-token", "/etc/glove/k", "TERM", 64)},
+		{"credential variable set by a template", "/credential_policies/0/environment_variable", `also set by the environment of runtime template "codex-safe"`,
+			all(set("/runtime_templates/0/launch/environment", []any{"OPENAI_API_KEY=plain", "PATH=/usr/bin:/bin"}), redigest, envCredential("codex-token", "/etc/glove/k", "OPENAI_API_KEY", 64))},
+		{"credential variable max_bytes over the variable bound", "/credential_policies/0/max_bytes", "outside 1..32768", envCredential("codex-token", "/etc/glove/k", "OPENAI_API_KEY", 32<<10+1)},
+		{"credential variable max_bytes zero", "/credential_policies/0/max_bytes", "outside 1..32768", envCredential("codex-token", "/etc/glove/k", "OPENAI_API_KEY", 0)},
+		{"credentials same variable", "/credential_policies/1/environment_variable", `also the environment_variable of handle "codex-token"`, all(set("/secret_handles", []any{"codex-token", "z-token"}),
+			envCredential("codex-token", "/etc/glove/k", "OPENAI_API_KEY", 64),
+			moreEnvCredential("z-token", "/etc/glove/z", "OPENAI_API_KEY", 64))},
+		{"credentials variable and file share a source", "/credential_policies/1/source_path", "also the source of handle", all(set("/secret_handles", []any{"codex-token", "z-token"}),
+			credential("codex-token", "/etc/glove/k", "/home/agent/k", 64),
+			moreEnvCredential("z-token", "/etc/glove/k", "OPENAI_API_KEY", 64))},
 		{"credential null", "/credential_policies", "null", rep(`"schema_version": 1,`, `"schema_version": 1, "credential_policies": null,`)},
 		{"credentials unsorted", "/credential_policies/1/handle", "not sorted after", all(set("/secret_handles", []any{"a-token", "codex-token"}),
 			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
@@ -336,6 +400,18 @@ func TestGoodVariants(t *testing.T) {
 			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
 			moreCredential("z-token", "/etc/glove/z.json", "/home/agent/.codex-other", 1))},
 		{"no credential policies", set("/credential_policies", []any{})},
+		{"host_files both", hostFiles("ca_certificates", "name_service")},
+		{"host_files CA alone", hostFiles("ca_certificates")},
+		{"host_files name service alone", all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/share/ca-certificates"}), hostFiles("name_service"))},
+		{"host_files CA with /usr/share read-only", all(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/share"}), hostFiles("ca_certificates"))},
+		{"host_files empty", all(set("/runtime_templates/0/launch/host_files", []any{}), redigest)},
+		{"read-only /etc without host_files", all(set("/runtime_templates/0/launch/read_only_paths", []any{"/etc"}), redigest)},
+		{"credential as a variable", envCredential("codex-token", "/etc/glove/openai.key", "OPENAI_API_KEY", 32<<10)},
+		{"credential variable lowercase", envCredential("codex-token", "/etc/glove/openai.key", "_openai_key1", 1)},
+		{"credential as a file and one as a variable", all(set("/secret_handles", []any{"codex-token", "z-token"}),
+			credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
+			moreEnvCredential("z-token", "/etc/glove/z.key", "ANTHROPIC_API_KEY", 256))},
+
 		{"egress to a unix socket", gateway("127.0.0.1:8787", true, gatewaySocket)},
 		{"egress to host loopback tcp", gateway("127.0.0.1:8787", true, map[string]any{"tcp": "127.0.0.1:4000"})},
 		{"egress to host ipv6 loopback", gateway("127.0.0.1:1", true, map[string]any{"tcp": "[::1]:65535"})},
@@ -453,17 +529,19 @@ var (
 // for and which handles no credential policy maps (a plan naming one is
 // refused at start).
 func TestExplainCredentials(t *testing.T) {
-	p := mustDecode(t, all(set("/secret_handles", []any{"codex-token", "other"}),
-		credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096))(t, exampleText(t)))
+	p := mustDecode(t, all(set("/secret_handles", []any{"codex-token", "other", "z-key"}),
+		credential("codex-token", "/etc/glove/codex.json", "/home/agent/.codex/auth.json", 4096),
+		moreEnvCredential("z-key", "/etc/glove/z.key", "OPENAI_API_KEY", 128))(t, exampleText(t)))
 	if err := Validate(p); err != nil {
 		t.Fatal(err)
 	}
 	e := Explain(p)
-	if !slices.Equal(e.UnmappedSecretHandles, []string{"other"}) || len(e.CredentialPolicies) != 1 {
+	if !slices.Equal(e.UnmappedSecretHandles, []string{"other"}) || len(e.CredentialPolicies) != 2 {
 		t.Fatalf("unmapped %q, credential policies %+v", e.UnmappedSecretHandles, e.CredentialPolicies)
 	}
 	text := e.Text()
 	for _, want := range []string{`"codex-token": a copy of its lease (imported from "/etc/glove/codex.json", at most 4096 bytes) at "/home/agent/.codex/auth.json"`,
+		`"z-key": its lease (imported from "/etc/glove/z.key", at most 128 bytes, one line) as the program's environment variable OPENAI_API_KEY; never taken back`,
 		`secret handles no credential policy maps (a plan naming one is refused at start): "other"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("explain lacks %q:\n%s", want, text)

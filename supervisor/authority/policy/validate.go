@@ -256,14 +256,27 @@ func (u EgressUpstream) Upstream() egress.Upstream {
 // lies beneath: the only place Glove writes a credential in a sandbox.
 const CredentialHome = "/home/agent"
 
+// credentialVariableReserved are names a credential may not be
+// delivered as, beyond reservedEnvironment and the GLOVE_ prefix: the
+// variables Glove sets in every launch of its own (PATH when the template
+// sets none, TERM for the session's terminal). A credential there would
+// either be overridden by Glove's value or override it, and the program
+// would lose its search path or its terminal to a secret.
+var credentialVariableReserved = []string{"PATH", "TERM"}
+
 // validateCredentials checks the credential policies: sorted by handle,
 // each handle a declared secret handle, the source a canonical host path,
-// the destination strictly beneath the private home, the bound in
-// 1..MaxCredentialBytes. Threats: a destination outside the private home
-// would put the secret where a grant or the image could shadow or keep
-// it; two policies writing one destination (or one inside the other)
-// would have one session's token overwrite another's; one source shared
-// by two handles would make two leases diverge from one file.
+// exactly one of a destination strictly beneath the private home and an
+// environment variable, the bound in 1..MaxCredentialBytes (a variable's
+// in 1..MaxCredentialVariableBytes). Threats: a destination outside the
+// private home would put the secret where a grant or the image could
+// shadow or keep it; two policies writing one destination (or one inside
+// the other) would have one session's token overwrite another's; one
+// source shared by two handles would make two leases diverge from one
+// file; a variable Glove or a template sets, or two handles of one
+// variable, would have one value silently replace another (and the
+// launch digest and the adapter digest describe an environment the
+// program never sees).
 func validateCredentials(p *Policy) error {
 	cs := p.CredentialPolicies
 	if len(cs) > MaxCredentialPolicies {
@@ -286,21 +299,60 @@ func validateCredentials(p *Policy) error {
 		if err := checkHostSidePath(join(at, "source_path"), c.SourcePath); err != nil {
 			return err
 		}
-		if err := checkPath(join(at, "destination_path"), c.DestinationPath); err != nil {
-			return err
+		if (c.DestinationPath == "") == (c.EnvironmentVariable == "") {
+			return faultf(at, "exactly one of destination_path and environment_variable")
 		}
-		if !strings.HasPrefix(c.DestinationPath, CredentialHome+"/") {
-			return faultf(join(at, "destination_path"), "%q is not beneath the private home %s", c.DestinationPath, CredentialHome)
+		maxBytes := uint64(MaxCredentialBytes)
+		if c.EnvironmentVariable != "" {
+			if err := checkCredentialVariable(p, join(at, "environment_variable"), c.EnvironmentVariable); err != nil {
+				return err
+			}
+			maxBytes = MaxCredentialVariableBytes
+		} else {
+			if err := checkPath(join(at, "destination_path"), c.DestinationPath); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(c.DestinationPath, CredentialHome+"/") {
+				return faultf(join(at, "destination_path"), "%q is not beneath the private home %s", c.DestinationPath, CredentialHome)
+			}
 		}
-		if err := checkRange(join(at, "max_bytes"), c.MaxBytes, 1, MaxCredentialBytes); err != nil {
+		if err := checkRange(join(at, "max_bytes"), c.MaxBytes, 1, maxBytes); err != nil {
 			return err
 		}
 		for j := range i {
-			if rel := relation(c.DestinationPath, cs[j].DestinationPath); rel != "" {
-				return faultf(join(at, "destination_path"), "%q %s the destination_path of handle %q", c.DestinationPath, rel, cs[j].Handle)
+			if c.DestinationPath != "" && cs[j].DestinationPath != "" {
+				if rel := relation(c.DestinationPath, cs[j].DestinationPath); rel != "" {
+					return faultf(join(at, "destination_path"), "%q %s the destination_path of handle %q", c.DestinationPath, rel, cs[j].Handle)
+				}
+			}
+			if c.EnvironmentVariable != "" && c.EnvironmentVariable == cs[j].EnvironmentVariable {
+				return faultf(join(at, "environment_variable"), "%s is also the environment_variable of handle %q", c.EnvironmentVariable, cs[j].Handle)
 			}
 			if c.SourcePath == cs[j].SourcePath {
 				return faultf(join(at, "source_path"), "%q is also the source of handle %q", c.SourcePath, cs[j].Handle)
+			}
+		}
+	}
+	return nil
+}
+
+// checkCredentialVariable: a portable name ([A-Za-z_][A-Za-z0-9_]*, at
+// most 255 bytes), none that Glove sets or reserves, and none that any
+// runtime template's environment sets (a plan may combine any template
+// with any handle, so every template is checked).
+func checkCredentialVariable(p *Policy, at, name string) error {
+	if len(name) > MaxPathComponentBytes || !envRE.MatchString(name) {
+		return faultf(at, "%q is not a variable name: [A-Za-z_][A-Za-z0-9_]*, at most %d bytes", name, MaxPathComponentBytes)
+	}
+	if strings.HasPrefix(name, reservedEnvPrefix) || slices.Contains(reservedEnvironment, name) || slices.Contains(credentialVariableReserved, name) {
+		return faultf(at, "%s is set by Glove itself (reserved: %s, %s, and the %s prefix)", name,
+			strings.Join(reservedEnvironment, ", "), strings.Join(credentialVariableReserved, ", "), reservedEnvPrefix)
+	}
+	for i := range p.RuntimeTemplates {
+		t := &p.RuntimeTemplates[i]
+		for _, e := range t.Launch.Environment {
+			if n, _, _ := strings.Cut(e, "="); n == name {
+				return faultf(at, "%s is also set by the environment of runtime template %q", name, t.RuntimeTemplateID)
 			}
 		}
 	}
@@ -350,6 +402,23 @@ func validateTemplates(p *Policy) error {
 		}
 		if err := validateLaunch(join(at, "launch"), t); err != nil {
 			return err
+		}
+		// Threat: a grant mounted over (or beneath) what host_files give,
+		// so that /etc or the CA store the program sees is not the one
+		// the template describes.
+		for _, tg := range HostFilesTargets(t.Launch.HostFiles) {
+			for j, a := range t.AllowedPathAliases {
+				pa, _ := p.Alias(a)
+				if rel := relation(pa.TargetPath, tg); rel != "" {
+					return faultf(join(at, "allowed_path_aliases", j), "the target_path %q of alias %q %s %s, which launch.host_files provide", pa.TargetPath, a, rel, tg)
+				}
+			}
+			for j, d := range t.AllowedProjectionDestinations {
+				pd, _ := p.Destination(d)
+				if rel := relation(pd.TargetPath, tg); rel != "" {
+					return faultf(join(at, "allowed_projection_destinations", j), "the target_path %q of destination %q %s %s, which launch.host_files provide", pd.TargetPath, d, rel, tg)
+				}
+			}
 		}
 		// Last: any launch fault above would also change the digest, and
 		// naming the launch field is the more useful report.
@@ -419,7 +488,72 @@ func validateLaunch(at string, t *RuntimeTemplate) error {
 	if err := checkEnvironment(join(at, "environment"), l.Environment); err != nil {
 		return err
 	}
-	return checkReadOnlyPaths(join(at, "read_only_paths"), l)
+	if err := checkReadOnlyPaths(join(at, "read_only_paths"), l); err != nil {
+		return err
+	}
+	return checkHostFiles(at, l)
+}
+
+// HostFilesTargets are the sandbox paths a template's host_files make
+// Glove's: /etc whatever the members (it holds only what they give), and
+// the CA link directories with HostFilesCA.
+func HostFilesTargets(members []string) []string {
+	if len(members) == 0 {
+		return nil
+	}
+	out := []string{"/etc"}
+	if slices.Contains(members, HostFilesCA) {
+		out = append(out, HostCALinkDirs...)
+	}
+	return out
+}
+
+// checkHostFiles: members from the closed set, sorted, unique; with any,
+// the executable, a search directory or a read-only path may not overlap
+// /etc (Glove's then: a launch path there would be a second, unreviewed
+// source of /etc's content, or a mount over a file Glove wrote), and the
+// executable and search directories may not overlap a CA link directory
+// (its bind would be a second, unpinned route to the executable). A
+// read-only path containing a CA link directory is fine: Glove then does
+// not bind it again.
+func checkHostFiles(at string, l *Launch) error {
+	hf := l.HostFiles
+	hat := join(at, "host_files")
+	members := HostFilesMembers()
+	for i, m := range hf {
+		if !slices.Contains(members, m) {
+			return faultf(join(hat, i), "%q is not one of %s", m, strings.Join(members, ", "))
+		}
+		if i > 0 {
+			if err := checkOrder(join(hat, i), hf[i-1], m); err != nil {
+				return err
+			}
+		}
+	}
+	targets := HostFilesTargets(hf)
+	if len(targets) == 0 {
+		return nil
+	}
+	for _, tg := range targets {
+		if l.ExecutablePath != "" {
+			if rel := relation(l.ExecutablePath, tg); rel != "" {
+				return faultf(join(at, "executable_path"), "%q %s %s, which host_files provide", l.ExecutablePath, rel, tg)
+			}
+		}
+		for i, s := range l.ExecutableSearchPaths {
+			if rel := relation(s, tg); rel != "" {
+				return faultf(join(at, "executable_search_paths", i), "%q %s %s, which host_files provide", s, rel, tg)
+			}
+		}
+		for i, p := range l.ReadOnlyPaths {
+			// A read-only path over a CA link directory shows the same
+			// host tree: Glove then skips its own bind of it.
+			if rel := relation(p, tg); rel != "" && (tg == "/etc" || rel != "contains") {
+				return faultf(join(at, "read_only_paths", i), "%q %s %s, which host_files provide", p, rel, tg)
+			}
+		}
+	}
+	return nil
 }
 
 func checkLaunchString(at, s string) error {

@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
@@ -19,9 +20,11 @@ import (
 // This file holds a launch's credentials: for each secret handle the plan
 // names, the policy's source is read (protected-file rules) and brought
 // into the handle's lease (package lease), the lease is held for the
-// session, its content is written at the policy's destination in the
-// private home before the program exists, and after the program has
-// ended what it left there becomes the lease's next version.
+// session, and its content is either written at the policy's destination
+// in the private home before the program exists (after the program has
+// ended what it left there becomes the lease's next version), or given
+// to the program as one environment variable (never taken back: a
+// program cannot change its parent's copy of its environment).
 //
 // Threats, and what stops each:
 //   - the sandbox reading or changing the operator's source file: it is
@@ -37,7 +40,16 @@ import (
 //     the home's descriptor without following links, non-blocking, and
 //     takes a regular file only;
 //   - the secret reaching a log, the store, a status or a receipt: only
-//     the handle, the lease identity and versions leave this file.
+//     the handle, the lease identity and versions leave this file;
+//   - a variable's value reaching the launch digest or anything derived
+//     from the Launch: it is never in Launch.Env (which the digest
+//     hashes) but joined to the environment only when the bundle is
+//     written (secretEnv), and glove-shim unlinks that bundle's
+//     config.json as soon as it has read it (spec.ConfigAnnotation);
+//   - a lease whose content cannot be one variable (a NUL, which execve
+//     would cut, a line break, which would make a second line of
+//     anything that prints the environment, or bytes that are not
+//     UTF-8): refused at start, the value never quoted in the error.
 
 // ErrCredential is wrapped when a credential cannot be provided: the
 // source fails the protected-file rules, the lease is unreadable or
@@ -51,12 +63,18 @@ const MaxCredentials = 8
 // Credential is one credential of a launch, as the managed-launch digest
 // and the receipt commit it: never its content.
 type Credential struct {
-	Handle      string `json:"handle"`
-	Destination string `json:"destination"`
+	Handle string `json:"handle"`
+	// Exactly one of Destination (a file in the private home) and
+	// Variable (an environment variable's name).
+	Destination string `json:"destination,omitzero"`
+	Variable    string `json:"environment_variable,omitzero"`
 	MaxBytes    uint64 `json:"max_bytes"`
 	LeaseID     string `json:"lease_id"`
 	Version     uint64 `json:"version"`
 }
+
+// file reports whether c is delivered as a file in the private home.
+func (c Credential) file() bool { return c.Destination != "" }
 
 // CredentialOutcome is what became of a credential after the session.
 type CredentialOutcome struct {
@@ -88,19 +106,22 @@ func resolveCredentials(l *Launch, pins *Pins, pol *policy.Policy, pl *plan.Plan
 	if src.Leases == nil {
 		return fmt.Errorf("resolve: secret_handles: no credential lease store here: %w", ErrUnsupported)
 	}
-	if l.Skills == nil {
-		return fmt.Errorf("resolve: secret_handles: runtime template %q has no private home to hold a credential: %w", pl.RuntimeTemplateID, ErrUnsupported)
-	}
 	for _, h := range pl.SecretHandles {
 		cp, ok := pol.Credential(h)
 		if !ok {
 			return fmt.Errorf("resolve: secret handle %q: the policy maps no credential source to it: %w", h, ErrUnsupported)
 		}
-		if cp.DestinationPath == l.Skills.SkillDir || within(cp.DestinationPath, l.Skills.SkillDir) || within(l.Skills.SkillDir, cp.DestinationPath) {
-			return fmt.Errorf("resolve: secret handle %q: its destination overlaps the skill directory %s: %w", h, l.Skills.SkillDir, ErrInvalid)
-		}
-		if _, ok := cutDir(cp.DestinationPath, l.Skills.Home); !ok {
-			return fmt.Errorf("resolve: secret handle %q: its destination is not beneath the private home: %w", h, ErrInvalid)
+		// A variable needs no private home; a file does.
+		if cp.EnvironmentVariable == "" {
+			if l.Skills == nil {
+				return fmt.Errorf("resolve: secret handle %q: runtime template %q has no private home to hold a credential file: %w", h, pl.RuntimeTemplateID, ErrUnsupported)
+			}
+			if cp.DestinationPath == l.Skills.SkillDir || within(cp.DestinationPath, l.Skills.SkillDir) || within(l.Skills.SkillDir, cp.DestinationPath) {
+				return fmt.Errorf("resolve: secret handle %q: its destination overlaps the skill directory %s: %w", h, l.Skills.SkillDir, ErrInvalid)
+			}
+			if _, ok := cutDir(cp.DestinationPath, l.Skills.Home); !ok {
+				return fmt.Errorf("resolve: secret handle %q: its destination is not beneath the private home: %w", h, ErrInvalid)
+			}
 		}
 		data, err := policy.ReadProtected(cp.SourcePath, int64(cp.MaxBytes))
 		if err != nil {
@@ -116,11 +137,60 @@ func resolveCredentials(l *Launch, pins *Pins, pol *policy.Policy, pl *plan.Plan
 			rerr := ls.Release()
 			return errors.Join(fmt.Errorf("resolve: secret handle %q: the lease holds more than max_bytes %d: %w", h, cp.MaxBytes, ErrCredential), rerr)
 		}
+		if cp.EnvironmentVariable != "" {
+			if _, err := variableValue(ls.Content()); err != nil {
+				rerr := ls.Release()
+				return errors.Join(fmt.Errorf("resolve: secret handle %q: lease %s version %d cannot be variable %s: %w: %w", h, ls.ID(), ls.Version(), cp.EnvironmentVariable, err, ErrCredential), rerr)
+			}
+		}
 		pins.leases = append(pins.leases, ls)
-		l.Credentials = append(l.Credentials, Credential{Handle: h, Destination: cp.DestinationPath, MaxBytes: cp.MaxBytes,
-			LeaseID: ls.ID(), Version: ls.Version()})
+		l.Credentials = append(l.Credentials, Credential{Handle: h, Destination: cp.DestinationPath, Variable: cp.EnvironmentVariable,
+			MaxBytes: cp.MaxBytes, LeaseID: ls.ID(), Version: ls.Version()})
 	}
 	return nil
+}
+
+// variableValue is a lease's content as one environment variable's
+// value: one line, its one trailing newline ("\n" or "\r\n") removed, no
+// other line break, no NUL, valid UTF-8. Its errors never quote the
+// content (it is the secret).
+func variableValue(content []byte) (string, error) {
+	v := content
+	if bytes.HasSuffix(v, []byte("\n")) {
+		v = bytes.TrimSuffix(bytes.TrimSuffix(v, []byte("\n")), []byte("\r"))
+	}
+	switch {
+	case len(v) == 0:
+		return "", errors.New("it is empty")
+	case bytes.IndexByte(v, 0) >= 0:
+		return "", errors.New("it holds a NUL byte")
+	case bytes.ContainsAny(v, "\r\n"):
+		return "", errors.New("it is more than one line")
+	case !utf8.Valid(v):
+		return "", errors.New("it is not valid UTF-8")
+	}
+	return string(v), nil
+}
+
+// secretEnv is the environment entries of l's variable credentials,
+// NAME=value, read from the pinned leases. Only writeBundle calls it:
+// the values exist nowhere else of the launch.
+func secretEnv(l *Launch, pins *Pins) ([]string, error) {
+	var out []string
+	for i, c := range l.Credentials {
+		if c.file() {
+			continue
+		}
+		if pins == nil || i >= len(pins.leases) {
+			return nil, fmt.Errorf("credential %s: no pinned lease: %w", c.Handle, ErrInvalid)
+		}
+		v, err := variableValue(pins.leases[i].Content())
+		if err != nil {
+			return nil, fmt.Errorf("credential %s: lease %s cannot be variable %s: %w: %w", c.Handle, c.LeaseID, c.Variable, err, ErrCredential)
+		}
+		out = append(out, c.Variable+"="+v)
+	}
+	return out, nil
 }
 
 // within reports whether canonical path p lies beneath dir.
@@ -134,6 +204,9 @@ func within(p, dir string) bool {
 // anything can see the home.
 func writeCredentials(home *os.File, l *Launch, pins *Pins) error {
 	for i, c := range l.Credentials {
+		if !c.file() {
+			continue // a variable (writeBundle)
+		}
 		rel, _ := cutDir(c.Destination, l.Skills.Home)
 		dir, name := home, rel
 		if d := path.Dir(rel); d != "." {
@@ -174,6 +247,10 @@ func returnCredentials(home *os.File, l *Launch, pins *Pins) ([]CredentialOutcom
 	for i, c := range l.Credentials {
 		ls := pins.leases[i]
 		o := CredentialOutcome{Handle: c.Handle, LeaseID: ls.ID(), Version: ls.Version()}
+		if !c.file() {
+			out = append(out, o) // a variable: nothing to take back
+			continue
+		}
 		rel, _ := cutDir(c.Destination, l.Skills.Home)
 		data, why := readBack(home, rel, c.MaxBytes)
 		if why != "" {
@@ -270,7 +347,7 @@ type credWatch struct {
 // watchCredentials starts the watcher, before the program is released.
 func (p *prepared) watchCredentials(l *Launch) (*credWatch, error) {
 	home := p.home(l)
-	if home == nil || len(l.Credentials) == 0 {
+	if home == nil || !slices.ContainsFunc(l.Credentials, Credential.file) {
 		return nil, nil
 	}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
@@ -283,6 +360,9 @@ func (p *prepared) watchCredentials(l *Launch) (*credWatch, error) {
 	// not run yet, so no name on the way is the sandbox's.
 	dirs := map[int32]string{}
 	for _, c := range l.Credentials {
+		if !c.file() {
+			continue
+		}
 		rel, _ := cutDir(c.Destination, l.Skills.Home)
 		d := path.Dir(rel)
 		// "/." for the home itself: IN_DONT_FOLLOW applies to the last
@@ -339,6 +419,9 @@ func (w *credWatch) loop(home *os.File, l *Launch, pins *Pins, dirs map[int32]st
 			}
 			for _, ev := range parseInotify(buf[:max(n, 0)]) {
 				for i, c := range l.Credentials {
+					if !c.file() {
+						continue
+					}
 					rel, _ := cutDir(c.Destination, l.Skills.Home)
 					if ev.overflow || (dirs[ev.wd] == path.Dir(rel) && ev.name == path.Base(rel)) {
 						dirty[i] = true

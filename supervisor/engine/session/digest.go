@@ -9,7 +9,7 @@ import (
 )
 
 // LaunchDigestSchema names the managed-launch digest's preimage.
-const LaunchDigestSchema = "glove.managed-launch-v4"
+const LaunchDigestSchema = "glove.managed-launch-v5"
 
 // Transport is what a launch's local-service transport binds: its kind,
 // the alias-to-descriptor map the program sees, the identities of both
@@ -63,6 +63,10 @@ type launchPreimage struct {
 	ToolPolicyIDs   []string `json:"tool_policy_ids"`
 	// v3: the credentials, each with its lease identity and the version
 	// launched (never the content: the digest is no oracle for it).
+	// v5: a credential delivered as a variable names it
+	// (environment_variable) instead of a destination; its value is not
+	// in Env either (writeBundle adds it), so a guess at it cannot be
+	// confirmed against a published digest.
 	Credentials []Credential `json:"credential_leases"`
 	// v4: ExecutablePin carries the stage tree (root and content digest)
 	// of a staged runtime, which is mounted whole.

@@ -229,10 +229,29 @@ func (l *Launch) Check() error {
 	if !validName(l.Name) {
 		return bad("name %q is not [a-z0-9][a-z0-9-]{0,63}", l.Name)
 	}
+	envNames := map[string]bool{}
 	for i, e := range l.Env {
 		if strings.HasPrefix(e, "GLOVE_") {
 			return bad("env[%d]: GLOVE_ names are Glove's own", i)
 		}
+		name, _, _ := strings.Cut(e, "=")
+		envNames[name] = true
+	}
+	// A variable credential is joined to the environment only in the
+	// bundle (secretEnv): its name must be one no other entry has, so
+	// that the environment the digest commits is the rest of what the
+	// program gets, and no value replaces another.
+	for i, c := range l.Credentials {
+		if (c.Destination == "") == (c.Variable == "") {
+			return bad("credentials[%d] %s: exactly one of a destination and a variable", i, c.Handle)
+		}
+		if c.Variable == "" {
+			continue
+		}
+		if strings.HasPrefix(c.Variable, "GLOVE_") || envNames[c.Variable] {
+			return bad("credentials[%d] %s: variable %s is set otherwise", i, c.Handle, c.Variable)
+		}
+		envNames[c.Variable] = true
 	}
 	if st := l.Stream; st != nil {
 		if !policy.ValidIdentifier(st.Alias) {
@@ -278,6 +297,10 @@ func (l *Launch) Check() error {
 			if m.MaxBytes != 0 || m.Target != HomeDir || l.Skills == nil || m.ReadOnly {
 				return bad("mounts[%d]: a private home is writable scratch at %s (no quota of its own), with its skill projection", i, HomeDir)
 			}
+		case SyntheticEtc:
+			if m.Target != EtcDir || !m.ReadOnly || m.MaxBytes != 0 || m.HostPath != "" {
+				return bad("mounts[%d]: a synthetic /etc is read-only scratch at %s, of no host path and no quota of its own", i, EtcDir)
+			}
 		case LibraryBundles:
 			if m.MaxBytes == 0 || len(m.Bundles) == 0 || !m.ReadOnly {
 				return bad("mounts[%d]: a library mount is read-only, with a quota and bundles", i)
@@ -300,7 +323,7 @@ func (l *Launch) Check() error {
 		default:
 			return bad("mounts[%d]: unknown kind %q", i, m.Kind)
 		}
-		if m.Kind != Tmpfs && m.Kind != PrivateHome && m.Kind != LibraryBundles && m.Kind != ServiceDir && (!path.IsAbs(m.HostPath) || path.Clean(m.HostPath) != m.HostPath) {
+		if m.Kind != Tmpfs && m.Kind != PrivateHome && m.Kind != LibraryBundles && m.Kind != ServiceDir && m.Kind != SyntheticEtc && (!path.IsAbs(m.HostPath) || path.Clean(m.HostPath) != m.HostPath) {
 			return bad("mounts[%d]: host path %q is not an absolute clean path", i, m.HostPath)
 		}
 	}
@@ -316,7 +339,7 @@ func (l *Launch) Check() error {
 // quota, kept after the session; read-only copies and library bundles
 // cannot be written.
 func (m Mount) inScratch() bool {
-	return m.Kind == Tmpfs || m.Kind == PrivateHome || m.Kind == ServiceDir || (m.Kind == EphemeralCopy && !m.ReadOnly)
+	return m.Kind == Tmpfs || m.Kind == PrivateHome || m.Kind == ServiceDir || m.Kind == SyntheticEtc || (m.Kind == EphemeralCopy && !m.ReadOnly)
 }
 
 // Retains reports whether the launch has a RetainedCopy mount: its

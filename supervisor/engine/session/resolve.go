@@ -99,6 +99,8 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 //     gets a private home at /home/agent (in the scratch), HOME
 //     and its managed environment, and the skill entries of the
 //     projected bundles in its skill directory;
+//   - the template's host_files give the parts of /etc it names
+//     (hostfiles.go), and without them there is no /etc;
 //   - each library projection's bundle is opened beneath the pinned
 //     bundle root (src.Libraries) and verified, and mounted read-only at
 //     <destination target>/<digest>.
@@ -196,6 +198,9 @@ func Resolve(pol *policy.Policy, pl *plan.Plan, name string, src Sources) (_ *La
 	}
 	if !privateHome(l, t.RuntimeID) {
 		l.Env = append(l.Env, "HOME="+home)
+	}
+	if err := resolveHostFiles(l, t.Launch.HostFiles, t.Launch.ReadOnlyPaths); err != nil {
+		return nil, nil, err
 	}
 	var reqs []libraryRequest
 	for i, p := range pl.LibraryProjections {

@@ -521,7 +521,11 @@ func prepareMounts(p *prepared, l *Launch, pio IO) error {
 		p.shimFiles = append(p.shimFiles, p.egressShim)
 		p.egressFD = 2 + len(p.shimFiles)
 	}
-	bundle, err := writeBundle(p.env.RuntimeDir, l, p.sources, len(p.shimFiles), p.handoffFD, p.egressFD, p.env.Hidden)
+	secret, err := secretEnv(l, p.pins)
+	if err != nil {
+		return err
+	}
+	bundle, err := writeBundle(p.env.RuntimeDir, l, secret, p.sources, len(p.shimFiles), p.handoffFD, p.egressFD, p.env.Hidden)
 	if err != nil {
 		return err
 	}
@@ -626,6 +630,8 @@ func (p *prepared) scratchDir(i int, m Mount, l *Launch, pio IO) (*os.File, erro
 		err = fill(p.env, dir, m, pio)
 	case ServiceDir:
 		p.listeners, err = listenAliases(dir, l.Services.Aliases)
+	case SyntheticEtc:
+		err = fillEtc(dir, l)
 	}
 	if err != nil {
 		dir.Close()
@@ -756,8 +762,21 @@ func TmpfsRequest(quota uint64) *mountwire.TmpfsRequest {
 
 // writeBundle writes the bundle: an empty root with the usual links into
 // /usr, and config.json whose mounts name the descriptors the shim gets
-// at 3, 4, ... in l.Mounts order.
-func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD, egressFD int, hidden []string) (string, error) {
+// at 3, 4, ... in l.Mounts order, and whose environment is l's with the
+// variable credentials' entries (secret, secretEnv) at its end.
+//
+// config.json is mode 0600 in a directory of its own (0700) in the
+// runtime directory (gloved: the materialization root, mode 0700, the
+// service user's), and it asks glove-shim to unlink it as soon as it has
+// read it (spec.Launch.UnlinkConfig): a variable credential's value is
+// on the host's file system from here to the shim's read, a few
+// milliseconds, readable by the service user and root alone, who can
+// read the credential's lease anyway. The threat accepted: a crash of
+// gloved in that window leaves the file until gloved's next start
+// removes the bundle (recover.go), and the host's page cache may write
+// it to the disk holding the runtime directory meanwhile, where the
+// lease itself already is.
+func writeBundle(runtimeDir string, l *Launch, secret []string, srcs []mountSource, n, listenerFD, egressFD int, hidden []string) (string, error) {
 	dir, err := os.MkdirTemp(runtimeDir, "bundle-"+l.Name+"-")
 	if err != nil {
 		return "", fmt.Errorf("create the bundle: %w", err)
@@ -819,6 +838,9 @@ func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD
 		opts.LocalServiceConnect = true
 		env = append(append([]string(nil), env...), ServiceDirEnv+"="+ServiceDirTarget)
 	}
+	if len(secret) > 0 {
+		env = append(append([]string(nil), env...), secret...)
+	}
 	// Parents before children (spec.Build refuses anything else).
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Target) < depth(mounts[j].Target) })
 	s, err := spec.Build(spec.Launch{
@@ -835,6 +857,7 @@ func writeBundle(runtimeDir string, l *Launch, srcs []mountSource, n, listenerFD
 		SeccompListenerFD: listenerFD,
 		EgressPorts:       egressPorts(l.Egress),
 		EgressHandoffFD:   egressFD,
+		UnlinkConfig:      true,
 	})
 	if err != nil {
 		return "", fmt.Errorf("build config.json: %w", err)

@@ -72,7 +72,7 @@ func TestServicesBundle(t *testing.T) {
 	p := &prepared{pins: &Pins{}, mounts: []*os.File{usr, usr}, scratch: usr}
 	files, srcs := p.descriptors(l)
 	files = append(files, usr) // the hand-off socket's place
-	dir, err := writeBundle(t.TempDir(), l, srcs, len(files), 2+len(files), 0, nil)
+	dir, err := writeBundle(t.TempDir(), l, nil, srcs, len(files), 2+len(files), 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestStreamBundle(t *testing.T) {
 	if len(files) != 3 || files[0] != guest {
 		t.Fatalf("descriptors %v, want the stream, /usr and the scratch", files)
 	}
-	dir, err := writeBundle(t.TempDir(), l, srcs, len(files), 0, 0, nil)
+	dir, err := writeBundle(t.TempDir(), l, nil, srcs, len(files), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
