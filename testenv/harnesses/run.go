@@ -145,15 +145,25 @@ func TUIArgs(args []string) []string {
 	return out
 }
 
+// KeyVar is the variable the harness reads its API key from.
+func (h Harness) KeyVar() string {
+	if h.Name == Claude.Name {
+		return "ANTHROPIC_API_KEY"
+	}
+	return KeyEnv
+}
+
 // SandboxEnv is the harness's environment as a Glove runtime template
 // gives it (Env, for a run whose Home is the private home): without HOME
-// and CODEX_HOME, which Glove sets itself, TMPDIR the sandbox's /tmp,
-// sorted as a policy's environment must be.
+// and CODEX_HOME, which Glove sets itself, without the API key (KeyVar),
+// which a credential policy delivers so that it is in no launch field,
+// digest or explain output, TMPDIR the sandbox's /tmp, sorted as a
+// policy's environment must be.
 func (h Harness) SandboxEnv(r Run) []string {
 	var env []string
 	for _, kv := range h.Env(r) {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "HOME", "CODEX_HOME":
+		case "HOME", "CODEX_HOME", h.KeyVar():
 		case "TMPDIR":
 			env = append(env, "TMPDIR=/tmp")
 		default:

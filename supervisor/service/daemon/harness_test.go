@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -89,6 +90,20 @@ func modelGateway(t *testing.T, e *testenv.Env, f *fixture, cfg modelserver.Conf
 	return srv, sock
 }
 
+// keyCredential gives the fixture's policy the harness's API key as a
+// variable credential, handle "<harness>-key" (a variable's name is one
+// credential's; one source file each), its source a protected file in
+// dir; the caller writes the policy (withEgress does).
+func keyCredential(t *testing.T, e *testenv.Env, f *fixture, dir string, h harnesses.Harness, key string) {
+	t.Helper()
+	handle, src := h.Name+"-key", filepath.Join(dir, h.Name+".key")
+	writeProtected(t, src, []byte(key+"\n"), e.UID, e.GID)
+	f.pol.SecretHandles = append(f.pol.SecretHandles, handle)
+	slices.Sort(f.pol.SecretHandles)
+	f.pol.CredentialPolicies = append(f.pol.CredentialPolicies, policy.CredentialPolicy{Handle: handle, SourcePath: src, EnvironmentVariable: h.KeyVar(), MaxBytes: 256})
+	slices.SortFunc(f.pol.CredentialPolicies, func(a, b policy.CredentialPolicy) int { return strings.Compare(a.Handle, b.Handle) })
+}
+
 // TestGlovedRealHarnesses runs the real harnesses, the pinned codex and
 // claude-code from npm, as managed sessions: each reaches the scripted
 // model server (on a unix socket of the host) only through the session's
@@ -119,6 +134,9 @@ func TestGlovedRealHarnesses(t *testing.T) {
 	final := "GLOVE-FINAL-" + randomHex(t)
 	script := []modelserver.Turn{{Command: "cat input.txt > out.txt; echo done >> out.txt; cat out.txt"}, {Text: final}}
 	srv, sock := modelGateway(t, e, f, modelserver.Config{Key: key, Responses: script, Messages: script})
+	// The key reaches each harness as a variable credential: in no
+	// launch field, digest, status or log (TestGlovedCredentialVariable).
+	keyDir := ownedDir(t, e, filepath.Join(f.dir, "keys"))
 
 	// One template per harness: its binary pinned, /usr read-only (its
 	// shell tool runs /bin/bash), its model settings pointing at the
@@ -133,8 +151,10 @@ func TestGlovedRealHarnesses(t *testing.T) {
 		r := policy.RuntimeTemplate{
 			RuntimeTemplateID: h.Name + "-e2e", RuntimeID: runtime, SandboxBackend: policy.BackendLinuxProduction,
 			AllowedPathAliases: []string{"workspace"},
-			Launch:             policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: h.SandboxEnv(run), ReadOnlyPaths: []string{"/usr"}},
+			Launch: policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: h.SandboxEnv(run), ReadOnlyPaths: []string{"/usr"},
+				HostFiles: []string{policy.HostFilesCA, policy.HostFilesNameService}},
 		}
+		keyCredential(t, e, f, keyDir, h, key)
 		r.AdapterCommandDigest = policy.AdapterDigest(&r)
 		f.templates[r.RuntimeTemplateID] = r
 		f.pol.RuntimeTemplates = append(f.pol.RuntimeTemplates, r)
@@ -154,6 +174,7 @@ func TestGlovedRealHarnesses(t *testing.T) {
 			pl := f.plan(h.Name+"-e2e", "harness")
 			pl.RuntimeID = f.templates[h.Name+"-e2e"].RuntimeID
 			pl.EgressPolicyIDs = []string{"model-gateway"}
+			pl.SecretHandles = []string{h.Name + "-key"}
 			tok := f.create(c, id, pl)
 			c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
 			end := attach(t, c, id)
@@ -188,6 +209,27 @@ func TestGlovedRealHarnesses(t *testing.T) {
 				t.Errorf("the egress audit has no closed connection:\n%s", raw)
 			}
 		})
+	}
+	// The key was the gateway's and the harness's alone: not in the
+	// policy, gloved's log or the store.
+	pol, err := os.ReadFile(filepath.Join(f.dir, "policy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(pol), key) || strings.Contains(g.log.String(), key) {
+		t.Error("the API key is in the policy or gloved's log")
+	}
+	if err := filepath.WalkDir(f.storeDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), key) {
+			t.Errorf("the API key is in the store's %s", filepath.Base(p))
+		}
+		return err
+	}); err != nil {
+		t.Errorf("walk the store: %v", err)
 	}
 	g.stop(t)
 }

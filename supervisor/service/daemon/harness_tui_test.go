@@ -157,6 +157,7 @@ func TestGlovedCodexTUI(t *testing.T) {
 	srv, sock := modelGateway(t, e, f, modelserver.Config{Key: key,
 		Responses: []modelserver.Turn{{Command: "cat input.txt > out.txt; cat out.txt; rg --version"}, {Text: final}}})
 	run := harnesses.Run{Home: "/home/agent", BaseURL: "http://127.0.0.1:" + strconv.Itoa(egressPort), Key: key, Model: "glove-test-model"}
+	keyCredential(t, e, f, ownedDir(t, e, filepath.Join(f.dir, "keys")), harnesses.Codex, key)
 	r := policy.RuntimeTemplate{RuntimeTemplateID: "codex-tui", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
 		AllowedPathAliases: []string{"workspace"},
 		Launch: policy.Launch{RuntimeDiscovery: "codex", ExecutableSearchPaths: []string{search},
@@ -175,6 +176,7 @@ func TestGlovedCodexTUI(t *testing.T) {
 	const id = "s-codex-tui"
 	pl := f.plan("codex-tui", "harness")
 	pl.EgressPolicyIDs = []string{"model-gateway"}
+	pl.SecretHandles = []string{"codex-key"}
 	tok := f.create(ctl, id, pl)
 	ctl.ok("start_session", map[string]any{"session_id": id, "start_token": tok, "rows": 24, "cols": 80}, nil)
 	var a struct {
