@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/glove-sandbox/glove/supervisor/authority/harness"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/testenv"
 	"github.com/glove-sandbox/glove/testenv/harnesses"
@@ -133,7 +134,7 @@ func TestGlovedRealHarnesses(t *testing.T) {
 		r := policy.RuntimeTemplate{
 			RuntimeTemplateID: h.Name + "-e2e", RuntimeID: runtime, SandboxBackend: policy.BackendLinuxProduction,
 			AllowedPathAliases: []string{"workspace"},
-			Launch:             policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: h.SandboxEnv(run), ReadOnlyPaths: []string{"/usr"}},
+			Launch:             policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: h.SandboxEnv(run), ReadOnlyPaths: harness.ReadOnlyPaths()},
 		}
 		r.AdapterCommandDigest = policy.AdapterDigest(&r)
 		f.templates[r.RuntimeTemplateID] = r
