@@ -5,18 +5,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/glove-sandbox/glove/supervisor/authority/harness"
 )
 
 // KeyEnv is the environment variable that carries the model API key to
 // codex (its custom provider's env_key). claude-code reads its key from
-// ANTHROPIC_API_KEY, a name it fixes. Not a GLOVE_ name: those are
-// Glove's own in a sandbox, and a launch setting one is refused.
-const KeyEnv = "MODEL_API_KEY"
+// ANTHROPIC_API_KEY, a name it fixes.
+const KeyEnv = harness.DefaultKeyEnv
 
-// ProviderID is codex's custom model provider for the model server. The
-// built-in providers' base URLs cannot be overridden, so the model server
-// is reached through a provider of its own.
-const ProviderID = "glove"
+// ProviderID is codex's custom model provider for the model server.
+const ProviderID = harness.ProviderID
 
 // Run describes one non-interactive harness run against a model server.
 type Run struct {
@@ -42,15 +41,12 @@ type Run struct {
 	Prompt     string
 }
 
-// Args returns the arguments after the binary for a one-shot run.
+// Args returns the arguments after the binary for a one-shot run: the
+// interactive session's (supervisor/authority/harness, what `glove
+// policy generate` writes into a template) turned into one turn.
 //
 // codex: `exec` runs one turn and exits; --skip-git-repo-check because the
-// work directory is no repository; sandbox_mode danger-full-access because
-// codex's own tool sandbox (bubblewrap or Landlock with user namespaces)
-// cannot nest inside Glove's, and Glove is the sandbox; approval_policy
-// never because nobody is there to approve; analytics, feedback and the
-// update check and the plugins feature off so the only traffic is to the
-// model provider.
+// work directory is no repository; no retries (sessionArgs).
 //
 // claude-code: -p (print mode) runs one prompt and exits;
 // --allowedTools Bash lets the Bash tool run without a prompt while every
@@ -58,118 +54,88 @@ type Run struct {
 // would also do, but claude-code refuses it as root unless IS_SANDBOX=1.
 // The prompt follows "--" because --allowedTools takes several values.
 func (h Harness) Args(r Run) []string {
+	base := h.sessionArgs(r)
 	switch h.Name {
 	case Codex.Name:
-		p := "model_providers." + ProviderID + "."
-		return []string{
-			"exec", "--skip-git-repo-check",
-			"-c", "model_provider=" + ProviderID,
-			"-c", p + `name="Glove model server"`,
-			"-c", p + fmt.Sprintf("base_url=%q", r.BaseURL+"/v1"),
-			"-c", p + `wire_api="responses"`,
-			"-c", p + fmt.Sprintf("env_key=%q", KeyEnv),
-			// One request per model turn: a retry would hide a wrong
-			// answer and make the request count vary.
-			"-c", p + "request_max_retries=0",
-			"-c", p + "stream_max_retries=0",
-			"-c", fmt.Sprintf("model=%q", r.Model),
-			"-c", `sandbox_mode="danger-full-access"`,
-			"-c", `approval_policy="never"`,
-			"-c", "analytics.enabled=false",
-			"-c", "feedback.enabled=false",
-			"-c", "check_for_update_on_startup=false",
-			"-c", `otel.exporter="none"`,
-			// The plugins feature runs `git ls-remote
-			// https://github.com/openai/plugins` and looks up chatgpt.com
-			// at start; analytics posts to ab.chatgpt.com. Both are off,
-			// so the model provider is the only peer (strace-checked).
-			"-c", "features.plugins=false",
-			r.Prompt,
-		}
+		return slices.Concat([]string{"exec", "--skip-git-repo-check"}, base, []string{r.Prompt})
 	case Claude.Name:
-		return []string{"-p", "--model", r.Model, "--allowedTools", "Bash", "--", r.Prompt}
+		return slices.Concat([]string{"-p"}, base, []string{"--allowedTools", "Bash", "--", r.Prompt})
 	}
 	return nil
 }
 
-// Env returns the harness's whole environment: nothing is inherited, so a
-// developer's own keys, proxies and configuration never reach it.
+// sessionArgs are the interactive session's arguments, and for codex the
+// tests' own: one request per model turn, since a retry would hide a
+// wrong answer and make the request count vary.
+func (h Harness) sessionArgs(r Run) []string {
+	args, err := harness.Arguments(h.Name, h.model(r))
+	if err != nil {
+		// The tests' settings are fixed values; a fault is a test's bug.
+		panic(fmt.Sprintf("harness settings: %v", err))
+	}
+	if h.Name == Codex.Name {
+		p := "model_providers." + ProviderID + "."
+		args = append(args, "-c", p+"request_max_retries=0", "-c", p+"stream_max_retries=0")
+	}
+	return args
+}
+
+func (h Harness) model(r Run) harness.Model {
+	return harness.Model{BaseURL: r.BaseURL, Name: r.Model}
+}
+
+// Env returns the harness's whole environment for a run on the host:
+// nothing is inherited, so a developer's own keys, proxies and
+// configuration never reach it. It is SandboxEnv with what Glove gives
+// a session itself (PATH, HOME, CODEX_HOME) and a private TMPDIR
+// (claude-code's task output and its IPC socket, /tmp/claude-UID and
+// /tmp/cc-socks otherwise).
 func (h Harness) Env(r Run) []string {
 	env := []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + r.Home,
-		"LANG=C.UTF-8",
 		"TMPDIR=" + filepath.Join(r.Home, "tmp"),
 	}
 	if r.Proxy != "" {
 		env = append(env, "HTTP_PROXY="+r.Proxy, "HTTPS_PROXY="+r.Proxy)
 	}
-	switch h.Name {
-	case Codex.Name:
-		env = append(env,
-			"CODEX_HOME="+filepath.Join(r.Home, ".codex"),
-			KeyEnv+"="+r.Key,
-		)
-	case Claude.Name:
-		env = append(env,
-			"ANTHROPIC_BASE_URL="+r.BaseURL,
-			"ANTHROPIC_API_KEY="+r.Key,
-			// No telemetry, error reports, update checks or feature-flag
-			// fetches: the model server is the only peer.
-			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-			"DISABLE_TELEMETRY=1",
-			"DISABLE_ERROR_REPORTING=1",
-			"DISABLE_AUTOUPDATER=1",
-			// A scripted server answers or refuses at once; retries only
-			// hide a wrong answer behind back-off.
-			"CLAUDE_CODE_MAX_RETRIES=0",
-		)
-		if r.UnixSocket != "" {
-			env = append(env, "ANTHROPIC_UNIX_SOCKET="+r.UnixSocket)
-		}
+	if h.Name == Codex.Name {
+		env = append(env, "CODEX_HOME="+filepath.Join(r.Home, ".codex"))
 	}
-	return env
-}
-
-// TUIArgs turns codex's `exec` arguments (Args) into its interactive
-// TUI's: no `exec`, no --skip-git-repo-check (the TUI asks nothing about
-// it with danger-full-access), no prompt (the last argument).
-func TUIArgs(args []string) []string {
-	var out []string
-	for i, a := range args {
-		if a == "exec" || a == "--skip-git-repo-check" || i == len(args)-1 {
-			continue
-		}
-		out = append(out, a)
+	if h.Name == Claude.Name && r.UnixSocket != "" {
+		env = append(env, "ANTHROPIC_UNIX_SOCKET="+r.UnixSocket)
 	}
-	return out
+	env = append(env, h.KeyVar()+"="+r.Key)
+	return append(env, h.SandboxEnv(r)...)
 }
 
 // KeyVar is the variable the harness reads its API key from.
-func (h Harness) KeyVar() string {
-	if h.Name == Claude.Name {
-		return "ANTHROPIC_API_KEY"
-	}
-	return KeyEnv
-}
+func (h Harness) KeyVar() string { return harness.KeyEnv(h.Name, harness.Model{}) }
+
+// TUIArgs are the arguments of the harness's interactive session, as a
+// generated template has them (with the tests' no-retry settings).
+func (h Harness) TUIArgs(r Run) []string { return h.sessionArgs(r) }
 
 // SandboxEnv is the harness's environment as a Glove runtime template
-// gives it (Env, for a run whose Home is the private home): without HOME
-// and CODEX_HOME, which Glove sets itself, without the API key (KeyVar),
-// which a credential policy delivers so that it is in no launch field,
-// digest or explain output, TMPDIR the sandbox's /tmp, sorted as a
-// policy's environment must be.
+// gives it: a generated template's (supervisor/authority/harness), and
+// for claude-code no retries (a scripted server answers or refuses at
+// once; retries only hide a wrong answer behind back-off); sorted by name
+// as a policy's environment must be. Not the API key (KeyVar): a
+// credential policy delivers it as that variable, so that it is in no
+// launch field, digest or explain output.
 func (h Harness) SandboxEnv(r Run) []string {
-	var env []string
-	for _, kv := range h.Env(r) {
-		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "HOME", "CODEX_HOME", h.KeyVar():
-		case "TMPDIR":
-			env = append(env, "TMPDIR=/tmp")
-		default:
-			env = append(env, kv)
-		}
+	m := h.model(r)
+	env, err := harness.Environment(h.Name, m)
+	if err != nil {
+		panic(fmt.Sprintf("harness settings: %v", err))
 	}
-	slices.Sort(env)
+	if h.Name == Claude.Name {
+		env = append(env, "CLAUDE_CODE_MAX_RETRIES=0")
+	}
+	slices.SortFunc(env, func(a, b string) int {
+		an, _, _ := strings.Cut(a, "=")
+		bn, _, _ := strings.Cut(b, "=")
+		return strings.Compare(an, bn)
+	})
 	return env
 }

@@ -120,7 +120,7 @@ func TestCodexTUI(t *testing.T) {
 
 	run := Run{Home: home, BaseURL: "http://" + l.Addr().String(), Key: key, Model: "glove-test-model"}
 	// The TUI is codex without `exec` and without a prompt.
-	args := TUIArgs(Codex.Args(run))
+	args := Codex.TUIArgs(run)
 	master, tty := openPty(t, 24, 80)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -60,8 +60,11 @@ const usage = `usage:
                                 content-address a package closure and copy it into DIR/<digest>,
                                 a protected runtime directory discovery admits; never overwrites
   glove policy generate --runtime R (--executable PATH | --search-path DIR...) --template-id ID
+        [--model-endpoint 127.0.0.1:PORT [--model NAME] [--key-env NAME]]
         [--arg A]... [--env N=V]... [--read-only-path P]... [--alias A]... [--destination D]...
-                                print one runtime_templates[] entry with its adapter digest
+                                print one runtime_templates[] entry with its adapter digest;
+                                --model-endpoint: codex or claude-code set up to run inside
+                                Glove, reaching its model through that egress endpoint
   glove plan validate --policy F --plan P
                                 check a plan (docs/plan.md) against a policy now; print its
                                 plan_content_digest, or exit 2 with the first mismatch
@@ -158,7 +161,8 @@ const (
 )
 
 // commands are glove's commands: the usage -h, -help or --help prints
-// for each, and for a group its subcommands' usages.
+// for each (for some, the usage and a manual after a blank line), and
+// for a group its subcommands' usages.
 var commands = map[string]struct {
 	usage string
 	subs  map[string]string
@@ -169,7 +173,7 @@ var commands = map[string]struct {
 	"status":   {usage: usageStatus},
 	"store":    {subs: map[string]string{"compact": usageStore}},
 	"policy": {subs: map[string]string{"validate": usagePolicyValidate, "explain": usagePolicyExplain,
-		"detect": usagePolicyDetect, "stage": usagePolicyStage, "generate": usagePolicyGenerate}},
+		"detect": usagePolicyDetect, "stage": usagePolicyStage, "generate": helpPolicyGenerate}},
 	"plan":    {subs: map[string]string{"validate": usagePlanValidate}},
 	"receipt": {subs: map[string]string{"verify": usageReceipt}},
 	"seccomp": {subs: map[string]string{"dump": usageSeccompDump}},
@@ -197,7 +201,10 @@ func helpAsked(args []string) (string, bool) {
 	if isHelpFlag(args[1]) || args[1] == "help" {
 		var all []string
 		for _, name := range slices.Sorted(maps.Keys(c.subs)) {
-			all = append(all, c.subs[name])
+			// A subcommand's usage, not its manual (its first
+			// paragraph; the rest is its own --help's).
+			u, _, _ := strings.Cut(c.subs[name], "\n\n")
+			all = append(all, u)
 		}
 		return strings.Join(all, "\n"), true
 	}

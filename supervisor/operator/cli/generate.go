@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/glove-sandbox/glove/spec"
+	"github.com/glove-sandbox/glove/supervisor/authority/harness"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/discovery"
 	"github.com/go-json-experiment/json"
@@ -17,7 +18,66 @@ import (
 )
 
 const usagePolicyGenerate = "usage: glove policy generate --runtime R (--executable PATH | --search-path DIR...) --template-id ID" +
+	" [--model-endpoint 127.0.0.1:PORT [--model NAME] [--key-env NAME]]" +
 	" [--arg A]... [--env NAME=VALUE]... [--read-only-path P]... [--alias A]... [--destination D]... [--backend linux_production]"
+
+// helpPolicyGenerate is what `glove policy generate --help` prints: the
+// usage, then the manual (docs/policy.md, "Generating a template", says
+// the same at length).
+const helpPolicyGenerate = usagePolicyGenerate + `
+
+Print one runtime_templates[] entry of a session policy, with its
+adapter_command_digest, on stdout; notes go to stderr. The entry is
+checked by the policy validator and against glove-mounter's source roots
+before it is printed.
+
+  --runtime R             the template's runtime_id; with --search-path a
+                          runtime_discovery value (claude-code, codex,
+                          copilot, opencode, pi); with --model-endpoint
+                          codex or claude-code
+  --executable PATH       a pinned executable (absolute; links resolved)
+  --search-path DIR       a discovery directory, absolute and canonical
+                          (repeatable, in search order); the adapter must
+                          be found there now; for a staged runtime, the
+                          search_path glove policy stage printed
+  --template-id ID        the runtime_template_id
+  --model-endpoint ADDR   a known harness (codex, claude-code) made to run
+                          inside Glove: its interactive session's
+                          arguments and environment reaching its model at
+                          http://ADDR, the session's egress endpoint,
+                          which must be exactly 127.0.0.1:PORT; its own
+                          tool sandbox off (Glove is the sandbox: nested
+                          user namespaces are refused); no telemetry or
+                          update checks; /usr/bin, /usr/lib, /usr/sbin,
+                          /usr/share (and /usr/lib64 on x86-64)
+                          read-only for its tools. TERM, HOME and PATH are
+                          left to Glove; the API key is not in the entry.
+                          stderr says which egress policy entry to add
+                          and which variable the key goes in
+  --model NAME            the model to ask for (required for codex)
+  --key-env NAME          codex only: the variable codex reads the key
+                          from (default MODEL_API_KEY; claude-code reads
+                          ANTHROPIC_API_KEY)
+  --arg A                 an argument (repeatable, order kept; after a
+                          harness's own)
+  --env NAME=VALUE        an environment entry (repeatable; a NAME the
+                          harness settings set is refused)
+  --read-only-path P      a read-only dependency (repeatable; absolute,
+                          clean, not resolved)
+  --alias A               an allowed path alias (repeatable)
+  --destination D         an allowed library projection destination
+                          (repeatable)
+  --backend B             the sandbox_backend (linux_production)
+
+Exit 0 with the entry; 1 when discovery finds nothing; 2 for a usage
+fault or any fault of the entry, with one "glove: policy generate:" line
+on stderr.
+
+Example (docs/harnesses.md):
+
+  glove policy generate --runtime codex --template-id codex \
+      --search-path /usr/local/lib/glove-runtimes/DIGEST/vendor/x86_64-unknown-linux-musl/bin \
+      --model-endpoint 127.0.0.1:8787 --model gpt-5.1-codex --alias workspace`
 
 // listFlag is a repeatable string flag; order is kept.
 type listFlag []string
@@ -54,6 +114,9 @@ func policyGenerate(args []string, stdout, stderr io.Writer) int {
 	executable := fs.String("executable", "", "pinned executable (absolute; symbolic links are resolved)")
 	templateID := fs.String("template-id", "", "runtime_template_id")
 	backend := fs.String("backend", policy.BackendLinuxProduction, "sandbox_backend")
+	endpoint := fs.String("model-endpoint", "", "a known harness's egress endpoint for its model, 127.0.0.1:PORT")
+	model := fs.String("model", "", "the model name (with --model-endpoint)")
+	keyEnv := fs.String("key-env", "", "codex's API key variable (with --model-endpoint)")
 	var searchDirs, arguments, env, readOnly, aliases, destinations listFlag
 	fs.Var(&searchDirs, "search-path", "discovery search directory (repeatable, in search order)")
 	fs.Var(&arguments, "arg", "argument (repeatable, order kept)")
@@ -61,7 +124,7 @@ func policyGenerate(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&readOnly, "read-only-path", "read-only dependency path (repeatable)")
 	fs.Var(&aliases, "alias", "allowed path alias (repeatable)")
 	fs.Var(&destinations, "destination", "allowed projection destination (repeatable)")
-	if code, done := parseFlags(fs, args, stdout, stderr, usagePolicyGenerate); done {
+	if code, done := parseFlagsHelp(fs, args, stdout, stderr, usagePolicyGenerate, helpPolicyGenerate); done {
 		return code
 	}
 	usageFault := func(msg string) int {
@@ -77,12 +140,15 @@ func policyGenerate(args []string, stdout, stderr io.Writer) int {
 		return usageFault("--executable and --search-path are exclusive: give exactly one")
 	case *executable == "" && len(searchDirs) == 0:
 		return usageFault("one of --executable or --search-path is required")
+	case *endpoint == "" && (*model != "" || *keyEnv != ""):
+		return usageFault("--model and --key-env go with --model-endpoint")
 	}
 
 	t, note, err := buildTemplate(generateInput{
 		runtime: *runtime, executable: *executable, templateID: *templateID, backend: *backend,
 		searchDirs: searchDirs, arguments: arguments, env: env, readOnly: readOnly,
 		aliases: aliases, destinations: destinations,
+		endpoint: *endpoint, model: *model, keyEnv: *keyEnv,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "glove: policy generate: %v\n", err)
@@ -106,14 +172,56 @@ func policyGenerate(args []string, stdout, stderr io.Writer) int {
 		note += "; "
 	}
 	fmt.Fprintf(stderr, "glove: policy generate: note: %s%s\n", note, rootsLine)
+	if *endpoint != "" {
+		if err := harnessNotes(stderr, t, *endpoint, *keyEnv); err != nil {
+			fmt.Fprintf(stderr, "glove: policy generate: %v\n", err)
+			return ExitFail
+		}
+	}
 	fmt.Fprintf(stdout, "%s\n", out)
 	return ExitOK
+}
+
+// egressPlaceholder is the upstream the printed egress policy entry
+// names: a path the operator replaces with the model gateway's socket.
+const egressPlaceholder = "/run/glove-gateway/model.sock"
+
+// harnessNotes tells the operator, on stderr, what the rest of the
+// policy needs for a harness template to reach its model: the egress
+// policy entry (its upstream a placeholder), where the API key goes, and
+// the profile that fits.
+func harnessNotes(w io.Writer, t *policy.RuntimeTemplate, endpoint, keyEnv string) error {
+	entry := policy.EgressPolicy{
+		EgressPolicyID: "model-gateway",
+		Endpoints: []policy.EgressEndpoint{{
+			Address: endpoint, AllowPrivate: true,
+			Upstream: policy.EgressUpstream{UnixSocket: egressPlaceholder},
+		}},
+	}
+	b, err := json.Marshal(entry, jsontext.WithIndent("  "))
+	if err != nil {
+		return fmt.Errorf("encode the egress policy entry: %w", err)
+	}
+	fmt.Fprintf(w, "glove: policy generate: note: the template reaches its model at http://%s, an egress endpoint: add this entry to the policy's egress_policies"+
+		" (and its id to egress_policy_ids), with the upstream your model gateway's unix socket instead of %s, and name it in the plan's egress_policy_ids:\n%s\n",
+		endpoint, egressPlaceholder, b)
+	key := harness.KeyEnv(t.RuntimeID, harness.Model{KeyEnv: keyEnv})
+	if slices.ContainsFunc(t.Launch.Environment, func(kv string) bool { return strings.HasPrefix(kv, key+"=") }) {
+		fmt.Fprintf(w, "glove: policy generate: note: %s is in the template's environment, so it is in the adapter digest and glove policy explain's output: let it be a placeholder and the gateway hold the real key\n", key)
+	} else {
+		fmt.Fprintf(w, "glove: policy generate: note: %s reads the model API key from %s, which the template does not set: add --env %s=VALUE (a placeholder when the gateway holds the real key)\n", t.RuntimeID, key, key)
+	}
+	fmt.Fprintf(w, "glove: policy generate: note: the shipped resource profile %q fits a harness session (docs/policy.md, \"Shipped profiles\")\n", policy.ProfileHarness.ProfileID)
+	return nil
 }
 
 type generateInput struct {
 	runtime, executable, templateID, backend string
 	searchDirs, arguments, env, readOnly     []string
 	aliases, destinations                    []string
+	// endpoint, model, keyEnv: a known harness's settings
+	// (supervisor/authority/harness), when endpoint is set.
+	endpoint, model, keyEnv string
 }
 
 // buildTemplate assembles and validates the entry. A *generateFault is a
@@ -139,11 +247,15 @@ func buildTemplate(in generateInput) (*policy.RuntimeTemplate, string, error) {
 		return nil, "", err
 	}
 	l := &t.Launch
-	l.Arguments = append([]string{}, in.arguments...)
-	if l.Environment, err = sortedEnvironment(in.env); err != nil {
+	args, env, readOnly, err := harnessSettings(in)
+	if err != nil {
 		return nil, "", err
 	}
-	if l.ReadOnlyPaths, err = sortedUnique("--read-only-path", in.readOnly, cleanAbsolute); err != nil {
+	l.Arguments = append(args, in.arguments...)
+	if l.Environment, err = sortedEnvironment(append(env, in.env...)); err != nil {
+		return nil, "", err
+	}
+	if l.ReadOnlyPaths, err = sortedUnique("--read-only-path", append(readOnly, in.readOnly...), cleanAbsolute); err != nil {
 		return nil, "", err
 	}
 
@@ -187,6 +299,43 @@ func buildTemplate(in generateInput) (*policy.RuntimeTemplate, string, error) {
 		note = fmt.Sprintf("%s found %s (%s)%s", f.Runtime, f.Path, f.Identity, rejections(f.Rejected))
 	}
 	return t, note, nil
+}
+
+// harnessSettings are a known harness's arguments, environment and
+// read-only paths for --model-endpoint (none without it). An operator's
+// --env or --read-only-path that repeats one of them is refused, naming
+// the harness's, rather than reported as given twice.
+func harnessSettings(in generateInput) (args, env, readOnly []string, err error) {
+	if in.endpoint == "" {
+		return nil, nil, nil, nil
+	}
+	if !harness.Known(in.runtime) {
+		return nil, nil, nil, faultGen("--model-endpoint: --runtime %q is not a known harness (one of %s)", in.runtime, strings.Join(harness.Runtimes(), ", "))
+	}
+	base, err := harness.EndpointURL(in.endpoint)
+	if err != nil {
+		return nil, nil, nil, faultGen("%v", err)
+	}
+	m := harness.Model{BaseURL: base, Name: in.model, KeyEnv: in.keyEnv}
+	if args, err = harness.Arguments(in.runtime, m); err != nil {
+		return nil, nil, nil, faultGen("%v", err)
+	}
+	if env, err = harness.Environment(in.runtime, m); err != nil {
+		return nil, nil, nil, faultGen("%v", err)
+	}
+	for _, e := range in.env {
+		name, _, _ := strings.Cut(e, "=")
+		if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+			return nil, nil, nil, faultGen("--env %s: the %s settings set it", name, in.runtime)
+		}
+	}
+	readOnly = harness.ReadOnlyPaths()
+	for _, p := range in.readOnly {
+		if slices.Contains(readOnly, p) {
+			return nil, nil, nil, faultGen("--read-only-path %s: the %s settings have it", p, in.runtime)
+		}
+	}
+	return args, env, readOnly, nil
 }
 
 // rejections renders the directories discovery passed over, on one line.

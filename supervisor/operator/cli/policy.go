@@ -157,12 +157,11 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args with fs, which takes no positional argument. It
-// returns done and the exit status when the command is over: help asked
-// for (the usage on stdout, exit 0) or a usage fault (exit 2).
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage string) (exit int, done bool) {
+// parseFlagsHelp is parseFlags for a command whose help is longer than
+// its usage: help asked for prints help, a usage fault the usage.
+func parseFlagsHelp(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage, help string) (exit int, done bool) {
 	if err := fs.Parse(args); err != nil {
-		if helpFlag(err, stdout, usage) {
+		if helpFlag(err, stdout, help) {
 			return ExitOK, true
 		}
 		fmt.Fprintf(stderr, "glove: %s: %v\n%s\n", fs.Name(), err, usage)
@@ -173,4 +172,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage
 		return ExitUsage, true
 	}
 	return 0, false
+}
+
+// parseFlags parses args with fs, which takes no positional argument. It
+// returns done and the exit status when the command is over: help asked
+// for (the usage on stdout, exit 0) or a usage fault (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage string) (exit int, done bool) {
+	return parseFlagsHelp(fs, args, stdout, stderr, usage, usage)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/glove-sandbox/glove/supervisor/authority/harness"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/testenv"
 	"github.com/glove-sandbox/glove/testenv/harnesses"
@@ -151,7 +152,7 @@ func TestGlovedRealHarnesses(t *testing.T) {
 		r := policy.RuntimeTemplate{
 			RuntimeTemplateID: h.Name + "-e2e", RuntimeID: runtime, SandboxBackend: policy.BackendLinuxProduction,
 			AllowedPathAliases: []string{"workspace"},
-			Launch: policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: h.SandboxEnv(run), ReadOnlyPaths: []string{"/usr"},
+			Launch: policy.Launch{ExecutablePath: bins[h.Name], Arguments: h.Args(run), Environment: h.SandboxEnv(run), ReadOnlyPaths: harness.ReadOnlyPaths(),
 				HostFiles: []string{policy.HostFilesCA, policy.HostFilesNameService}},
 		}
 		keyCredential(t, e, f, keyDir, h, key)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/glove-sandbox/glove/supervisor/authority/harness"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/authority/stage"
 	"github.com/glove-sandbox/glove/supervisor/service/daemon"
@@ -161,7 +162,7 @@ func TestGlovedCodexTUI(t *testing.T) {
 	r := policy.RuntimeTemplate{RuntimeTemplateID: "codex-tui", RuntimeID: "codex", SandboxBackend: policy.BackendLinuxProduction,
 		AllowedPathAliases: []string{"workspace"},
 		Launch: policy.Launch{RuntimeDiscovery: "codex", ExecutableSearchPaths: []string{search},
-			Arguments: harnesses.TUIArgs(harnesses.Codex.Args(run)), Environment: harnesses.Codex.SandboxEnv(run), ReadOnlyPaths: []string{"/usr"}}}
+			Arguments: harnesses.Codex.TUIArgs(run), Environment: harnesses.Codex.SandboxEnv(run), ReadOnlyPaths: harness.ReadOnlyPaths()}}
 	r.AdapterCommandDigest = policy.AdapterDigest(&r)
 	f.templates[r.RuntimeTemplateID] = r
 	f.pol.RuntimeTemplates = append(f.pol.RuntimeTemplates, r)
