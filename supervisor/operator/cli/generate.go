@@ -207,9 +207,14 @@ func harnessNotes(w io.Writer, t *policy.RuntimeTemplate, endpoint, keyEnv strin
 		endpoint, egressPlaceholder, b)
 	key := harness.KeyEnv(t.RuntimeID, harness.Model{KeyEnv: keyEnv})
 	if slices.ContainsFunc(t.Launch.Environment, func(kv string) bool { return strings.HasPrefix(kv, key+"=") }) {
-		fmt.Fprintf(w, "glove: policy generate: note: %s is in the template's environment, so it is in the adapter digest and glove policy explain's output: let it be a placeholder and the gateway hold the real key\n", key)
+		fmt.Fprintf(w, "glove: policy generate: note: %s is in the template's environment, so it is in the adapter digest and glove policy explain's output: let it be a placeholder and the gateway hold the real key, or give the key by a credential policy instead\n", key)
 	} else {
-		fmt.Fprintf(w, "glove: policy generate: note: %s reads the model API key from %s, which the template does not set: add --env %s=VALUE (a placeholder when the gateway holds the real key)\n", t.RuntimeID, key, key)
+		cred := policy.CredentialPolicy{Handle: t.RuntimeID + "-key", SourcePath: "/etc/glove/keys/" + t.RuntimeID + ".key", EnvironmentVariable: key, MaxBytes: 4096}
+		b, err := json.Marshal(cred, jsontext.WithIndent("  "))
+		if err != nil {
+			return fmt.Errorf("encode the credential policy entry: %w", err)
+		}
+		fmt.Fprintf(w, "glove: policy generate: note: %s reads the model API key from %s: give it by a credential policy (its handle in secret_handles and in the plan's secret_handles; the source a file of the service user, mode 0600), so that the key is in no launch field, digest or explain output:\n%s\n", t.RuntimeID, key, b)
 	}
 	fmt.Fprintf(w, "glove: policy generate: note: the shipped resource profile %q fits a harness session (docs/policy.md, \"Shipped profiles\")\n", policy.ProfileHarness.ProfileID)
 	return nil
@@ -257,6 +262,14 @@ func buildTemplate(in generateInput) (*policy.RuntimeTemplate, string, error) {
 	}
 	if l.ReadOnlyPaths, err = sortedUnique("--read-only-path", append(readOnly, in.readOnly...), cleanAbsolute); err != nil {
 		return nil, "", err
+	}
+	if in.endpoint != "" {
+		// What a harness reads of /etc, and no more (docs/policy.md,
+		// "Host files"): the CA certificates (claude-code loads the
+		// system store at start, and either harness needs it behind a
+		// gateway that speaks TLS), and a name service naming the
+		// sandbox user (codex looks its user up in /etc/passwd).
+		l.HostFiles = []string{policy.HostFilesCA, policy.HostFilesNameService}
 	}
 
 	var note string

@@ -33,14 +33,14 @@ func TestGenerateHarness(t *testing.T) {
 		keyNote string
 	}{
 		{name: "codex", runtime: "codex", flags: []string{"--model", "gpt-5.1-codex"},
-			model: harness.Model{Name: "gpt-5.1-codex"}, keyNote: "codex reads the model API key from MODEL_API_KEY, which the template does not set"},
+			model: harness.Model{Name: "gpt-5.1-codex"}, keyNote: "codex reads the model API key from MODEL_API_KEY: give it by a credential policy"},
 		{name: "codex key variable and the operator's flags", runtime: "codex",
 			flags: []string{"--model", "m-1", "--key-env", "GATEWAY_KEY", "--arg", "--no-alt-screen", "--env", "GATEWAY_KEY=placeholder",
 				"--env", "A=1", "--read-only-path", "/opt/glove-generate-test/tools"},
 			model: harness.Model{Name: "m-1", KeyEnv: "GATEWAY_KEY"}, extra: []string{"--no-alt-screen"},
 			env: []string{"A=1", "GATEWAY_KEY=placeholder"}, ro: []string{"/opt/glove-generate-test/tools"},
 			keyNote: "GATEWAY_KEY is in the template's environment, so it is in the adapter digest"},
-		{name: "claude-code", runtime: "claude-code", keyNote: "claude-code reads the model API key from ANTHROPIC_API_KEY"},
+		{name: "claude-code", runtime: "claude-code", keyNote: "\"environment_variable\": \"ANTHROPIC_API_KEY\""},
 		{name: "claude-code model", runtime: "claude-code", flags: []string{"--model", "claude-sonnet-4-5"},
 			model: harness.Model{Name: "claude-sonnet-4-5"}, keyNote: "ANTHROPIC_API_KEY"},
 	} {
@@ -107,6 +107,24 @@ func TestGenerateHarness(t *testing.T) {
 			}
 			if len(eg.Endpoints) != 1 || eg.Endpoints[0].Address != "127.0.0.1:8787" || !eg.Endpoints[0].AllowPrivate {
 				t.Errorf("egress entry %+v", eg)
+			}
+			if !slices.Equal(l.HostFiles, []string{policy.HostFilesCA, policy.HostFilesNameService}) {
+				t.Errorf("host_files %v, want the CA certificates and the name service", l.HostFiles)
+			}
+			// Without the key in the template, the credential entry that
+			// delivers it as the harness's variable follows.
+			if rest := errs[j+3:]; !strings.Contains(c.keyNote, "in the template's environment") {
+				k, m := strings.Index(rest, "{\n"), strings.Index(rest, "\n}\n")
+				if k < 0 || m < k {
+					t.Fatalf("stderr holds no credential entry:\n%s", errs)
+				}
+				var cp policy.CredentialPolicy
+				if err := json.Unmarshal([]byte(rest[k:m+2]), &cp, json.RejectUnknownMembers(true)); err != nil {
+					t.Fatalf("the credential entry: %v\n%s", err, rest[k:m+2])
+				}
+				if cp.Handle != c.runtime+"-key" || cp.EnvironmentVariable == "" || cp.DestinationPath != "" {
+					t.Errorf("credential entry %+v", cp)
+				}
 			}
 			pol := strings.Replace(generatedPolicy(out), `"egress_policy_ids": [],`,
 				`"egress_policy_ids": ["model-gateway"], "egress_policies": [`+entry+`],`, 1)
