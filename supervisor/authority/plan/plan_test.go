@@ -117,8 +117,8 @@ func badPlans() []badPlan {
 		}},
 		// Runtime.
 		{name: "unknown template", ptr: "/runtime_template_id", phrase: "not a runtime template", m: rep(`"codex-safe"`, `"codex-unsafe"`)},
-		{name: "adapter digest", ptr: "/adapter_command_digest", phrase: `does not match template "codex-safe"`, m: rep(`"59f6b636301c9dd6acbad9a78c5aa583f0eb9bd852f6f7d40fb49343a6058be3"`, `"`+otherDigest+`"`)},
-		{name: "adapter digest uppercase", ptr: "/adapter_command_digest", phrase: "does not match", m: rep(`"59f6b636`, `"59F6B636`)},
+		{name: "adapter digest", ptr: "/adapter_command_digest", phrase: `does not match template "codex-safe"`, m: rep(`"58732ba47b86ecbbdd05fdb0a367d69ea5b39349aeaaab75f53bbf8c1c140122"`, `"`+otherDigest+`"`)},
+		{name: "adapter digest uppercase", ptr: "/adapter_command_digest", phrase: "does not match", m: rep(`"58732ba4`, `"58732BA4`)},
 		{name: "runtime id", ptr: "/runtime_id", phrase: `does not match template "codex-safe" ("codex")`, m: rep(`"runtime_id": "codex"`, `"runtime_id": "claude-code"`)},
 		{name: "sandbox backend", ptr: "/sandbox_backend", phrase: "does not match template", m: rep(`"linux_production"`, `"macos_sbpl"`)},
 		// Resource profile.

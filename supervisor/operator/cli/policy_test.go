@@ -81,7 +81,7 @@ func TestPolicyValidate(t *testing.T) {
 		t.Fatalf("stdout %q, want %q", out, want)
 	}
 
-	bad := writeProtected(t, "bad.json", strings.Replace(readFile(t, examplePolicy), `"/opt/operator-harness/codex-runtime"`, `"/usr/bin"`, 1))
+	bad := writeProtected(t, "bad.json", strings.Replace(readFile(t, examplePolicy), `"/usr/local/lib/operator-harness/codex-runtime"`, `"/usr/bin"`, 1))
 	code, out, errs = run("policy", "validate", "--file", bad)
 	if code != ExitUsage || out != "" {
 		t.Fatalf("exit %d, stdout %q", code, out)

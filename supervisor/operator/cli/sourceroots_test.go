@@ -84,17 +84,22 @@ func TestSourceRootsCommands(t *testing.T) {
 		t.Fatalf("generate inside: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 
-	// validate: the example policy's pinned executable is beneath /usr,
-	// its read-only closure in /opt is not.
+	// validate: every path the example policy's launch binds is beneath
+	// /usr, as in both shipped set-ups (docs/policy.md); with /usr/bin
+	// alone its read-only closure in /usr/local is not.
 	file := writeProtected(t, "policy.json", readFile(t, examplePolicy))
 	withRoots(t, "/usr")
+	if code, out, errs = run("policy", "validate", "--file", file); code != ExitOK || !strings.HasSuffix(out, "\nsource roots: every path a launch binds lies beneath glove-mounter's source root /usr ("+testMounterBounds+")\n") {
+		t.Fatalf("validate: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	withRoots(t, "/usr/bin")
 	code, out, errs = run("policy", "validate", "--file", file)
 	if code != ExitUsage || out != "" {
 		t.Fatalf("validate: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	oneLine(t, errs, "/runtime_templates/0/launch/read_only_paths/0: /opt/operator-harness/codex-runtime is outside glove-mounter's source roots (/usr in "+testMounterBounds+")")
-	withRoots(t, "/opt", "/usr")
-	if code, out, errs = run("policy", "validate", "--file", file); code != ExitOK || !strings.HasSuffix(out, "\nsource roots: every path a launch binds lies beneath glove-mounter's source root /usr, /opt ("+testMounterBounds+")\n") {
+	oneLine(t, errs, "/runtime_templates/0/launch/read_only_paths/0: /usr/local/lib/operator-harness/codex-runtime is outside glove-mounter's source roots (/usr/bin in "+testMounterBounds+")")
+	withRoots(t, "/usr/bin", "/usr/local")
+	if code, out, errs = run("policy", "validate", "--file", file); code != ExitOK || !strings.HasSuffix(out, "\nsource roots: every path a launch binds lies beneath glove-mounter's source root /usr/bin, /usr/local ("+testMounterBounds+")\n") {
 		t.Fatalf("validate: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
