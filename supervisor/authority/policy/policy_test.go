@@ -59,7 +59,7 @@ func discovery(m ...mutation) mutation {
 	base := []mutation{
 		set("/runtime_templates/0/launch/executable_path", nil),
 		set("/runtime_templates/0/launch/runtime_discovery", "codex"),
-		set("/runtime_templates/0/launch/executable_search_paths", []any{"/opt/codex/bin", "/usr/local/bin"}),
+		set("/runtime_templates/0/launch/executable_search_paths", []any{"/usr/local/lib/glove-runtimes/codex/bin", "/usr/local/bin"}),
 	}
 	return all(append(base, m...)...)
 }
@@ -310,9 +310,9 @@ func badPolicies() []struct {
 		{"discovery unsupported", "/runtime_templates/0/launch/runtime_discovery", "is not one of", discovery(set("/runtime_templates/0/launch/runtime_discovery", "vim"))},
 		{"discovery not runtime id", "/runtime_templates/0/launch/runtime_discovery", "does not match runtime_id", discovery(set("/runtime_templates/0/launch/runtime_discovery", "claude-code"))},
 		{"discovery no search paths", "/runtime_templates/0/launch/executable_search_paths", "non-empty", discovery(set("/runtime_templates/0/launch/executable_search_paths", nil))},
-		{"search path duplicate", "/runtime_templates/0/launch/executable_search_paths/2", "duplicates entry 0", discovery(set("/runtime_templates/0/launch/executable_search_paths/-", "/opt/codex/bin"))},
+		{"search path duplicate", "/runtime_templates/0/launch/executable_search_paths/2", "duplicates entry 0", discovery(set("/runtime_templates/0/launch/executable_search_paths/-", "/usr/local/lib/glove-runtimes/codex/bin"))},
 		{"search path root", "/runtime_templates/0/launch/executable_search_paths/0", `"/" is not allowed`, discovery(set("/runtime_templates/0/launch/executable_search_paths/0", "/"))},
-		{"read-only contains search path", "/runtime_templates/0/launch/read_only_paths/0", "contains the executable search path", discovery(set("/runtime_templates/0/launch/read_only_paths", []any{"/opt/codex"}))},
+		{"read-only contains search path", "/runtime_templates/0/launch/read_only_paths/0", "contains the executable search path", discovery(set("/runtime_templates/0/launch/read_only_paths", []any{"/usr/local/lib/glove-runtimes/codex"}))},
 		// A staged search path is launched as its whole stage tree: a
 		// read-only path beneath the tree (beside the search path) would
 		// be mounted over part of the pinned tree.

@@ -184,7 +184,7 @@ func TestPolicyStageRefusals(t *testing.T) {
 }
 
 func TestPolicyStageUsage(t *testing.T) {
-	ok := []string{"--runtime", "codex", "--source", "/opt/codex", "--directory", "/opt/glove-runtimes"}
+	ok := []string{"--runtime", "codex", "--source", "/opt/codex", "--directory", "/usr/local/lib/glove-runtimes"}
 	for _, c := range []struct {
 		args []string
 		want string
