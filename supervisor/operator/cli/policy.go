@@ -54,6 +54,7 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 		for i := range p.RuntimeTemplates {
 			paths = append(paths, launchPaths(fmt.Sprintf("/runtime_templates/%d", i), &p.RuntimeTemplates[i])...)
 		}
+		paths = append(paths, bindAliasPaths(p)...)
 		rootsLine, fault := checkSourceRoots(paths)
 		if fault != nil {
 			fmt.Fprintf(stderr, "glove: policy validate %s: %v\n", *file, fault)

@@ -38,6 +38,23 @@ func launchPaths(at string, t *policy.RuntimeTemplate) []rootsPath {
 	return out
 }
 
+// bindAliasPaths are the host paths of the path aliases a plan may bind
+// (a read_only/bind access tuple): glove-mounter binds those, by
+// descriptor, so they must lie beneath its source roots. A copy is made
+// by gloved itself and needs none.
+func bindAliasPaths(p *policy.Policy) []rootsPath {
+	var out []rootsPath
+	for i, a := range p.PathAliases {
+		for _, t := range a.Access {
+			if t.Materialization == policy.MaterializationBind && t.Launchable() {
+				out = append(out, rootsPath{fmt.Sprintf("/path_aliases/%d/host_path", i), a.HostPath})
+				break
+			}
+		}
+	}
+	return out
+}
+
 // checkSourceRoots compares paths with glove-mounter's source roots.
 // It returns the one line to print when every path is beneath one (or
 // why nothing could be checked: the bounds file unreadable, as on a host

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"os"
 	"strings"
 	"testing"
@@ -102,4 +103,20 @@ func TestSourceRootsCommands(t *testing.T) {
 	if code, out, errs = run("policy", "validate", "--file", file); code != ExitOK || !strings.HasSuffix(out, "\nsource roots: every path a launch binds lies beneath glove-mounter's source root /usr/bin, /usr/local ("+testMounterBounds+")\n") {
 		t.Fatalf("validate: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
+
+	// An alias a plan may bind (read_only/bind) is glove-mounter's too;
+	// one it may only copy is gloved's and needs no source root.
+	p, err := policy.Decode([]byte(readFile(t, examplePolicy)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.PathAliases[0].Access = append(p.PathAliases[0].Access, policy.AccessTuple{Access: policy.AccessReadOnly,
+		Materialization: policy.MaterializationBind, CreatePolicy: policy.CreateMustExist, CleanupPolicy: policy.CleanupNone})
+	bound := writeProtected(t, "bound.json", string(policy.Canonical(p)))
+	withRoots(t, "/usr")
+	code, out, errs = run("policy", "validate", "--file", bound)
+	if code != ExitUsage || out != "" {
+		t.Fatalf("validate with a bind alias outside: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	oneLine(t, errs, "/path_aliases/0/host_path: "+p.PathAliases[0].HostPath+" is outside glove-mounter's source roots (/usr in "+testMounterBounds+")")
 }
