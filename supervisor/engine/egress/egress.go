@@ -333,10 +333,25 @@ func (r *Relay) serve(c net.Conn, ep Endpoint, id uint64) {
 	up, err := net.DialTimeout(ep.Upstream.Network, ep.Upstream.Address, r.bounds.Dial)
 	status := StatusOK
 	var nup, ndown uint64
-	if err != nil {
-		status = StatusDialFailed
+	if err == nil {
+		// Stop closes the upstream side too: a direction blocked reading
+		// an upstream that neither answers nor closes would otherwise
+		// outlive the session (until Bounds.Idle).
+		r.mu.Lock()
+		stopped := r.stopped
+		if !stopped {
+			r.conns[up] = struct{}{}
+		}
+		r.mu.Unlock()
+		if stopped {
+			up.Close()
+			status = StatusStopped
+		} else {
+			defer r.forget(up)
+			nup, ndown, status = r.pipe(c, up)
+		}
 	} else {
-		nup, ndown, status = r.pipe(c, up)
+		status = StatusDialFailed
 	}
 	rec.Event, rec.BytesUp, rec.BytesDown, rec.Status = "close", nup, ndown, status
 	rec.Ms = time.Since(start).Milliseconds()
@@ -415,28 +430,29 @@ func (r *Relay) pipe(c, up net.Conn) (nup, ndown uint64, status string) {
 }
 
 // classify keeps the first failure's status and, on a failure, closes
-// both sides so that the other direction ends too.
+// both sides so that the other direction ends too. The status is decided
+// before the close: the close is what the program sees end, and a Stop
+// that follows it must not turn an idle close into a session end.
 func (r *Relay) classify(status string, err error, c, up net.Conn) string {
-	if err == nil || status != StatusOK {
-		if err != nil {
-			c.Close()
-			up.Close()
-		}
+	if err == nil {
 		return status
+	}
+	if status == StatusOK {
+		r.mu.Lock()
+		stopped := r.stopped
+		r.mu.Unlock()
+		switch {
+		case stopped:
+			status = StatusStopped
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			status = StatusIdle
+		default:
+			status = StatusError
+		}
 	}
 	c.Close()
 	up.Close()
-	r.mu.Lock()
-	stopped := r.stopped
-	r.mu.Unlock()
-	switch {
-	case stopped:
-		return StatusStopped
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return StatusIdle
-	default:
-		return StatusError
-	}
+	return status
 }
 
 // Stop closes the listeners and every connection, waits for the relay's
