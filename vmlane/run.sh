@@ -231,7 +231,7 @@ boot_once() {
   reason='' rc=0 seen=0 boot_at=()
   # The lane's disk: the agent's inputs in, its results out. Sparse; the
   # size leaves room for whatever the agent keeps there.
-  # 1 GiB beyond the inputs (the real harnesses alone are 560 MB).
+  # 1 GiB beyond the inputs (the real harnesses alone are 717 MB).
   rm -f "$d/lane.img" "$d/root.qcow2"
   truncate -s $(($(du -sm "$d/lane" | cut -f1) + 1024))M "$d/lane.img"
   mkfs.ext4 -q -F -L glove-lane -d "$d/lane" "$d/lane.img"
@@ -358,7 +358,7 @@ run_cell() {
 
   # Results back: the journal first (a guest killed at its timeout never
   # unmounted /lane), then the whole file system without the inputs,
-  # which are not even copied out (tests/ can hold 560 MB of harnesses).
+  # which are not even copied out (tests/ can hold 717 MB of harnesses).
   rm -rf "$o"
   mkdir -p "$o/lane"
   e2fsck -fy "$d/lane.img" > "$d/e2fsck.out" 2>&1 || true

@@ -15,7 +15,7 @@ import (
 // The lane's guests have neither npm nor the registry, and a test must
 // not skip there (vmlane/tests). So the host installs the pinned packages
 // into its cache (Install) while `make lane-tests` runs and copies only
-// the native binaries the tests run, about 560 MB, into
+// the native binaries the tests run, 717 MB, into
 // <prebuilt>/harnesses/<name>@<version>/<binary>, for the cells whose
 // tests use them; in a prebuilt run (testenv.PrebuiltEnv set) Ensure
 // takes the binary from there and never runs npm. The version is in the
