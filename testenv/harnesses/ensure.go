@@ -51,6 +51,11 @@ func Ensure(t testing.TB, h Harness) string {
 // package (its npm prefix, holding node_modules), not only the binary.
 func EnsurePrefix(t testing.TB, h Harness) string {
 	t.Helper()
+	// A prebuilt run has the native binary alone (PrebuiltPath), never
+	// the package's tree: the cache's prefix does not exist there.
+	if _, ok, _ := h.prebuilt(); ok {
+		t.Fatalf("%s: a prebuilt run (%s) carries only the native binary, not the npm prefix this test needs", h.Name, testenv.PrebuiltEnv)
+	}
 	Ensure(t, h)
 	cache, err := DefaultCache()
 	if err != nil {

@@ -104,10 +104,16 @@ func TestEnsurePrebuilt(t *testing.T) {
 		}
 	}
 
+	f := &fakeTB{TB: t}
+	EnsurePrefix(f, Codex)
+	if f.fatal == "" {
+		t.Error("EnsurePrefix in a prebuilt run did not fail")
+	}
+
 	if err := os.Chmod(Codex.PrebuiltPath(pre), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeTB{TB: t}
+	f = &fakeTB{TB: t}
 	Ensure(f, Codex)
 	if f.fatal == "" {
 		t.Error("a prebuilt binary without execute permission was accepted")
