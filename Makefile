@@ -88,15 +88,35 @@ vm-lane: lane-tests
 
 # bin/vmlane/tests: a static test binary NAME.test and its -run pattern
 # NAME.run for each line of vmlane/tests, and prebuilt/ (testenv's
-# prebuilt mode: what make build makes and the test-only tools).
+# prebuilt mode: what make build makes and the test-only tools). A line
+# with cell=CELL goes to cells/CELL/ as NAME-CELL (vmlane/run.sh lays
+# that over the rest in CELL's guest only) and is not built when
+# VMLANE_CELLS leaves CELL out; the option harnesses installs the pinned
+# real harnesses from npm into the host's cache and copies their
+# binaries into that directory's prebuilt/harnesses (the guests have no
+# npm; testenv/harnesses.Prebuild).
 lane-tests:
 	rm -rf bin/vmlane/tests
 	@mkdir -p bin/vmlane/tests
 	$(GO) run ./testenv/cmd/glove-prebuild bin/vmlane/tests/prebuilt
-	@set -e; grep -v '^[[:space:]]*\(#\|$$\)' vmlane/tests | while read -r pkg run; do \
-	  name=$$(basename $$pkg); echo "lane test $$pkg -run $$run"; \
-	  CGO_ENABLED=1 $(GO) test -c -trimpath $(STATIC_TEST_FLAGS) -o bin/vmlane/tests/$$name.test $$pkg; \
-	  printf '%s\n' "$$run" > bin/vmlane/tests/$$name.run; done
+	@set -e; grep -v '^[[:space:]]*\(#\|$$\)' vmlane/tests | while read -r pkg run opts; do \
+	  dir=bin/vmlane/tests name=$$(basename $$pkg) cell= harn=; \
+	  for o in $$opts; do case $$o in \
+	    cell=*) cell=$${o#cell=} ;; \
+	    harnesses) harn=1 ;; \
+	    *) echo "vmlane/tests: $$pkg: unknown option $$o" >&2; exit 1 ;; esac; done; \
+	  if [ -n "$$cell" ]; then \
+	    awk -v c="$$cell" '$$1 == c { f = 1 } END { exit !f }' vmlane/cells || \
+	      { echo "vmlane/tests: $$pkg: no cell $$cell in vmlane/cells" >&2; exit 1; }; \
+	    case ",$(VMLANE_CELLS)," in ,,|*",$$cell,"*) ;; \
+	      *) echo "lane test $$pkg -run $$run: cell $$cell only, not in VMLANE_CELLS: not built"; continue ;; esac; \
+	    dir=bin/vmlane/tests/cells/$$cell name=$$name-$$cell; mkdir -p $$dir; fi; \
+	  echo "lane test $$pkg -run $$run$${cell:+ (cell $$cell only)}"; \
+	  CGO_ENABLED=1 $(GO) test -c -trimpath $(STATIC_TEST_FLAGS) -o $$dir/$$name.test $$pkg; \
+	  printf '%s\n' "$$run" > $$dir/$$name.run; \
+	  if [ -n "$$harn" ] && [ ! -d $$dir/prebuilt/harnesses ]; then \
+	    $(GO) run ./testenv/harnesses/cmd/glove-install-harnesses -prebuilt $$dir/prebuilt; fi; \
+	done
 
 lint: deps
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt: not formatted:"; echo "$$out"; exit 1; fi

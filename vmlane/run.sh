@@ -71,6 +71,19 @@ else
   run_cells=("${all_cells[@]}")
 fi
 
+# A cell that vmlane/tests gives tests of its own (cell=CELL) needs them
+# in the --tests directory (make lane-tests leaves them out when
+# VMLANE_CELLS does not name the cell): without them the cell would pass
+# without running them.
+if [ -n "$tests" ]; then
+  for c in "${run_cells[@]}"; do
+    if grep -v '^[[:space:]]*#' "$here/tests" | grep -qE "[[:space:]]cell=$c([[:space:]]|\$)" &&
+       [ ! -d "$tests/cells/$c" ]; then
+      die "--tests $tests has no cells/$c, but vmlane/tests has tests for cell $c (make lane-tests VMLANE_CELLS=... left it out?)"
+    fi
+  done
+fi
+
 # Dependencies: package -> a file it installs (as scripts/install-deps.sh).
 declare -A want=(
   [qemu-system-x86]=/usr/bin/qemu-system-x86_64
@@ -218,8 +231,9 @@ boot_once() {
   reason='' rc=0 seen=0 boot_at=()
   # The lane's disk: the agent's inputs in, its results out. Sparse; the
   # size leaves room for whatever the agent keeps there.
+  # 1 GiB beyond the inputs (the real harnesses alone are 717 MB).
   rm -f "$d/lane.img" "$d/root.qcow2"
-  truncate -s 1G "$d/lane.img"
+  truncate -s $(($(du -sm "$d/lane" | cut -f1) + 1024))M "$d/lane.img"
   mkfs.ext4 -q -F -L glove-lane -d "$d/lane" "$d/lane.img"
   # Every run writes to its own overlay: the cached image is never changed,
   # and the guest's changes survive its own reboots within the run.
@@ -301,9 +315,15 @@ run_cell() {
   # Test binaries built on the host (make lane-tests: NAME.test, NAME.run
   # and prebuilt/), run by the agent's kernel-tests check on this cell's
   # kernel.
+  # cells/CELL/ (vmlane/tests lines with cell=CELL, and what they carry,
+  # such as the real harnesses' binaries) is laid over the rest in this
+  # cell's guest only.
   if [ -n "$tests" ]; then
     mkdir -p "$d/lane/tests"
-    cp -R "$tests/." "$d/lane/tests/"
+    find "$tests" -mindepth 1 -maxdepth 1 ! -name cells -exec cp -R {} "$d/lane/tests/" \;
+    if [ -d "$tests/cells/$cell" ]; then
+      cp -R "$tests/cells/$cell/." "$d/lane/tests/"
+    fi
   fi
   echo "$cell" > "$d/lane/cell"
   printf '%s\nsuite=%s\n%s\n' "$kver" "${cell_ksuite[$cell]}" \
@@ -337,12 +357,15 @@ run_cell() {
   [ "$reason" != "no agent" ] || reason="the agent did not start within $boot_timeout s, twice"
 
   # Results back: the journal first (a guest killed at its timeout never
-  # unmounted /lane), then the whole file system without the inputs.
+  # unmounted /lane), then the whole file system without the inputs,
+  # which are not even copied out (tests/ can hold 717 MB of harnesses).
   rm -rf "$o"
   mkdir -p "$o/lane"
   e2fsck -fy "$d/lane.img" > "$d/e2fsck.out" 2>&1 || true
-  debugfs -R "rdump / $o/lane" "$d/lane.img" > "$d/debugfs.out" 2>&1 || true
-  rm -rf "$o/lane/lost+found" "$o/lane/glove.deb" "$o/lane/glove-lane-guest" "$o/lane/tests"
+  debugfs -R "ls -p /" "$d/lane.img" 2>/dev/null |
+    awk -F/ -v to="$o/lane" 'NF >= 7 && $6 !~ /^(\.|\.\.|lost\+found|glove\.deb|glove-lane-guest|tests)$/ {
+      printf "rdump \"/%s\" \"%s\"\n", $6, to }' > "$d/rdump.cmds" || true
+  debugfs -f "$d/rdump.cmds" "$d/lane.img" > "$d/debugfs.out" 2>&1 || true
   cp "$d"/serial*.log "$d/qemu.out" "$o/" 2>/dev/null || true
 
   elapsed=$(secs $(($(now_ms) - t0)))

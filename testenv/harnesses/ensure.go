@@ -5,16 +5,27 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/glove-sandbox/glove/testenv"
 )
 
 // Ensure installs h into the default cache if needed and returns its
 // binary, for a test. Without npm or without the registry the test is
 // skipped with the reason, unless GLOVE_REQUIRE_HARNESSES=1 (CI) makes
-// that a failure.
+// that a failure. In testenv's prebuilt mode (the VM lane's guests: no
+// npm, no registry) it returns the binary the host carried in
+// (PrebuiltPath) and never runs npm; without that binary the test fails,
+// since the lane brings it to exactly the cells whose tests need it.
 func Ensure(t testing.TB, h Harness) string {
 	t.Helper()
 	if !Supported() {
 		t.Skipf("%s: the pinned packages have no binary for this platform", h.Name)
+	}
+	if path, ok, err := h.prebuilt(); ok {
+		if err != nil {
+			t.Fatalf("%v: a prebuilt run (%s) has no npm; list the test in vmlane/tests with the harnesses option so make lane-tests carries the binary in", err, testenv.PrebuiltEnv)
+		}
+		return path
 	}
 	cache, err := DefaultCache()
 	if err != nil {
@@ -40,6 +51,11 @@ func Ensure(t testing.TB, h Harness) string {
 // package (its npm prefix, holding node_modules), not only the binary.
 func EnsurePrefix(t testing.TB, h Harness) string {
 	t.Helper()
+	// A prebuilt run has the native binary alone (PrebuiltPath), never
+	// the package's tree: the cache's prefix does not exist there.
+	if _, ok, _ := h.prebuilt(); ok {
+		t.Fatalf("%s: a prebuilt run (%s) carries only the native binary, not the npm prefix this test needs", h.Name, testenv.PrebuiltEnv)
+	}
 	Ensure(t, h)
 	cache, err := DefaultCache()
 	if err != nil {
