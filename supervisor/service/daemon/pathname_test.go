@@ -70,8 +70,14 @@ func TestGlovedPathnameTransport(t *testing.T) {
 	if end.Status != 0 {
 		t.Errorf("session status %d, want 0\n%s", end.Status, out)
 	}
-	if n, m := accepts(t, model), accepts(t, other); n != 2 || m != 0 {
-		t.Errorf("upstream accepts: model %d, other %d; want 2 and 0", n, m)
+	// Two exchanges, so at least two connections to model's upstream.
+	// Three were seen once, in the bookworm guest under load, with both
+	// exchanges right: most likely a connect(2) that a signal
+	// interrupted after gloved had connected for it (its notification
+	// then no longer valid, that connection closed unused, the call
+	// restarted); not reproduced here. None ever reaches other.
+	if n, m := accepts(t, model), accepts(t, other); n < 2 || n > 3 || m != 0 {
+		t.Errorf("upstream accepts: model %d, other %d; want 2 (3 with an interrupted connect) and 0", n, m)
 	}
 	audit, err := os.ReadFile(filepath.Join(f.storeDir, "stream-s-path.audit"))
 	if err != nil {

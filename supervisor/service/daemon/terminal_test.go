@@ -45,7 +45,10 @@ func TestGlovedTerminal(t *testing.T) {
 	}
 	writeProtected(t, f.dir+"/policy.json", policy.Canonical(f.pol), e.UID, e.GID)
 	g := f.start()
-	c := dial(t, g.socket)
+	// c attaches; calls made while output streams go on ctl, since a
+	// call on the attached connection may read an output notification
+	// where its response should be.
+	c, ctl := dial(t, g.socket), dial(t, g.socket)
 
 	tok := f.create(c, "s-term", f.plan("term", "tiny"))
 	for _, bad := range []map[string]any{
@@ -95,17 +98,17 @@ func TestGlovedTerminal(t *testing.T) {
 			t.Errorf("the program's report lacks %q:\n%s", want, got)
 		}
 	}
-	c.ok("resize", map[string]any{"session_id": "s-term", "rows": 50, "cols": 132}, nil)
+	ctl.ok("resize", map[string]any{"session_id": "s-term", "rows": 50, "cols": 132}, nil)
 	collect("the resize", "resized 50x132")
-	c.ok("write_stdin", map[string]any{"session_id": "s-term", "data": []byte("done\n")}, nil)
+	ctl.ok("write_stdin", map[string]any{"session_id": "s-term", "data": []byte("done\n")}, nil)
 	end := endOf(t, readUntil(t, c, time.Now().Add(60*time.Second), "s-term ended", isEnded))
 	if end.Termination != "exited" || end.ExitCode != 0 {
 		t.Errorf("s-term ended %+v, want exit 0; output:\n%s", end, out.String())
 	}
 
 	// No size: 24×80. A template's own TERM is kept.
-	tok = f.create(c, "s-termset", f.plan("termset", "tiny"))
-	c.ok("start_session", map[string]any{"session_id": "s-termset", "start_token": tok}, nil)
+	tok = f.create(ctl, "s-termset", f.plan("termset", "tiny"))
+	ctl.ok("start_session", map[string]any{"session_id": "s-termset", "start_token": tok}, nil)
 	c.ok("attach", map[string]any{"session_id": "s-termset"}, nil)
 	out.Reset()
 	collect("the second program's report", "ready")
@@ -115,10 +118,10 @@ func TestGlovedTerminal(t *testing.T) {
 			t.Errorf("the second program's report lacks %q:\n%s", want, got)
 		}
 	}
-	c.ok("write_stdin", map[string]any{"session_id": "s-termset", "data": []byte("done\n")}, nil)
+	ctl.ok("write_stdin", map[string]any{"session_id": "s-termset", "data": []byte("done\n")}, nil)
 	readUntil(t, c, time.Now().Add(60*time.Second), "s-termset ended", isEnded)
 	for _, id := range []string{"s-term", "s-termset"} {
-		c.ok("cleanup_session", map[string]any{"session_id": id}, nil)
+		ctl.ok("cleanup_session", map[string]any{"session_id": id}, nil)
 	}
 	g.stop(t)
 }
