@@ -258,9 +258,12 @@ func fsmountOverRO() (string, error) {
 }
 
 func mountProc() (string, error) {
-	// An error here (it exists already, or /tmp is read-only) shows up
-	// as the mount's own failure below, which is the verdict.
-	_ = os.Mkdir("/tmp/p", 0o755)
+	// It may exist already (an earlier case of the same run); any other
+	// failure stops the attack here, which is as much a verdict as the
+	// mount's own failure below.
+	if err := os.Mkdir("/tmp/p", 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", step("mkdir /tmp/p", err)
+	}
 	if err := unix.Mount("proc", "/tmp/p", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "", step("mount proc /tmp/p", err)
 	}
@@ -295,10 +298,12 @@ func chrootOut() (string, error) {
 		return "", step("chroot", err)
 	}
 	for range 64 {
-		// Climbing stops at whatever top the kernel enforces: a failed
-		// step is not an error of the probe, the chroot below says
-		// where it ended up.
-		_ = unix.Chdir("..")
+		// Climbing stops at whatever top the kernel enforces; a step
+		// that fails ends the climb, and the chroot below says where it
+		// ended up.
+		if err := unix.Chdir(".."); err != nil {
+			break
+		}
 	}
 	if err := unix.Chroot("."); err != nil {
 		return "", step("chroot .", err)

@@ -931,6 +931,9 @@ type session struct {
 	// killErrs are the failures of the ways of killing the session that
 	// failed (whether or not another way then succeeded), in order.
 	killErrs []error
+	// relayErrs are the failures to pass a resize or a signal on to a
+	// session still running (noteRelayErr), reported with its end.
+	relayErrs []error
 	// killMu serializes kills: a limit's timer, the CPU watcher, the
 	// output pump and the main path may all end the session at once. It
 	// guards over (the session's supervision is over: kill is a no-op)
@@ -938,6 +941,20 @@ type session struct {
 	killMu sync.Mutex
 	over   bool
 	shimFD int
+}
+
+// noteRelayErr records err, a failure to pass the caller's resize or
+// signal on, unless the session has ended or is ending: then a closed
+// terminal (EBADF, EIO) or a shim already reaped (os.ErrProcessDone) is
+// what the end leaves, not a fault. Anything else while the session runs
+// is reported with its end.
+func (s *session) noteRelayErr(what string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || errors.Is(err, os.ErrProcessDone) || errors.Is(err, unix.EBADF) || errors.Is(err, unix.EIO) {
+		return
+	}
+	s.relayErrs = append(s.relayErrs, fmt.Errorf("%s: %w", what, err))
 }
 
 // end records why the session is being ended and kills everything in it
@@ -1448,10 +1465,14 @@ func (s *session) pump(r io.Reader, w io.Writer) {
 			s.output += k
 			s.mu.Unlock()
 			if w != nil && k > 0 {
-				// The output's reader (a terminal, gloved's watchers) may
-				// be gone; the session's output is still counted and
-				// bounded above, so a failed write loses only its copy.
-				_, _ = w.Write(buf[:k])
+				if _, werr := w.Write(buf[:k]); werr != nil {
+					// The output's reader is gone (glove run's stdout
+					// closed by the operator's pipe, say): the session's
+					// output is still read, counted and bounded above, so
+					// the program never blocks on a full terminal; only
+					// the copy stops.
+					w = nil
+				}
 			}
 			if uint64(n) > k {
 				s.end(LimitOutput)

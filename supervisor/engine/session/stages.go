@@ -355,9 +355,9 @@ func (h *Handle) Release() error {
 	if sp.ptyMaster != nil && pio.Resize != nil {
 		go func() {
 			for ws := range pio.Resize {
-				// A resize after the program ended fails on a closed
-				// terminal; the size is cosmetic, bounds nothing.
-				_ = unix.IoctlSetWinsize(int(sp.ptyMaster.Fd()), unix.TIOCSWINSZ, &ws)
+				if err := unix.IoctlSetWinsize(int(sp.ptyMaster.Fd()), unix.TIOCSWINSZ, &ws); err != nil {
+					sp.s.noteRelayErr(fmt.Sprintf("resize the terminal to %d×%d", ws.Row, ws.Col), err)
+				}
 			}
 		}()
 	}
@@ -366,11 +366,11 @@ func (h *Handle) Release() error {
 		// sandbox, which passes them to the program.
 		go func() {
 			for sig := range pio.Signals {
-				// Not a kill: a signal the shim cannot get any more
-				// (os.ErrProcessDone) is for a session that is
-				// ending anyway, and stop_session's kill after its
-				// grace does not depend on this one.
-				_ = sp.s.cmd.Process.Signal(sig)
+				// Not a kill: stop_session's kill after its grace does
+				// not depend on this one.
+				if err := sp.s.cmd.Process.Signal(sig); err != nil {
+					sp.s.noteRelayErr(fmt.Sprintf("forward signal %d", sig), err)
+				}
 			}
 		}()
 	}
@@ -408,8 +408,8 @@ func (h *Handle) Wait(ctx context.Context) error {
 		}
 	}
 	s.mu.Lock()
-	p.endErrs = append(p.endErrs, s.killErrs...)
-	s.killErrs = nil
+	p.endErrs = append(append(p.endErrs, s.killErrs...), s.relayErrs...)
+	s.killErrs, s.relayErrs = nil, nil
 	s.mu.Unlock()
 	if err := reapOrphans(l.Name); err != nil {
 		p.endErrs = append(p.endErrs, err)
@@ -504,8 +504,8 @@ func (h *Handle) Close(cause error) (*Result, error) {
 		<-sp.waited
 		sp.terminated = true
 		sp.s.mu.Lock()
-		err = errors.Join(append([]error{err}, sp.s.killErrs...)...)
-		sp.s.killErrs = nil
+		err = errors.Join(append(append([]error{err}, sp.s.killErrs...), sp.s.relayErrs...)...)
+		sp.s.killErrs, sp.s.relayErrs = nil, nil
 		sp.s.mu.Unlock()
 	}
 	if sp != nil {
