@@ -39,6 +39,21 @@ func sendFDs(t *testing.T, s *os.File, b []byte, fds ...int) {
 	}
 }
 
+// handoff is a hand-off socket as the session makes it: the shim's end
+// blocking, the supervisor's non-blocking.
+func handoff() (shim, sup *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(fds[1], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "shim"), os.NewFile(uintptr(fds[1]), "sup"), nil
+}
+
 func TestReceive(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,7 +84,7 @@ func TestReceive(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			shim, sup, err := Handoff()
+			shim, sup, err := handoff()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +111,7 @@ func TestReceive(t *testing.T) {
 		})
 	}
 	t.Run("deadline", func(t *testing.T) {
-		shim, sup, err := Handoff()
+		shim, sup, err := handoff()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,22 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Handoff returns the two ends of a hand-off socket: the shim's (blocking,
-// as stage 1 sends on it with sendmsg) and the supervisor's (non-blocking,
-// so that Receive has a deadline).
-func Handoff() (shim, sup *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("egress hand-off socket: %w", err)
-	}
-	if err := unix.SetNonblock(fds[1], true); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-		return nil, nil, fmt.Errorf("egress hand-off socket: %w", err)
-	}
-	return os.NewFile(uintptr(fds[0]), "egress-handoff-shim"), os.NewFile(uintptr(fds[1]), "egress-handoff"), nil
-}
-
 // ErrNoListeners is returned by Receive when the shim closed the hand-off
 // socket without sending: it ended before its stage 1 listened.
 var ErrNoListeners = errors.New("the shim sent no egress listeners")
@@ -32,7 +16,8 @@ var ErrNoListeners = errors.New("the shim sent no egress listeners")
 // Receive reads the one message stage 1 sends on the hand-off socket: n
 // bytes with n descriptors (SCM_RIGHTS). Anything else — fewer or more
 // descriptors, a truncated message, other control data — is refused and
-// every descriptor received is closed. The returned files are
+// every descriptor received is closed. sock must be non-blocking, so
+// that the deadline holds. The returned files are
 // close-on-exec and not yet checked (CheckListener).
 func Receive(sock *os.File, n int, deadline time.Time) ([]*os.File, error) {
 	if n < 1 || n > 8 {

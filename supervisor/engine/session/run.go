@@ -24,7 +24,6 @@ import (
 	"github.com/glove-sandbox/glove/seccomp/profile"
 	"github.com/glove-sandbox/glove/spec"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
-	"github.com/glove-sandbox/glove/supervisor/engine/egress"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
 	"golang.org/x/sys/unix"
@@ -515,7 +514,7 @@ func prepareMounts(p *prepared, l *Launch, pio IO) error {
 			return fmt.Errorf("egress: no audit file for the launch's endpoints: %w", ErrInvalid)
 		}
 		var err error
-		if p.egressShim, p.egressSup, err = egress.Handoff(); err != nil {
+		if p.egressShim, p.egressSup, err = shimSocket("egress hand-off socket", "egress-handoff"); err != nil {
 			return err
 		}
 		p.shimFiles = append(p.shimFiles, p.egressShim)

@@ -275,17 +275,23 @@ const joinWait = 10 * time.Second
 // reads it with read(2) and its constructor writes it with write(2)) and
 // the supervisor's (non-blocking, so that awaitJoin's read has a
 // deadline). A socket, not a pipe, because it carries a byte each way.
-func syncSocket() (shim, sup *os.File, err error) {
+func syncSocket() (shim, sup *os.File, err error) { return shimSocket("sync socket", "sync") }
+
+// shimSocket is a socketpair between the shim and the supervisor: the
+// shim's end blocking (its C stages use read, write and sendmsg), the
+// supervisor's non-blocking so that every read of it has a deadline.
+// what names it in errors, name its descriptors.
+func shimSocket(what, name string) (shim, sup *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sync socket: %w", err)
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := unix.SetNonblock(fds[1], true); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
-		return nil, nil, fmt.Errorf("sync socket: %w", err)
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return os.NewFile(uintptr(fds[0]), "sync-shim"), os.NewFile(uintptr(fds[1]), "sync"), nil
+	return os.NewFile(uintptr(fds[0]), name+"-shim"), os.NewFile(uintptr(fds[1]), name), nil
 }
 
 // awaitJoin reads the byte the shim's constructor writes on the sync

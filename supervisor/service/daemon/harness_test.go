@@ -139,9 +139,9 @@ func TestGlovedRealHarnesses(t *testing.T) {
 	// launch field, digest, status or log (TestGlovedCredentialVariable).
 	keyDir := ownedDir(t, e, filepath.Join(f.dir, "keys"))
 
-	// One template per harness: its binary pinned, /usr read-only (its
-	// shell tool runs /bin/bash), its model settings pointing at the
-	// egress endpoint.
+	// One template per harness: its binary pinned, the harness settings'
+	// read-only paths (its shell tool runs /bin/bash), its model settings
+	// pointing at the egress endpoint.
 	base := "http://127.0.0.1:" + strconv.Itoa(egressPort)
 	for _, h := range harnesses.All {
 		run := harnesses.Run{Home: "/home/agent", BaseURL: base, Key: key, Model: "glove-test-model", Prompt: "Run the command."}
@@ -156,13 +156,8 @@ func TestGlovedRealHarnesses(t *testing.T) {
 				HostFiles: []string{policy.HostFilesCA, policy.HostFilesNameService}},
 		}
 		keyCredential(t, e, f, keyDir, h, key)
-		r.AdapterCommandDigest = policy.AdapterDigest(&r)
-		f.templates[r.RuntimeTemplateID] = r
-		f.pol.RuntimeTemplates = append(f.pol.RuntimeTemplates, r)
+		f.putTemplate(r)
 	}
-	slices.SortFunc(f.pol.RuntimeTemplates, func(a, b policy.RuntimeTemplate) int {
-		return strings.Compare(a.RuntimeTemplateID, b.RuntimeTemplateID)
-	})
 	f.withEgress(t, sock)
 	g := f.start()
 	logOnFailure(t, g)

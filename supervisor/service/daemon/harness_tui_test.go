@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,12 +162,7 @@ func TestGlovedCodexTUI(t *testing.T) {
 		AllowedPathAliases: []string{"workspace"},
 		Launch: policy.Launch{RuntimeDiscovery: "codex", ExecutableSearchPaths: []string{search},
 			Arguments: harnesses.Codex.TUIArgs(run), Environment: harnesses.Codex.SandboxEnv(run), ReadOnlyPaths: harness.ReadOnlyPaths()}}
-	r.AdapterCommandDigest = policy.AdapterDigest(&r)
-	f.templates[r.RuntimeTemplateID] = r
-	f.pol.RuntimeTemplates = append(f.pol.RuntimeTemplates, r)
-	slices.SortFunc(f.pol.RuntimeTemplates, func(a, b policy.RuntimeTemplate) int {
-		return strings.Compare(a.RuntimeTemplateID, b.RuntimeTemplateID)
-	})
+	f.putTemplate(r)
 	f.withEgress(t, sock)
 	g := f.start()
 	logOnFailure(t, g)

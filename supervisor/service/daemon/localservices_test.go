@@ -14,6 +14,17 @@ import (
 // sageBinding is the one supported guest-channel binding, for pi alone.
 const sageBinding = `,"binding":{"adapter":"sage-guest","schema":"sage.guest-observation-v1"}`
 
+// putTemplate gives r its adapter command digest and puts it in the
+// fixture's policy, in order; the caller writes the policy.
+func (f *fixture) putTemplate(r policy.RuntimeTemplate) {
+	r.AdapterCommandDigest = policy.AdapterDigest(&r)
+	f.templates[r.RuntimeTemplateID] = r
+	f.pol.RuntimeTemplates = append(f.pol.RuntimeTemplates, r)
+	slices.SortFunc(f.pol.RuntimeTemplates, func(a, b policy.RuntimeTemplate) int {
+		return strings.Compare(a.RuntimeTemplateID, b.RuntimeTemplateID)
+	})
+}
+
 // addRuntime adds to the fixture's policy a template id of runtime
 // runtimeID running the harness with args, and rewrites policy.json. A
 // plan for it is f.plan(id, …) with RuntimeID set to runtimeID.
@@ -24,12 +35,7 @@ func (f *fixture) addRuntime(t *testing.T, id, runtimeID string, args []string) 
 		AllowedPathAliases: []string{"workspace"},
 		Launch:             policy.Launch{ExecutablePath: f.exe, Arguments: args, Environment: []string{"TERM=dumb"}},
 	}
-	r.AdapterCommandDigest = policy.AdapterDigest(&r)
-	f.templates[id] = r
-	f.pol.RuntimeTemplates = append(f.pol.RuntimeTemplates, r)
-	slices.SortFunc(f.pol.RuntimeTemplates, func(a, b policy.RuntimeTemplate) int {
-		return strings.Compare(a.RuntimeTemplateID, b.RuntimeTemplateID)
-	})
+	f.putTemplate(r)
 	if err := policy.Validate(f.pol); err != nil {
 		t.Fatalf("test policy: %v", err)
 	}
