@@ -63,3 +63,35 @@ func EnsurePrefix(t testing.TB, h Harness) string {
 	}
 	return h.Prefix(cache)
 }
+
+// EnsureCommand is Ensure for a document's npm install command line
+// (InstallCommand): it returns the prefix holding every pinned harness,
+// installed by that command line. A prebuilt run has no npm: the test
+// fails there.
+func EnsureCommand(t testing.TB, name string, argv []string) string {
+	t.Helper()
+	if !Supported() {
+		t.Skip("the pinned packages have no binary for this platform")
+	}
+	if _, ok, _ := Codex.prebuilt(); ok {
+		t.Fatalf("a prebuilt run (%s) has no npm to run %q", testenv.PrebuiltEnv, argv)
+	}
+	cache, err := DefaultCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, installed, err := InstallCommand(context.Background(), cache, name, argv)
+	if errors.Is(err, ErrNoNPM) || errors.Is(err, ErrNoNetwork) {
+		if os.Getenv("GLOVE_REQUIRE_HARNESSES") == "1" {
+			t.Fatalf("%q: %v (GLOVE_REQUIRE_HARNESSES=1)", argv, err)
+		}
+		t.Skipf("%q: %v", argv, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if installed {
+		t.Logf("%q installed into %s", argv, prefix)
+	}
+	return prefix
+}

@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -147,55 +148,92 @@ func (h Harness) Install(ctx context.Context, cache string) (Result, error) {
 	if !Supported() {
 		return res, fmt.Errorf("%s: no pinned binary for %s/%s", h.Name, runtime.GOOS, runtime.GOARCH)
 	}
+	v, installed, err := installOnce(ctx, cache, h.Prefix(cache), []string{"install", "--prefix", h.Prefix(cache), h.Package + "@" + h.Version},
+		func() (string, error) { return h.check(ctx, res.Path) })
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", h.Name, err)
+	}
+	res.Installed, res.Version, res.Took = installed, v, time.Since(start)
+	return res, nil
+}
+
+// InstallCommand runs a document's npm command line (argv, "npm"
+// first) once into a prefix of the cache named name: argv's --prefix
+// is replaced by that prefix, the cache's npm tarball cache is added,
+// and every pinned harness's binary must then answer --version beneath
+// it. It returns the prefix.
+func InstallCommand(ctx context.Context, cache, name string, argv []string) (prefix string, installed bool, err error) {
+	if !Supported() {
+		return "", false, fmt.Errorf("no pinned binaries for %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	prefix = filepath.Join(cache, name)
+	i := slices.Index(argv, "--prefix")
+	if len(argv) < 2 || argv[0] != "npm" || argv[1] != "install" || i < 0 || i+1 >= len(argv) {
+		return "", false, fmt.Errorf("%q is not an npm install with --prefix DIR", argv)
+	}
+	args := slices.Clone(argv[1:])
+	args[i] = prefix
+	_, installed, err = installOnce(ctx, cache, prefix, args, func() (string, error) {
+		var vs []string
+		for _, h := range All {
+			v, err := h.check(ctx, filepath.Join(prefix, "node_modules", h.Binary))
+			if err != nil {
+				return "", err
+			}
+			vs = append(vs, v)
+		}
+		return strings.Join(vs, "\n"), nil
+	})
+	return prefix, installed, err
+}
+
+// installOnce runs npm with args (an install into prefix) under the
+// cache's lock unless prefix holds the mark; check judges the install
+// and returns what the mark records. Whatever is in prefix without the
+// mark is a broken install and is removed first.
+func installOnce(ctx context.Context, cache, prefix string, args []string, check func() (string, error)) (string, bool, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return res, fmt.Errorf("create cache: %w", err)
+		return "", false, fmt.Errorf("create cache: %w", err)
 	}
 	unlock, err := lock(filepath.Join(cache, ".lock"))
 	if err != nil {
-		return res, err
+		return "", false, err
 	}
 	defer unlock()
-
-	prefix := h.Prefix(cache)
 	if v, err := os.ReadFile(filepath.Join(prefix, markName)); err == nil {
-		res.Version, res.Took = strings.TrimSpace(string(v)), time.Since(start)
-		return res, nil
+		return strings.TrimSpace(string(v)), false, nil
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
-		return res, ErrNoNPM
+		return "", false, ErrNoNPM
 	}
-	// Whatever is there without the mark is a broken install.
 	if err := os.RemoveAll(prefix); err != nil {
-		return res, fmt.Errorf("remove unfinished install: %w", err)
+		return "", false, fmt.Errorf("remove unfinished install: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "npm", "install",
-		"--prefix", prefix,
+	cmd := exec.CommandContext(ctx, "npm", append(args,
 		// npm's tarball cache beside the prefixes: a removed prefix is
 		// installed again without the registry.
 		"--cache", filepath.Join(cache, ".npm"),
 		"--ignore-scripts", "--no-audit", "--no-fund", "--no-update-notifier",
-		"--loglevel=error",
-		h.Package+"@"+h.Version)
+		"--loglevel=error")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		o := out.String()
 		for _, s := range []string{"ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ENETUNREACH", "ECONNRESET"} {
 			if strings.Contains(o, s) {
-				return res, fmt.Errorf("%s: %w: %s", h.Name, ErrNoNetwork, lastLine(o))
+				return "", false, fmt.Errorf("%w: %s", ErrNoNetwork, lastLine(o))
 			}
 		}
-		return res, fmt.Errorf("npm install %s@%s: %w: %s", h.Package, h.Version, err, o)
+		return "", false, fmt.Errorf("npm %s: %w: %s", strings.Join(args, " "), err, o)
 	}
-	v, err := h.check(ctx, res.Path)
+	v, err := check()
 	if err != nil {
-		return res, err
+		return "", false, err
 	}
 	if err := os.WriteFile(filepath.Join(prefix, markName), []byte(v+"\n"), 0o644); err != nil {
-		return res, fmt.Errorf("mark installed: %w", err)
+		return "", false, fmt.Errorf("mark installed: %w", err)
 	}
-	res.Installed, res.Version, res.Took = true, v, time.Since(start)
-	return res, nil
+	return v, true, nil
 }
 
 // check runs the binary's --version with an empty environment but PATH,

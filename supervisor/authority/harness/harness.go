@@ -121,6 +121,22 @@ func KeyEnv(rt string, m Model) string {
 	return DefaultKeyEnv
 }
 
+// StateFile is a harness's own settings file that its interactive
+// session needs from the start, in the private home, and what it must
+// hold at first: claude-code's ~/.claude.json, saying its first run is
+// done. That first run checks it can reach api.anthropic.com itself,
+// whatever ANTHROPIC_BASE_URL says, and waits there for ever in a sandbox
+// whose only peer is the gateway. ok is false for a harness that needs
+// none. The operator gives it as a file credential: its lease carries
+// what the harness records there (a trusted folder, an approved key's
+// last characters) to the next session.
+func StateFile(rt string) (path, seed string, ok bool) {
+	if rt == Claude {
+		return "/home/agent/.claude.json", `{"hasCompletedOnboarding": true}`, true
+	}
+	return "", "", false
+}
+
 // Arguments returns the arguments of runtime rt's interactive session.
 //
 // codex: every setting as `-c key=value`. A custom model provider at

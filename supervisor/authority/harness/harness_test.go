@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -116,6 +117,27 @@ func TestReadOnlyPaths(t *testing.T) {
 		}
 		if strings.HasPrefix("/usr/local/lib/glove-runtimes/", p+"/") {
 			t.Errorf("%s contains the runtime directory", p)
+		}
+	}
+}
+
+// TestStateFile: only claude-code needs a settings file from the start,
+// in the private home, and its seed is the JSON that ends its first run.
+func TestStateFile(t *testing.T) {
+	for _, rt := range Runtimes() {
+		path, seed, ok := StateFile(rt)
+		if ok != (rt == Claude) {
+			t.Errorf("%s: state file %v", rt, ok)
+		}
+		if !ok {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(seed), &v); err != nil || v["hasCompletedOnboarding"] != true {
+			t.Errorf("%s: seed %q: %v", rt, seed, err)
+		}
+		if !strings.HasPrefix(path, "/home/agent/") {
+			t.Errorf("%s: %s is not in the private home", rt, path)
 		}
 	}
 }

@@ -216,6 +216,14 @@ func harnessNotes(w io.Writer, t *policy.RuntimeTemplate, endpoint, keyEnv strin
 		}
 		fmt.Fprintf(w, "glove: policy generate: note: %s reads the model API key from %s: give it by a credential policy (its handle in secret_handles and in the plan's secret_handles; the source a file of the service user, mode 0600), so that the key is in no launch field, digest or explain output:\n%s\n", t.RuntimeID, key, b)
 	}
+	if path, seed, ok := harness.StateFile(t.RuntimeID); ok {
+		cred := policy.CredentialPolicy{Handle: t.RuntimeID + "-state", SourcePath: "/etc/glove/keys/" + t.RuntimeID + "-state.json", DestinationPath: path, MaxBytes: 1 << 20}
+		b, err := json.Marshal(cred, jsontext.WithIndent("  "))
+		if err != nil {
+			return fmt.Errorf("encode the state credential entry: %w", err)
+		}
+		fmt.Fprintf(w, "glove: policy generate: note: %s's interactive session needs its settings file %s from the start (its first run otherwise waits for ever on a server only the gateway could reach): give it by a file credential whose source first holds %s (the lease keeps what %s records there for the next session, one session at a time):\n%s\n", t.RuntimeID, path, seed, t.RuntimeID, b)
+	}
 	fmt.Fprintf(w, "glove: policy generate: note: the shipped resource profile %q fits a harness session (docs/policy.md, \"Shipped profiles\")\n", policy.ProfileHarness.ProfileID)
 	return nil
 }

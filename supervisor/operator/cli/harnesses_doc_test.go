@@ -14,53 +14,15 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/glove-sandbox/glove/supervisor/authority/harness"
 	"github.com/glove-sandbox/glove/supervisor/authority/plan"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/authority/stage"
+	"github.com/glove-sandbox/glove/testenv/docscript"
 	"github.com/glove-sandbox/glove/testenv/harnesses"
 )
 
 const harnessesDoc = "../../../docs/harnesses.md"
-
-// docBlocks returns the fenced blocks of doc whose info string is info,
-// in order, without their fences.
-func docBlocks(doc, info string) []string {
-	var out []string
-	lines := strings.Split(doc, "\n")
-	for i := 0; i < len(lines); i++ {
-		if lines[i] != "```"+info {
-			continue
-		}
-		var b []string
-		for i++; i < len(lines) && lines[i] != "```"; i++ {
-			b = append(b, lines[i])
-		}
-		out = append(out, strings.Join(b, "\n"))
-	}
-	return out
-}
-
-// shellLines joins a shell block's continued lines: a line ending in a
-// backslash, or within a single-quoted string (the document's quotes
-// hold no escaped quote).
-func shellLines(block string) []string {
-	var out []string
-	cur := ""
-	for _, l := range strings.Split(block, "\n") {
-		if s, ok := strings.CutSuffix(l, "\\"); ok {
-			cur += s
-			continue
-		}
-		cur += l
-		if strings.Count(cur, "'")%2 == 1 {
-			cur += "\n"
-			continue
-		}
-		out = append(out, strings.TrimSpace(cur))
-		cur = ""
-	}
-	return out
-}
 
 var redirect = regexp.MustCompile(`\s+>[A-Za-z0-9._-]+$`)
 
@@ -86,13 +48,13 @@ func TestHarnessesDocument(t *testing.T) {
 	doc := string(b)
 	templates := map[string]string{}
 	for _, rt := range []string{"codex", "claude-code"} {
-		bs := docBlocks(doc, "json harness-template-"+rt)
+		bs := docscript.Blocks(doc, "json harness-template-"+rt)
 		if len(bs) != 1 {
 			t.Fatalf("%d %s template blocks, want 1", len(bs), rt)
 		}
 		templates[rt] = bs[0]
 	}
-	pols := docBlocks(doc, "json harness-policy")
+	pols := docscript.Blocks(doc, "json harness-policy")
 	if len(pols) != 1 {
 		t.Fatalf("%d policy blocks, want 1", len(pols))
 	}
@@ -105,9 +67,24 @@ func TestHarnessesDocument(t *testing.T) {
 		t.Fatalf("the document's policy: %v", err)
 	}
 
+	// The state file generate's notes ask for is in the document's
+	// policy, seeded as they say.
+	for _, rt := range harness.Runtimes() {
+		path, seed, ok := harness.StateFile(rt)
+		if !ok {
+			continue
+		}
+		if !slices.ContainsFunc(pol.CredentialPolicies, func(c policy.CredentialPolicy) bool {
+			return c.Handle == rt+"-state" && c.DestinationPath == path
+		}) || !strings.Contains(doc, "printf '"+seed) {
+			t.Errorf("the document's policy gives %s no state file %s seeded with %s", rt, path, seed)
+		}
+	}
+
 	dir := t.TempDir()
 	files := map[string]string{"codex.json": templates["codex"] + "\n", "claude-code.json": templates["claude-code"] + "\n",
-		"created.json": `{"existing":false,"session_id":"codex-1","start_token":"glove-start-v1.1.x","start_token_expires_at_ms":1,"state":"created"}`}
+		"created.json":        `{"existing":false,"session_id":"codex-1","start_token":"glove-start-v1.1.x","start_token_expires_at_ms":1,"state":"created"}`,
+		"claude-created.json": `{"existing":false,"session_id":"claude-1","start_token":"glove-start-v1.1.x","start_token_expires_at_ms":1,"state":"created"}`}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -123,8 +100,8 @@ func TestHarnessesDocument(t *testing.T) {
 	}
 
 	var ran []string
-	for _, block := range docBlocks(doc, "sh") {
-		for _, line := range shellLines(block) {
+	for _, block := range docscript.Blocks(doc, "sh") {
+		for _, line := range docscript.ShellLines(block) {
 			switch {
 			case strings.HasPrefix(line, "jq "):
 				// The plan: run as written.
@@ -141,7 +118,7 @@ func TestHarnessesDocument(t *testing.T) {
 	}
 	checkDocStage(t, doc)
 	for _, want := range []string{"policy stage", "policy generate", "policy validate", "jq", "call create_session",
-		"call start_session", "attach codex-1", "call stop_session"} {
+		"call start_session", "attach codex-1", "attach claude-1", "call stop_session"} {
 		if !slices.ContainsFunc(ran, func(r string) bool { return strings.HasPrefix(r, want) }) {
 			t.Errorf("the document runs no %s (it ran %q)", want, ran)
 		}
@@ -191,7 +168,7 @@ func checkDocCommand(t *testing.T, argv []string, methods map[string]bool, pol *
 		if err := json.Unmarshal([]byte(argv[2]), &params); err != nil {
 			t.Fatalf("glove call %s: params %q: %v", argv[1], argv[2], err)
 		}
-		if params["session_id"] != "codex-1" {
+		if params["session_id"] != "codex-1" && params["session_id"] != "claude-1" {
 			t.Errorf("glove call %s: session_id %v", argv[1], params["session_id"])
 		}
 		switch argv[1] {
@@ -262,6 +239,14 @@ func checkDocGenerate(t *testing.T, argv []string, templates map[string]string) 
 	}
 	if !strings.Contains(errs, `"unix_socket": "`+egressPlaceholder+`"`) {
 		t.Errorf("generate's notes lack the egress entry:\n%s", errs)
+	}
+	// The state credential generate asks for is the document's.
+	if path, seed, ok := harness.StateFile(rt); ok {
+		for _, want := range []string{`"destination_path": "` + path + `"`, `"handle": "` + rt + `-state"`, seed} {
+			if !strings.Contains(errs, want) {
+				t.Errorf("generate's notes for %s lack %s:\n%s", rt, want, errs)
+			}
+		}
 	}
 }
 

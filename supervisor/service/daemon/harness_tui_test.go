@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,20 +33,7 @@ func stagedCodex(t *testing.T, e *testenv.Env) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// The stage is read-only; the clean-up makes it removable.
-		if err := filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				return os.Chmod(p, 0o755)
-			}
-			return err
-		}); err != nil {
-			t.Errorf("make the stage removable: %v", err)
-		}
-		if err := os.RemoveAll(work); err != nil {
-			t.Errorf("remove the stage: %v", err)
-		}
-	})
+	t.Cleanup(func() { removeStage(t, work) })
 	if err := os.Chmod(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +42,25 @@ func stagedCodex(t *testing.T, e *testenv.Env) string {
 		t.Fatal(err)
 	}
 	return r.SearchPath
+}
+
+// removeStage removes a directory holding stages, which are read-only.
+func removeStage(t *testing.T, dir string) {
+	t.Helper()
+	if err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		if errors.Is(err, fs.ErrNotExist) && p == dir {
+			return nil
+		}
+		return err
+	}); err != nil {
+		t.Errorf("make the stage removable: %v", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("remove the stage: %v", err)
+	}
 }
 
 // screen collects an attached session's output, answering the terminal's
