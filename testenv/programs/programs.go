@@ -16,7 +16,8 @@ package programs
 // "connect PATH" it tries to reach the unix socket at PATH by its name,
 // with "netprobe UDPADDR" it tries what an egress session must not do
 // (netprobe below), with "tcp ADDR..." it connects to each TCP address in turn and makes one
-// framed exchange (the upstream's framing) on each that answers,
+// framed exchange (the upstream's framing) on each that answers, with
+// "http URL" it gets URL following redirects,
 // with "connects PATH..." each of them in turn,
 // with "agent SRC DST [MODE]" it is a stand-in agent (agent below), with
 // "envsum NAME SECS" it prints whether variable NAME is set and a SHA-256
@@ -37,6 +38,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"os/user"
@@ -335,6 +337,26 @@ func connects(paths []string) {
 	}
 }
 
+// httpGet gets url with an HTTP client that follows redirects (as a
+// harness's does) and prints each redirect and the outcome.
+func httpGet(url string) {
+	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		fmt.Printf("http redirected to %s\n", req.URL)
+		if len(via) > 3 {
+			return fmt.Errorf("too many redirects")
+		}
+		return nil
+	}}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Printf("http %s failed: %v\n", url, err)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	resp.Body.Close()
+	fmt.Printf("http %s status %d body %q %v\n", url, resp.StatusCode, body, err)
+}
+
 // tcpExchanges connects to each address (an egress endpoint, or one that
 // must not be reachable) and, where a connection is made, sends one
 // framed "ping" and prints the framed reply.
@@ -479,6 +501,10 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "tcp" {
 		tcpExchanges(os.Args[2:])
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "http" {
+		httpGet(os.Args[2])
 		return
 	}
 	if len(os.Args) > 2 && os.Args[1] == "connects" {

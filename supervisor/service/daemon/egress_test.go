@@ -3,13 +3,16 @@ package daemon_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/testenv"
@@ -191,6 +194,95 @@ func TestGlovedEgress(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.storeDir, "egress-s-none.audit")); !os.IsNotExist(err) {
 		t.Errorf("a no-network session has an egress audit: %v", err)
+	}
+	g.stop(t)
+}
+
+// TestGlovedEgressRedirect: the upstream answers the program's request
+// through the endpoint with a redirect elsewhere — to a service on the
+// host's own loopback, and to an address beyond the host. The program's
+// HTTP client follows each, as a harness's does, and each fails in the
+// sandbox: its loopback is its own, and it has no other interface.
+// Judged from outside: the host's service accepted nothing, and the
+// upstream saw exactly the two requests made through the endpoint.
+func TestGlovedEgressRedirect(t *testing.T) {
+	e := testenv.Get(t)
+	e.ConfigureForSessions(t)
+	testenv.CheckLeaks(t, e.UID)
+
+	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostLn.Close()
+	var hostAccepts atomic.Int32
+	go func() {
+		for {
+			c, err := hostLn.Accept()
+			if err != nil {
+				return
+			}
+			hostAccepts.Add(1)
+			c.Close()
+		}
+	}()
+	targets := map[string]string{"/host": "http://" + hostLn.Addr().String() + "/stolen", "/far": "http://10.0.0.1/stolen"}
+	ep := "http://127.0.0.1:" + strconv.Itoa(egressPort)
+	f := newFixture(t, e, map[string][]string{"redirect-host": {"http", ep + "/host"}, "redirect-far": {"http", ep + "/far"}})
+
+	var requests atomic.Int32
+	sock := filepath.Join(ownedDir(t, e, filepath.Join(f.dir, "gateway")), "http.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(sock, e.UID, e.GID); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		to, ok := targets[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		http.Redirect(w, r, to, http.StatusFound)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("the upstream: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close the upstream: %v", err)
+		}
+	})
+	f.withEgress(t, sock)
+	g := f.start()
+	logOnFailure(t, g)
+	c := dial(t, g.socket)
+
+	for _, tc := range []struct{ template, path, fails string }{
+		{"redirect-host", "/host", "connection refused"},
+		{"redirect-far", "/far", "network is unreachable"},
+	} {
+		id := "s-" + tc.template
+		pl := f.plan(tc.template, "tiny")
+		pl.EgressPolicyIDs = []string{"model-gateway"}
+		tok := f.create(c, id, pl)
+		c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
+		out := strings.ReplaceAll(attach(t, c, id).output, "\r\n", "\n")
+		if !strings.Contains(out, "http redirected to "+targets[tc.path]+"\n") || !strings.Contains(out, "failed: ") ||
+			!strings.Contains(out, tc.fails) {
+			t.Errorf("%s: the program did not follow the redirect to %s and fail with %q:\n%s", id, targets[tc.path], tc.fails, out)
+		}
+	}
+	if n := requests.Load(); n != 2 {
+		t.Errorf("the upstream saw %d requests, want the 2 made through the endpoint", n)
+	}
+	if n := hostAccepts.Load(); n != 0 {
+		t.Errorf("the host's service accepted %d connections after the redirect", n)
 	}
 	g.stop(t)
 }
