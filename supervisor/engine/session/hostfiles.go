@@ -44,6 +44,9 @@ func resolveHostFiles(l *Launch, members []string, readOnly []string) error {
 		case policy.HostFilesNameService:
 			l.Mounts = append(l.Mounts, Mount{Target: EtcDir, Kind: SyntheticEtc, ReadOnly: true, Mode: 0o755})
 		case policy.HostFilesCA:
+			if err := checkCADir(policy.HostCADir); err != nil {
+				return fmt.Errorf("resolve: host_files %s: %w", m, err)
+			}
 			l.Mounts = append(l.Mounts, Mount{Target: policy.HostCADir, Kind: ReadOnlyBind, HostPath: policy.HostCADir})
 			for _, d := range policy.HostCALinkDirs {
 				if slices.ContainsFunc(readOnly, func(p string) bool { return p == d || strings.HasPrefix(d, p+"/") }) {
@@ -60,6 +63,27 @@ func resolveHostFiles(l *Launch, members []string, readOnly []string) error {
 		default:
 			return fmt.Errorf("resolve: host_files: %q is not a member this Glove knows: %w", m, ErrInvalid)
 		}
+	}
+	return nil
+}
+
+// checkCADir says, in the operator's words, why the host's CA directory
+// dir cannot be shown, before glove-mounter would refuse the bind with
+// a bare errno: missing (the ca-certificates package is not installed),
+// or not a directory (a link: another distribution's layout, which the
+// bind does not follow, so that a link cannot redirect it).
+func checkCADir(dir string) error {
+	var st unix.Stat_t
+	err := unix.Lstat(dir, &st)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("this host has no %s (install its CA certificates: Debian's ca-certificates package), or drop ca_certificates from the template", dir)
+	case err != nil:
+		return fmt.Errorf("%s: %w", dir, err)
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return fmt.Errorf("%s is a symbolic link on this host, which the bind does not follow; ca_certificates needs it a directory (Debian's layout)", dir)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory on this host", dir)
 	}
 	return nil
 }
