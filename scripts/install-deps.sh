@@ -58,6 +58,7 @@ if [ "$mode" = test ]; then
     [bubblewrap]=/usr/bin/bwrap
     [crun]=/usr/bin/crun
     [runc]=/usr/sbin/runc
+    [socat]=/usr/bin/socat     # the egress relay's benchmark anchor
     [jq]=/usr/bin/jq           # docs/harnesses.md makes its plans with jq; its test runs them
     [ncurses-bin]=/usr/bin/tput # and sizes the terminal with tput
   )

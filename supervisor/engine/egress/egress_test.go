@@ -161,7 +161,7 @@ func TestCheckListenerOwnNamespace(t *testing.T) {
 
 // upstream is a unix socket server that answers each connection with
 // "pong:" and what it read to end of file.
-func upstream(t *testing.T) string {
+func upstream(t testing.TB) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "up.sock")
 	ln, err := net.Listen("unix", sock)
@@ -209,7 +209,7 @@ func records(t *testing.T, path string) []Record {
 // relay starts a relay of one endpoint whose listener lives in the test's
 // namespace, with the bounds b, and returns the address to dial and the
 // audit file's path.
-func relay(t *testing.T, up Upstream, b Bounds) (*Relay, string, string) {
+func relay(t testing.TB, up Upstream, b Bounds) (*Relay, string, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
