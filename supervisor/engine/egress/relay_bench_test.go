@@ -1,12 +1,14 @@
 package egress
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -59,8 +61,11 @@ func startSocat(b *testing.B, sock string) string {
 		if err := cmd.Process.Kill(); err != nil {
 			b.Errorf("kill socat: %v", err)
 		}
-		// Its status is the kill's.
-		_ = cmd.Wait()
+		// Killed is how it ends; any other end is a fault.
+		var ee *exec.ExitError
+		if err := cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			b.Errorf("socat's end: %v", err)
+		}
 	})
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	for i := 0; ; i++ {
