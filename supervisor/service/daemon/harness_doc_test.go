@@ -146,6 +146,23 @@ func (d *docTerminal) waitFor(from int, want string, timeout time.Duration) (int
 	return 0, false
 }
 
+// quiet waits until the terminal has had no output for d, at most max.
+func (d *docTerminal) quiet(q, max time.Duration) {
+	deadline := time.Now().Add(max)
+	last, at := -1, time.Now()
+	for time.Now().Before(deadline) {
+		d.mu.Lock()
+		n := d.buf.Len()
+		d.mu.Unlock()
+		if n != last {
+			last, at = n, time.Now()
+		} else if time.Since(at) >= q {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // typeKeys types s a key at a time, as a person does.
 func (d *docTerminal) typeKeys(t *testing.T, s ...string) {
 	t.Helper()
@@ -482,7 +499,12 @@ func attachAsDocumented(t *testing.T, dir string, env []string, line, id, final 
 		t.Fatal(err)
 	}
 	step(n+1, "", 10*time.Second)
-	term.typeKeys(t, "\x1d", "d")
+	// The detach key once the harness has drawn: the terminal's answer
+	// to a query it sends while redrawing must not come between Ctrl-]
+	// and d, which then would be input (as it would from a person typing
+	// while the terminal answers).
+	term.quiet(time.Second, 20*time.Second)
+	term.typeKeys(t, "\x1dd")
 	select {
 	case err := <-term.done:
 		exited = true
