@@ -24,6 +24,8 @@ var Table = []Row{
 		Anchor: []Term{{1, Metric{"BenchmarkEgressConnect1KiB", "socat-p50-ns"}}}, Goal: 1},
 	{What: "egress endpoint: new connection, 4 MiB each way, p50", Run: egressRun, Value: Metric{"BenchmarkEgressStream4MiB", "p50-ns"},
 		Anchor: []Term{{1, Metric{"BenchmarkEgressStream4MiB", "socat-p50-ns"}}}, Goal: 1},
+	{What: "memory a running session adds (PSS, KiB; 16 sessions of `sleep`)", Run: pssRun, Value: Metric{"BenchmarkSessionPSS", "glove-kib"},
+		Anchor: []Term{{1, Metric{"BenchmarkSessionPSS", "bwrap-kib"}}}, Goal: 2},
 	{What: "200 sessions of `/bin/true`, concurrency 8, wall time (median of 3 batches)", Run: throughputRun, Value: Metric{"BenchmarkStartThroughput", "glove-s"},
 		Anchor: []Term{{1, Metric{"BenchmarkStartThroughput", "crun-s"}}}, Goal: 1.5,
 		Ratio: &Metric{"BenchmarkStartThroughput", "goal-ratio"}}, // the median of each batch's glove/crun
@@ -35,6 +37,7 @@ var (
 	throughputRun = Run{Pkg: "./supervisor/service/daemon/", Bench: "^BenchmarkStartThroughput$", Benchtime: "3x"} // 3 batches of 200 each
 	mounterRun    = Run{Pkg: "./helpers/integration/", Bench: "^BenchmarkMounterBind$/^helper$", Benchtime: "2000x"}
 	journalRun    = Run{Pkg: "./supervisor/state/journal/", Bench: "^BenchmarkAppend$", Benchtime: "300x"}
+	pssRun        = Run{Pkg: "./supervisor/service/daemon/", Bench: "^BenchmarkSessionPSS$", Benchtime: "1x"}
 	egressRun     = Run{Pkg: "./supervisor/engine/egress/", Bench: "^BenchmarkEgress(Connect1KiB|Stream4MiB)$", Benchtime: "100x"}
 	streamRun     = Run{Pkg: "./helpers/integration/", Bench: "^BenchmarkStreamproxyExchange1KiB$", Benchtime: "300x"}
 )

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
@@ -42,6 +43,11 @@ type Proc struct {
 	Cmd    *exec.Cmd
 	Client *wirecall.Client
 	conn   *wire.Conn
+
+	// end reaps the helper once: a session retires a helper whose work
+	// is done while its owner still closes it at the session's end.
+	end    sync.Once
+	endErr error
 }
 
 // Start starts the helper.
@@ -144,15 +150,23 @@ func (p *Proc) Hello() (*wire.HelloReply, error) {
 
 // Close closes the connection, which makes the helper exit, and waits for
 // it. The returned error is the helper's exit status (nil for 0).
+// A second call (or one concurrent with the first) returns the first's
+// result once the helper is reaped.
 func (p *Proc) Close() error {
-	p.conn.Close()
-	return p.Cmd.Wait()
+	p.end.Do(func() {
+		p.conn.Close()
+		p.endErr = p.Cmd.Wait()
+	})
+	return p.endErr
 }
 
 // Wait waits for the helper without closing the connection first, then
-// closes it; for tests that expect the helper to exit on its own.
+// closes it; for tests that expect the helper to exit on its own. Like
+// Close, it reaps once.
 func (p *Proc) Wait() error {
-	err := p.Cmd.Wait()
-	p.conn.Close()
-	return err
+	p.end.Do(func() {
+		p.endErr = p.Cmd.Wait()
+		p.conn.Close()
+	})
+	return p.endErr
 }

@@ -64,10 +64,13 @@ type helper struct {
 	name  string
 	start func(string) (*helperproc.Proc, error)
 
-	mu    sync.Mutex
-	proc  *helperproc.Proc // the session's, from Env (nil: not used)
-	lost  error            // why proc is considered gone (a *HelperLostError)
-	fresh *helperproc.Proc // started for clean-up after proc was lost
+	mu   sync.Mutex
+	proc *helperproc.Proc // the session's, from Env (nil: not used)
+	lost error            // why proc is considered gone (a *HelperLostError)
+	// retired: the session is done with proc, which was told to exit
+	// (retire); it is asked nothing more and its exit is no loss.
+	retired bool
+	fresh   *helperproc.Proc // started for clean-up after proc was lost
 	// served lists the clean-up requests the fresh helper answered, as
 	// "name:op" (Result.ReplacedCalls).
 	served []string
@@ -106,7 +109,7 @@ func (h *helper) call(op string, o callOpts, do func(*wirecall.Client) ([]*os.Fi
 	if h.proc == nil {
 		return nil, fmt.Errorf("%s %s: the session has no %s", h.name, op, h.name)
 	}
-	if h.lost == nil {
+	if h.lost == nil && !h.retired {
 		files, err := callOne(h.proc, o.timeout, do)
 		if err == nil || !connectionFailed(err) {
 			return files, err
@@ -114,6 +117,9 @@ func (h *helper) call(op string, o callOpts, do func(*wirecall.Client) ([]*os.Fi
 		h.markLost(op, err)
 	}
 	if !o.replace || h.start == nil {
+		if h.lost == nil {
+			return nil, fmt.Errorf("%s %s: the session's %s was retired after its work", h.name, op, h.name)
+		}
 		return nil, h.lost
 	}
 	if h.fresh == nil {
@@ -127,7 +133,11 @@ func (h *helper) call(op string, o callOpts, do func(*wirecall.Client) ([]*os.Fi
 	if err != nil {
 		return nil, fmt.Errorf("fresh %s: %s: %w", h.name, op, err)
 	}
-	h.served = append(h.served, h.name+":"+op)
+	if h.lost != nil {
+		// A replacement for a lost helper; a retired one's clean-up
+		// going to a fresh helper is the plan, not a loss.
+		h.served = append(h.served, h.name+":"+op)
+	}
 	return files, nil
 }
 
@@ -141,15 +151,39 @@ func (h *helper) markLost(op string, err error) {
 	}
 }
 
+// retire tells the session's helper to exit, its work for the session
+// being done (glove-mounter once the session's mounts are made): a
+// running session holds no helper process it will not ask again. The
+// connection's EOF makes the helper exit; it is reaped here, off the
+// caller's path, and whoever owns it (gloved, glove run) gets the exit
+// status from its own Close at the session's end, as before.
+//
+// later says the session will still need the helper's kind at its end
+// (glove-cgroup: the usage and the removal): then it retires only when a
+// fresh helper can be started for that (h.start), and the end's
+// clean-up calls go to one.
+func (h *helper) retire(later bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.proc == nil || h.lost != nil || h.retired || later && h.start == nil {
+		return
+	}
+	h.retired = true
+	go func(p *helperproc.Proc) {
+		// The status is kept by p and reported by the owner's Close.
+		_ = p.Close()
+	}(h.proc)
+}
+
 // checkAlive marks the helper lost if its process has exited, although
 // no request of the session's found it gone (a helper the session no
-// longer calls, such as glove-mounter after the start). The helper is the
+// longer calls and did not retire). The helper is the
 // supervisor's unreaped child, so its pid still names it: the pidfd
 // opened here is that process's.
 func (h *helper) checkAlive() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.proc == nil || h.lost != nil {
+	if h.proc == nil || h.lost != nil || h.retired {
 		return nil
 	}
 	fd, err := unix.PidfdOpen(h.proc.Pid(), 0)

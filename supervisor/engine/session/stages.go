@@ -77,7 +77,13 @@ func Prepare(env *Env, l *Launch, pins *Pins, pio IO) (*Handle, error) {
 	p := &prepared{env: env, name: l.Name, pins: pins,
 		cg: newHelper(HelperCgroup, env.Cgroup, env.StartHelper), mnt: newHelper(HelperMounter, env.Mounter, env.StartHelper),
 		lx: newHelper(HelperLoopext4, env.Loopext4, env.StartHelper)}
-	return &Handle{p: p, l: l, pio: pio}, prepare(p, l, pio)
+	err := prepare(p, l, pio)
+	// glove-mounter serves only this: the mounts are made (or failed),
+	// and the detached trees it sent are the session's descriptors, not
+	// its. Threat: an idle privileged helper per running session, a
+	// process to attack and a MiB of memory each, for nothing.
+	p.mnt.retire(false)
+	return &Handle{p: p, l: l, pio: pio}, err
 }
 
 // spawned is a started glove-shim and what supervises it.
@@ -383,6 +389,12 @@ func (h *Handle) Release() error {
 	return nil
 }
 
+// cgroupRetireAfter is how long a released program runs before its
+// session's glove-cgroup is retired (Wait). Shorter sessions keep theirs:
+// a fresh helper at the end costs a process start, which a session of a
+// few seconds would pay for little.
+const cgroupRetireAfter = 10 * time.Second
+
 // Wait supervises the released program to its end, enforcing its wall
 // and CPU limits; ctx ending stops the session. It waits for the
 // session's cgroup to empty and reaps what was re-parented to the
@@ -394,6 +406,13 @@ func (h *Handle) Wait(ctx context.Context) error {
 	defer wall.Stop()
 	stopCPU := make(chan struct{})
 	go s.watchCPU(stopCPU)
+	// glove-cgroup has placed the program; while it runs, gloved enforces
+	// every limit through descriptors it holds (cgroup.kill, cpu.stat,
+	// cgroup.events, memory events) and needs the helper again only at
+	// the end. A session still running after cgroupRetireAfter lets its
+	// glove-cgroup go, and its end's usage and removal go to a fresh one.
+	// Threat: an idle helper per long-running session, a MiB each.
+	retire := time.AfterFunc(cgroupRetireAfter, func() { p.cg.retire(true) })
 	var werr error
 	select {
 	case werr = <-sp.waited:
@@ -401,6 +420,7 @@ func (h *Handle) Wait(ctx context.Context) error {
 		s.end("")
 		werr = <-sp.waited
 	}
+	retire.Stop()
 	sp.terminated = true
 	close(stopCPU)
 	ended := time.Now()

@@ -156,7 +156,7 @@ const (
 	usageVersion  = "usage: glove version"
 	usageCaptable = "usage: glove captable [--fields]"
 	usageHelpers  = "usage: glove helpers [--libexec DIR]"
-	usageStatus   = "usage: glove status [--json] [--libexec DIR] [--session-store DIR]"
+	usageStatus   = "usage: glove status [--json] [--libexec DIR] [--session-store DIR] [--socket PATH]"
 	usageStore    = "usage: glove store compact [--session-store DIR] [--receipt-key FILE --receipt-anchor HEX]"
 )
 

@@ -71,6 +71,8 @@ type statusProbe struct {
 	// room the file system holding a directory has for the caller.
 	storeDir  string
 	freeBytes func(dir string) (uint64, error)
+	// socket is gloved's control socket (supervisor_status).
+	socket string
 }
 
 func defaultStatusProbe() statusProbe {
@@ -88,6 +90,7 @@ func defaultStatusProbe() statusProbe {
 		mountCalls:   mountCalls(),
 		storeDir:     DefaultStoreDir,
 		freeBytes:    freeBytes,
+		socket:       DefaultSocket,
 	}
 }
 
@@ -108,6 +111,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	p := defaultStatusProbe()
 	fs.StringVar(&p.libexec, "libexec", p.libexec, "directory of the installed helpers")
 	fs.StringVar(&p.storeDir, "session-store", p.storeDir, "gloved's session store directory")
+	fs.StringVar(&p.socket, "socket", p.socket, "gloved's control socket")
 	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageStatus) {
 			return ExitOK
@@ -124,7 +128,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 
 // statusNames is every item a report has, in order.
 func statusNames() []string {
-	names := []string{"kernel", "user-namespaces", "landlock", "seccomp", "local-services", "mount-api", "cgroups", "cgroup-delegation", "loop-devices", "mkfs.ext4", "service-manager", "session-store"}
+	names := []string{"kernel", "user-namespaces", "landlock", "seccomp", "local-services", "mount-api", "cgroups", "cgroup-delegation", "loop-devices", "mkfs.ext4", "service-manager", "session-store", "supervisor"}
 	for _, e := range captable.Table {
 		if e.Helper {
 			names = append(names, "helper "+e.Binary)
@@ -147,6 +151,7 @@ func (p statusProbe) run() statusReport {
 		p.probeMkfs(),
 		p.probeServiceManager(),
 		p.probeStore(),
+		p.probeSupervisor(),
 	}
 	for _, e := range captable.Table {
 		if e.Helper {

@@ -119,6 +119,9 @@ type Daemon struct {
 	// of a control connection (rpc.go).
 	idleTimeout, lineTimeout time.Duration
 
+	// started is when New returned (supervisor_status's uptime).
+	started time.Time
+
 	mu        sync.Mutex
 	sessions  map[string]*live // sessions started by this process
 	claims    map[string]bool  // start_session in progress
@@ -152,7 +155,7 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Libexec = LibexecDir
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Log, allow: map[int]bool{}, methods: map[string]bool{},
-		sessions: map[string]*live{}, claims: map[string]bool{}, conns: map[*conn]bool{}}
+		sessions: map[string]*live{}, claims: map[string]bool{}, conns: map[*conn]bool{}, started: time.Now()}
 	var err error
 	if d.idleTimeout, err = connTimeout(cfg.IdleTimeout, DefaultIdleTimeout, MaxIdleTimeout); err != nil {
 		return nil, fmt.Errorf("--idle-timeout: %w", err)
@@ -372,7 +375,9 @@ func (d *Daemon) advertise(ms []string) {
 }
 
 // Methods lists the advertised methods (capabilities included).
-func (d *Daemon) Methods() []string { return append([]string{"capabilities"}, d.order...) }
+func (d *Daemon) Methods() []string {
+	return append([]string{"capabilities", "supervisor_status"}, d.order...)
+}
 
 // checkRuntime checks that sessions can be run: the shim is an
 // executable regular file and each helper starts and answers Hello.

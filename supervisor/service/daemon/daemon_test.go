@@ -216,7 +216,7 @@ func TestCapabilitiesFromComponents(t *testing.T) {
 		Methods         []string `json:"methods"`
 	}
 	c.ok("capabilities", nil, &caps)
-	want := "capabilities receipts_page receipts_ack validate_plan create_session session_status"
+	want := "capabilities supervisor_status receipts_page receipts_ack validate_plan create_session session_status"
 	if got := strings.Join(caps.Methods, " "); got != want || caps.ProtocolVersion != 1 {
 		t.Errorf("capabilities %v (protocol %d), want %s", caps.Methods, caps.ProtocolVersion, want)
 	}
@@ -233,7 +233,7 @@ func TestCapabilitiesFromComponents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(d.Methods(), " "); got != "capabilities validate_plan" {
+	if got := strings.Join(d.Methods(), " "); got != "capabilities supervisor_status validate_plan" {
 		t.Errorf("policy only: %s", got)
 	}
 	_ = d.Shutdown(0)

@@ -229,7 +229,7 @@ func TestGlovedEndToEnd(t *testing.T) {
 		Methods []string `json:"methods"`
 	}
 	c.ok("capabilities", nil, &caps)
-	want := "capabilities receipts_page receipts_ack validate_plan create_session session_status " +
+	want := "capabilities supervisor_status receipts_page receipts_ack validate_plan create_session session_status " +
 		"start_session attach write_stdin resize signal detach stop_session cleanup_session"
 	if got := strings.Join(caps.Methods, " "); got != want {
 		t.Fatalf("capabilities %s\nwant %s\nlog: %s", got, want, g.log)

@@ -18,3 +18,8 @@ func testJournalRecords() int { return 0 }
 // the real clock (faults_testing.go skews it, so that a test sees the
 // retention window pass).
 func testStoreNow() func() time.Time { return nil }
+
+// testGCBeforeStatus is false in every production build: supervisor_status
+// reads the heap as the last collection left it (faults_testing.go
+// collects first, so that the memory test compares live heaps).
+func testGCBeforeStatus() bool { return false }

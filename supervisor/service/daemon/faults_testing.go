@@ -5,6 +5,8 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -92,10 +94,58 @@ func testJournalRecords() int {
 // skew past the retention window sees cleaned-up sessions leave the store.
 const testStoreSkewVar = "GLOVED_TEST_STORE_CLOCK_SKEW"
 
+// testStoreRateVar is how many times faster than the real one the
+// session store's clock runs in a gloved built with the glove_testfaults
+// tag: the memory test sees the retention window pass every second.
+const testStoreRateVar = "GLOVED_TEST_STORE_CLOCK_RATE"
+
 func testStoreNow() func() time.Time {
 	skew, err := time.ParseDuration(os.Getenv(testStoreSkewVar))
-	if err != nil || skew == 0 {
+	if err != nil {
+		skew = 0
+	}
+	rate, err := strconv.Atoi(os.Getenv(testStoreRateVar))
+	if err != nil || rate < 1 {
+		rate = 1
+	}
+	if skew == 0 && rate == 1 {
 		return nil
 	}
-	return func() time.Time { return time.Now().Add(skew) }
+	start := time.Now()
+	return func() time.Time { return start.Add(skew + time.Since(start)*time.Duration(rate)) }
+}
+
+// testGCVar, when set, makes supervisor_status of a gloved built with the
+// glove_testfaults tag collect garbage first: the memory test compares
+// live heaps, not what the last collection happened to leave.
+const testGCVar = "GLOVED_TEST_GC_ON_STATUS"
+
+func testGCBeforeStatus() bool {
+	if os.Getenv(testGCVar) == "" {
+		return false
+	}
+	// With a directory in GLOVED_TEST_HEAP_PROFILES, each answer also
+	// leaves a heap profile there (heap-N.pprof), for finding what grows.
+	if dir := os.Getenv("GLOVED_TEST_HEAP_PROFILES"); dir != "" {
+		runtime.GC()
+		profiles++
+		f, err := os.Create(fmt.Sprintf("%s/heap-%d.pprof", dir, profiles))
+		if err == nil {
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				fmt.Fprintln(os.Stderr, "heap profile:", err)
+			}
+			f.Close()
+		}
+	}
+	return true
+}
+
+var profiles int
+
+// Every allocation is sampled when heap profiles are asked for: the
+// memory test looks for a few hundred bytes a session.
+func init() {
+	if os.Getenv("GLOVED_TEST_HEAP_PROFILES") != "" {
+		runtime.MemProfileRate = 1
+	}
 }

@@ -50,39 +50,26 @@ func logOnFailure(t *testing.T, g *gloved) {
 // (one per session: the test runs one session at a time).
 func helperChild(t *testing.T, g *gloved, name string) int {
 	t.Helper()
-	parent := strconv.Itoa(g.cmd.Process.Pid)
-	comm := name
-	if len(comm) > 15 {
-		comm = comm[:15] // the kernel keeps 15 bytes of a command name
+	pids := helperChildren(t, g, name)
+	switch len(pids) {
+	case 0:
+		t.Fatalf("no %s child of gloved %d", name, g.cmd.Process.Pid)
+	case 1:
+	default:
+		t.Fatalf("%d %s children of gloved: %v", len(pids), name, pids)
 	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
+	return pids[0]
+}
+
+// helperChildren returns the pids of gloved's running (not zombie)
+// children named name.
+func helperChildren(t *testing.T, g *gloved, name string) []int {
+	t.Helper()
+	if len(name) > 15 {
+		name = name[:15] // the kernel keeps 15 bytes of a command name
 	}
-	found := 0
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		c := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if c == comm && len(f) > 1 && f[0] != "Z" && f[1] == parent {
-			if found != 0 {
-				t.Fatalf("two %s children of gloved: %d and %d", name, found, pid)
-			}
-			found = pid
-		}
-	}
-	if found == 0 {
-		t.Fatalf("no %s child of gloved %s", name, parent)
-	}
-	return found
+	running, _ := childrenNamed(t, g, name)
+	return running
 }
 
 // killHelper kills gloved's glove-cgroup with SIGKILL, from outside, and
@@ -203,8 +190,8 @@ func status(t *testing.T, c *client, id string) daemon.Status {
 // still ends within its bound, that its store reason names the lost
 // helper while its termination says what ended the program, that its
 // cgroups are removed all the same, that the next session is not
-// affected, and that nothing leaks. glove-mounter killed while a
-// program runs changes the reason only.
+// affected, and that nothing leaks; and that the helpers a running
+// session no longer needs are retired, not lost.
 func TestGlovedHelperLoss(t *testing.T) {
 	e := testenv.Get(t)
 	e.ConfigureForSessions(t)
@@ -284,9 +271,6 @@ func TestGlovedHelperLoss(t *testing.T) {
 		// memory.events. Each program starts a second after its line.
 		{"output", "flooder", "out", "flooding soon", time.Second, "limit:terminal_output_bytes", false, "glove-cgroup", false},
 		{"memory", "hogger", "mem", "hogging soon", time.Second, "limit:memory_bytes", false, "glove-cgroup", false},
-		// glove-mounter serves only the start: its death after it
-		// changes nothing but the reason.
-		{"mounter", "sleeper", "wall", "sleeping", wallMs * time.Millisecond, "limit:wall_time_ms", false, "glove-mounter", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			unpause(t)
@@ -336,6 +320,58 @@ func TestGlovedHelperLoss(t *testing.T) {
 			}
 		})
 	}
+
+	// The helpers a running session no longer needs are retired, not
+	// lost: glove-mounter once the mounts are made, glove-cgroup once the
+	// program has run 10 s (session.cgroupRetireAfter). The session's
+	// end then gets its usage and removal from a fresh glove-cgroup:
+	// nothing missing, nothing replaced, nothing left.
+	t.Run("retired", func(t *testing.T) {
+		unpause(t)
+		id := "hl-retired"
+		tok := f.create(c, id, f.plan("sleeper", "tiny"))
+		t0 := time.Now()
+		c.ok("start_session", map[string]any{"session_id": id, "start_token": tok}, nil)
+		c.ok("attach", map[string]any{"session_id": id}, nil)
+		readUntil(t, c, t0.Add(20*time.Second), "retired: program running", outputHas("sleeping"))
+		running := time.Now()
+		gone := func(name string, within time.Duration) bool {
+			for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if len(helperChildren(t, g, name)) == 0 {
+					return true
+				}
+			}
+			return false
+		}
+		if !gone("glove-mounter", 5*time.Second) {
+			t.Errorf("retired: glove-mounter still a child of gloved while the session runs")
+		}
+		if n := len(helperChildren(t, g, "glove-cgroup")); n != 1 && time.Since(running) < 8*time.Second {
+			t.Errorf("retired: %d glove-cgroup children in the program's first seconds, want its 1", n)
+		}
+		if !gone("glove-cgroup", 15*time.Second) {
+			t.Errorf("retired: glove-cgroup still a child of gloved %v after the program started", time.Since(running))
+		}
+		c.sendLine(`{"jsonrpc":"2.0","id":"stop","method":"stop_session","params":{"session_id":"` + id + `","grace_ms":500}}`)
+		end := endOf(t, readUntil(t, c, time.Now().Add(20*time.Second), "retired: ended", isEnded))
+		if end.State != "exited" || end.Termination != "signaled" {
+			t.Errorf("retired: ended %+v, want exited, signaled", end)
+		}
+		if st := status(t, c, id); st.Reason != "signaled" {
+			t.Errorf("retired: status %+v, want reason signaled (no helper lost)", st)
+		}
+		if calls := replacedCalls(t, g, id); len(calls) != 0 {
+			t.Errorf("retired: calls %q logged as replacements", calls)
+		}
+		for _, bad := range []string{`"event":"usage_missing"`, `"helper":"glove-mounter","level":"warning"`, `"helper":"glove-cgroup","level":"warning"`} {
+			for _, line := range strings.Split(g.log.String(), "\n") {
+				if strings.Contains(line, bad) && strings.Contains(line, `"session_id":"`+id+`"`) {
+					t.Errorf("retired: gloved logged %s:\n%s", bad, line)
+				}
+			}
+		}
+		checkCgroupsGone(t, e, id)
+	})
 
 	// A dead helper of one session does not affect the next: it gets
 	// its own helpers, and ends as it would have.
@@ -412,7 +448,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 	terms := map[string]string{}
 	for _, env := range page.Envelopes {
 		terms[env.Body.SessionID] = env.Body.Termination
-		if env.Body.SessionID == "hl-wall" || env.Body.SessionID == "hl-cpu" {
+		if env.Body.SessionID == "hl-wall" || env.Body.SessionID == "hl-cpu" || env.Body.SessionID == "hl-retired" {
 			u := env.Body.Usage
 			t.Logf("receipt %s: %s, wall %d ms, cpu %d ms, memory peak %d, pids peak %d", env.Body.SessionID,
 				env.Body.Termination, u.WallTimeMS, u.CPUTimeMS, u.MemoryPeakBytes, u.PidsPeak)
@@ -427,7 +463,7 @@ func TestGlovedHelperLoss(t *testing.T) {
 		}
 	}
 	want := map[string]string{"hl-start": "failed", "hl-wall": "limit:wall_time_ms", "hl-cpu": "limit:cpu_time_ms",
-		"hl-stop": "signaled", "hl-stopping": "signaled", "hl-mounter": "limit:wall_time_ms", "hl-next": "exited", "hl-shutdown": "signaled"}
+		"hl-stop": "signaled", "hl-stopping": "signaled", "hl-retired": "signaled", "hl-next": "exited", "hl-shutdown": "signaled"}
 	for id, term := range want {
 		if terms[id] != term {
 			t.Errorf("receipt of %s: termination %q, want %q", id, terms[id], term)

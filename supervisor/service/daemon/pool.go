@@ -30,8 +30,9 @@ var pooledHelpers = []string{"glove-mounter", "glove-cgroup"}
 // idle between sessions): the next session's helpers are started in that
 // idle time rather than on its start path, and while sessions run,
 // gloved's helper processes are exactly theirs (an operator or a test
-// looking at gloved's children finds one of each name per session and
-// nothing else). A session that finds the pool empty starts its helpers
+// looking at gloved's children finds one glove-cgroup per running
+// session, and a glove-mounter only for a session still starting: the
+// session retires it once its mounts are made). A session that finds the pool empty starts its helpers
 // on demand; one that finds a pooled start under way waits for it rather
 // than starting a second helper of that name.
 //

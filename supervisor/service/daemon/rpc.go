@@ -135,20 +135,21 @@ func method[P any](fn func(d *Daemon, c *conn, k *call, ps *P) (any, *Error)) ha
 }
 
 var handlers = map[string]handler{
-	"capabilities":    method((*Daemon).capabilities),
-	"validate_plan":   method((*Daemon).validatePlan),
-	"create_session":  method((*Daemon).createSession),
-	"session_status":  method((*Daemon).sessionStatus),
-	"start_session":   method((*Daemon).startSession),
-	"attach":          method((*Daemon).attach),
-	"write_stdin":     method((*Daemon).writeStdin),
-	"resize":          method((*Daemon).resize),
-	"signal":          method((*Daemon).signal),
-	"detach":          method((*Daemon).detach),
-	"stop_session":    method((*Daemon).stopSession),
-	"cleanup_session": method((*Daemon).cleanupSession),
-	"receipts_page":   method((*Daemon).receiptsPage),
-	"receipts_ack":    method((*Daemon).receiptsAck),
+	"capabilities":      method((*Daemon).capabilities),
+	"supervisor_status": method((*Daemon).supervisorStatus),
+	"validate_plan":     method((*Daemon).validatePlan),
+	"create_session":    method((*Daemon).createSession),
+	"session_status":    method((*Daemon).sessionStatus),
+	"start_session":     method((*Daemon).startSession),
+	"attach":            method((*Daemon).attach),
+	"write_stdin":       method((*Daemon).writeStdin),
+	"resize":            method((*Daemon).resize),
+	"signal":            method((*Daemon).signal),
+	"detach":            method((*Daemon).detach),
+	"stop_session":      method((*Daemon).stopSession),
+	"cleanup_session":   method((*Daemon).cleanupSession),
+	"receipts_page":     method((*Daemon).receiptsPage),
+	"receipts_ack":      method((*Daemon).receiptsAck),
 }
 
 // decodeParams strictly decodes params (absent means {}) into v.
@@ -672,7 +673,7 @@ func (c *conn) handle(line []byte) (response, func()) {
 	}
 	fields["method"] = safeMethod(req.Method)
 	h, known := handlers[req.Method]
-	if !known || (req.Method != "capabilities" && !d.methods[req.Method]) {
+	if !known || (req.Method != "capabilities" && req.Method != "supervisor_status" && !d.methods[req.Method]) {
 		resp.Error = errorf(CodeMethodNotFound, "method not found")
 		return resp, nil
 	}

@@ -112,10 +112,24 @@ func (l *live) enqueue(c *conn, ch chan notification, n notification) {
 	select {
 	case ch <- n:
 	default:
-		delete(l.watchers, c)
+		l.unwatch(c)
 		close(ch)
 		go c.close()
 	}
+}
+
+// unwatch ends c's attachment on both sides (l.mu held; c.mu is taken
+// after it, the order watch keeps). Threat: a controller's connection
+// that lives for months, attaching to every session it runs, keeping
+// each session's state and transcript ring after its end: gloved's
+// memory then grows with every session ever attached (issue 33).
+func (l *live) unwatch(c *conn) {
+	delete(l.watchers, c)
+	c.mu.Lock()
+	if c.watching != nil {
+		delete(c.watching, l)
+	}
+	c.mu.Unlock()
 }
 
 func (l *live) ended() *End {
@@ -175,7 +189,7 @@ func (l *live) detach(c *conn) bool {
 	defer l.mu.Unlock()
 	ch, ok := l.watchers[c]
 	if ok {
-		delete(l.watchers, c)
+		l.unwatch(c)
 		close(ch)
 	}
 	return ok
@@ -191,7 +205,7 @@ func (l *live) finish(e End) {
 		if l.watchers[c] != nil {
 			close(ch)
 		}
-		delete(l.watchers, c)
+		l.unwatch(c)
 	}
 	l.input.Close()
 	close(l.resizes)
@@ -933,9 +947,6 @@ func (d *Daemon) detach(c *conn, k *call, ps *sessionParams) (any, *Error) {
 		return nil, e
 	}
 	ok := l.detach(c)
-	c.mu.Lock()
-	delete(c.watching, l)
-	c.mu.Unlock()
 	return map[string]any{"detached": ok}, nil
 }
 

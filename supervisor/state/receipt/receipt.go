@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 
@@ -360,7 +361,11 @@ type Journal struct {
 	base     uint64
 	baseMAC  string
 	reserved map[string]uint64 // reserved, no receipt yet: the policy revision it started under
-	done     map[string]bool   // has a receipt in envs
+	done     map[string]bool   // has a receipt in the journal file (in envs, or acknowledged: ackedIDs)
+	// ackedIDs are the sessions whose receipts were acknowledged since
+	// the last compaction: their envelopes have left envs (forgetAcked)
+	// and leave the file at the next compaction.
+	ackedIDs []string
 	acked    uint64
 	// Replay of a compacted journal: records the checkpoint announced.
 	carryDue, reserveDue int
@@ -369,6 +374,14 @@ type Journal struct {
 	// compacts (half the bounds, or twice the last compaction's result).
 	nextRecords int
 	nextBytes   int64
+}
+
+// Held is how many sessions the journal holds in memory: envelopes not
+// yet compacted away and reservations without a receipt.
+func (r *Journal) Held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.envs) + len(r.reserved)
 }
 
 // Open opens or creates the journal and replays it strictly.
@@ -499,10 +512,32 @@ func (r *Journal) replay(rec journal.Record, anchor string, first bool) error {
 			return err
 		}
 		r.acked = x.Seq
+		r.forgetAcked()
 	default:
 		return fmt.Errorf("unknown record type %q", x.Type)
 	}
 	return nil
+}
+
+// forgetAcked lets the acknowledged envelopes go from memory (mu held):
+// the controller has archived them, so they are no longer served, and
+// the file keeps them only until its next compaction. Only their
+// sessions' ids stay (ackedIDs), so that a reused id still waits for its
+// earlier receipt to leave the file. Threat: a journal bounded on disk
+// whose memory holds thousands of archived envelopes between
+// compactions, a sawtooth of megabytes that follows the journal's bounds
+// rather than the receipts outstanding.
+func (r *Journal) forgetAcked() {
+	n := r.acked - r.base
+	if n == 0 {
+		return
+	}
+	for _, e := range r.envs[:n] {
+		r.ackedIDs = append(r.ackedIDs, e.Body.SessionID)
+	}
+	r.baseMAC = r.envs[n-1].EnvelopeMAC
+	r.envs = append([]Envelope(nil), r.envs[n:]...)
+	r.base = r.acked
 }
 
 func (r *Journal) addReceipt(e Envelope) {
@@ -577,8 +612,8 @@ func (r *Journal) Reserve(sessionID string, revision uint64) error {
 		return recs >= needRecs && bytes >= needBytes, fmt.Sprintf("%d records and %d bytes left, %d outstanding", recs, bytes, outstanding-1)
 	}
 	ok, why := fits()
-	if !ok && r.acked > r.base {
-		// Acknowledged receipts can leave: make room.
+	if !ok && (r.acked > r.base || len(r.ackedIDs) > 0) {
+		// Acknowledged receipts can leave the file: make room.
 		r.autoCompact()
 		ok, why = fits()
 	}
@@ -600,12 +635,7 @@ func (r *Journal) Reserve(sessionID string, revision uint64) error {
 // ackedReceipt says whether sessionID's receipt is among the acknowledged
 // ones still in the journal (mu held).
 func (r *Journal) ackedReceipt(sessionID string) bool {
-	for _, e := range r.envs[:r.acked-r.base] {
-		if e.Body.SessionID == sessionID {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(r.ackedIDs, sessionID)
 }
 
 // Reservation is the policy revision an outstanding reservation recorded
@@ -680,10 +710,14 @@ func (r *Journal) compact() (CompactInfo, error) {
 	if _, err := r.j.Compact(carry, prealloc); err != nil {
 		return info, fmt.Errorf("compact receipts: %w", err)
 	}
-	info.Dropped = int(r.acked - r.base)
+	info.Dropped = int(r.acked-r.base) + len(r.ackedIDs)
 	for _, e := range r.envs[:r.acked-r.base] {
 		delete(r.done, e.Body.SessionID)
 	}
+	for _, id := range r.ackedIDs {
+		delete(r.done, id)
+	}
+	r.ackedIDs = nil
 	r.envs = append([]Envelope(nil), keep...)
 	r.base, r.baseMAC = r.acked, ackedMAC
 	st = r.j.Stats()
@@ -716,7 +750,7 @@ func (r *Journal) Finalize(b Body) (Envelope, error) {
 }
 
 // Page returns up to limit envelopes after sequence number after.
-// Acknowledged envelopes that compaction removed are no longer served.
+// Acknowledged envelopes are no longer served (forgetAcked).
 func (r *Journal) Page(after uint64, limit int) ([]Envelope, error) {
 	if limit <= 0 || limit > 1000 {
 		return nil, fmt.Errorf("page: %w: limit %d outside 1..1000", ErrInvalid, limit)
@@ -762,6 +796,7 @@ func (r *Journal) Ack(seq uint64, mac string) error {
 		return fmt.Errorf("ack %d: %w", seq, err)
 	}
 	r.acked = seq
+	r.forgetAcked()
 	if st := r.j.Stats(); st.Records >= r.nextRecords || st.Bytes >= r.nextBytes {
 		r.autoCompact()
 	}

@@ -373,6 +373,7 @@ func (s *Store) replay(r journal.Record, first bool) error {
 			return fmt.Errorf("session %s: transition %s→%s recorded in state %s", rec.Session, rec.From, rec.To, sess.State)
 		}
 		sess.State, sess.Reason, sess.UpdatedAt = rec.To, rec.Reason, time.UnixMilli(rec.AtMS)
+		sess.dropPlan()
 	case "running":
 		sess, ok := s.sessions[rec.Session]
 		if !ok {
@@ -590,7 +591,19 @@ func (s *Store) Transition(id string, to State, reason string) (Session, error) 
 		return Session{}, fmt.Errorf("transition %s: %w", id, err)
 	}
 	sess.State, sess.Reason, sess.UpdatedAt = to, reason, time.UnixMilli(at.UnixMilli())
-	return sess.copy(), nil
+	c := sess.copy()
+	sess.dropPlan()
+	return c, nil
+}
+
+// dropPlan lets a session's plan go from memory once it has left
+// created: only a start reads it, and compaction writes it only for a
+// created session. Threat: every session of the retention window
+// (a day by default) keeping its whole plan in gloved's memory.
+func (s *Session) dropPlan() {
+	if s.State != Created {
+		s.Plan = nil
+	}
 }
 
 // append writes one of a session's lifecycle records: always within the
