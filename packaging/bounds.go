@@ -2,7 +2,9 @@ package packaging
 
 import (
 	"embed"
+	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // etcGlove is the helpers' bounds the package installs as conffiles in
@@ -21,4 +23,25 @@ func ShippedBounds(name string) ([]byte, error) {
 		return nil, fmt.Errorf("shipped bounds %s: %w", name, err)
 	}
 	return b, nil
+}
+
+// ShippedSizeBounds is the size bounds (the max_* members) of a bounds
+// file as the package ships it, for the tests that run sessions under
+// exactly those bounds.
+func ShippedSizeBounds(name string) (map[string]uint64, error) {
+	data, err := ShippedBounds(name)
+	if err != nil {
+		return nil, err
+	}
+	var all map[string]any
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, fmt.Errorf("shipped bounds %s: %w", name, err)
+	}
+	out := map[string]uint64{}
+	for k, v := range all {
+		if n, ok := v.(float64); ok && strings.HasPrefix(k, "max_") {
+			out[k] = uint64(n)
+		}
+	}
+	return out, nil
 }

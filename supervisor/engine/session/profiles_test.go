@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,25 +12,14 @@ import (
 	"github.com/glove-sandbox/glove/testenv"
 )
 
-// shippedSizeBounds reads the package's bounds file name and returns its
-// max_* members.
+// shippedSizeBounds is the package's bounds file name's max_* members.
 func shippedSizeBounds(t *testing.T, name string) map[string]uint64 {
 	t.Helper()
-	data, err := packaging.ShippedBounds(name)
+	b, err := packaging.ShippedSizeBounds(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all map[string]any
-	if err := json.Unmarshal(data, &all); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	out := map[string]uint64{}
-	for k, v := range all {
-		if n, ok := v.(float64); ok && strings.HasPrefix(k, "max_") {
-			out[k] = uint64(n)
-		}
-	}
-	return out
+	return b
 }
 
 // TestShippedBoundsHarness runs `glove run --profile harness` under the

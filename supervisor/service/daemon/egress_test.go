@@ -35,6 +35,30 @@ func (f *fixture) withEgress(t *testing.T, upstream string) {
 	writeProtected(t, filepath.Join(f.dir, "policy.json"), policy.Canonical(f.pol), f.e.UID, f.e.GID)
 }
 
+// hostService is a TCP service on the host's own loopback, which no
+// sandbox may reach: it counts the connections it accepts, and closes
+// when the test ends.
+func hostService(t *testing.T) (net.Listener, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepts := new(atomic.Int32)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			c.Close()
+		}
+	}()
+	return ln, accepts
+}
+
 // TestGlovedEgress runs a session whose plan selects an egress policy:
 // its program reaches the operator's upstream through 127.0.0.1:8787 of
 // its own network namespace, relayed by gloved, and nothing else — judged
@@ -50,22 +74,7 @@ func TestGlovedEgress(t *testing.T) {
 	testenv.CheckLeaks(t, e.UID)
 
 	// A service on the host's own loopback: the sandbox must not reach it.
-	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostLn.Close()
-	var hostAccepts atomic.Int32
-	go func() {
-		for {
-			c, err := hostLn.Accept()
-			if err != nil {
-				return
-			}
-			hostAccepts.Add(1)
-			c.Close()
-		}
-	}()
+	hostLn, hostAccepts := hostService(t)
 	hostAddr := hostLn.Addr().String()
 	_, hostPort, err := net.SplitHostPort(hostAddr)
 	if err != nil {
@@ -210,22 +219,7 @@ func TestGlovedEgressRedirect(t *testing.T) {
 	e.ConfigureForSessions(t)
 	testenv.CheckLeaks(t, e.UID)
 
-	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostLn.Close()
-	var hostAccepts atomic.Int32
-	go func() {
-		for {
-			c, err := hostLn.Accept()
-			if err != nil {
-				return
-			}
-			hostAccepts.Add(1)
-			c.Close()
-		}
-	}()
+	hostLn, hostAccepts := hostService(t)
 	targets := map[string]string{"/host": "http://" + hostLn.Addr().String() + "/stolen", "/far": "http://10.0.0.1/stolen"}
 	ep := "http://127.0.0.1:" + strconv.Itoa(egressPort)
 	f := newFixture(t, e, map[string][]string{"redirect-host": {"http", ep + "/host"}, "redirect-far": {"http", ep + "/far"}})

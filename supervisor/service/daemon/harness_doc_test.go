@@ -24,25 +24,14 @@ import (
 	"github.com/glove-sandbox/glove/testenv/modelserver"
 )
 
-// shippedSizeBounds are the size bounds (max_*) of a helper's bounds
-// file as the package ships it.
+// shippedSizeBounds is the package's bounds file name's max_* members.
 func shippedSizeBounds(t *testing.T, name string) map[string]uint64 {
 	t.Helper()
-	data, err := packaging.ShippedBounds(name)
+	b, err := packaging.ShippedSizeBounds(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all map[string]any
-	if err := json.Unmarshal(data, &all); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	out := map[string]uint64{}
-	for k, v := range all {
-		if n, ok := v.(float64); ok && strings.HasPrefix(k, "max_") {
-			out[k] = uint64(n)
-		}
-	}
-	return out
+	return b
 }
 
 // docTerminal is a terminal a document's interactive command runs on, as

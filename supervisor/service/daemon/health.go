@@ -8,6 +8,21 @@ import (
 	"time"
 )
 
+// SupervisorStatus is supervisor_status's answer (docs/protocol.md).
+type SupervisorStatus struct {
+	HeapLiveBytes   uint64 `json:"heap_live_bytes"`
+	HeapObjects     uint64 `json:"heap_objects"`
+	Goroutines      uint64 `json:"goroutines"`
+	Threads         int    `json:"threads"`
+	OpenDescriptors int    `json:"open_descriptors"`
+	Connections     int    `json:"connections"`
+	SessionsRunning int    `json:"sessions_running"`
+	// Without a session store, the last two are absent.
+	StoreSessions *int  `json:"store_sessions,omitempty"`
+	ReceiptsHeld  *int  `json:"receipts_held,omitempty"`
+	UptimeMs      int64 `json:"uptime_ms"`
+}
+
 // supervisorStatus answers supervisor_status: what gloved itself holds
 // now, so that an operator (glove status) and the memory test see the
 // same figures. Threat: a supervisor meant to run for months that grows
@@ -19,33 +34,32 @@ func (d *Daemon) supervisorStatus(_ *conn, _ *call, _ *noParams) (any, *Error) {
 	}
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/objects:objects"}, {Name: "/sched/goroutines:goroutines"}}
 	metrics.Read(samples)
-	out := map[string]any{"uptime_ms": time.Since(d.started).Milliseconds()}
-	for i, name := range []string{"heap_live_bytes", "heap_objects", "goroutines"} {
+	out := SupervisorStatus{UptimeMs: time.Since(d.started).Milliseconds()}
+	for i, v := range []*uint64{&out.HeapLiveBytes, &out.HeapObjects, &out.Goroutines} {
 		if samples[i].Value.Kind() == metrics.KindUint64 {
-			out[name] = samples[i].Value.Uint64()
+			*v = samples[i].Value.Uint64()
 		}
 	}
-	for name, dir := range map[string]string{"threads": "/proc/self/task", "open_descriptors": "/proc/self/fd"} {
-		n, err := countEntries(dir)
-		if err != nil {
-			return nil, errorf(CodeInternal, "supervisor_status: %s", oneLine(err.Error()))
-		}
-		out[name] = n
+	var err error
+	if out.Threads, err = countEntries("/proc/self/task"); err == nil {
+		out.OpenDescriptors, err = countEntries("/proc/self/fd")
+	}
+	if err != nil {
+		return nil, errorf(CodeInternal, "supervisor_status: %s", oneLine(err.Error()))
 	}
 	d.mu.Lock()
-	out["sessions_running"] = len(d.sessions)
-	out["connections"] = len(d.conns)
+	out.SessionsRunning, out.Connections = len(d.sessions), len(d.conns)
 	d.mu.Unlock()
 	if d.store != nil {
-		st := d.store.Stats()
 		n := 0
-		for _, k := range st.Sessions {
+		for _, k := range d.store.Stats().Sessions {
 			n += k
 		}
-		out["store_sessions"] = n
+		out.StoreSessions = &n
 	}
 	if d.receipts != nil {
-		out["receipts_held"] = d.receipts.Held()
+		n := d.receipts.Held()
+		out.ReceiptsHeld = &n
 	}
 	return out, nil
 }
