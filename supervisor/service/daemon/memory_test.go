@@ -126,6 +126,13 @@ func TestGlovedMemoryFlat(t *testing.T) {
 	var base supervisorFigures
 	seq, mac := uint64(0), testAnchor
 	for i := range n {
+		if i%250 == 249 {
+			// A plan expires five minutes after it is made: a long
+			// run makes a new one now and then, as a controller would.
+			if plObj, err = planObject(f.plan("load", "tiny")); err != nil {
+				t.Fatal(err)
+			}
+		}
 		id := fmt.Sprintf("m-%06d", i)
 		if err := runToEnd(c, id, createParams(id, plObj), want); err != nil {
 			t.Fatalf("session %d: %v\nlog: %s", i, err, g.log)
