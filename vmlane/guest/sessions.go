@@ -323,11 +323,20 @@ func (a *Agent) Run(ev *Evidence, c *Client, name, template, profile string, obs
 	return s, st, nil
 }
 
-// Receipts pages through every receipt from the first and verifies the
-// chain from the anchor with the service key.
+// Receipts pages through every receipt after the acknowledged head (all
+// of them before the first acknowledgement) and verifies their chain
+// from the acknowledged receipt's MAC (or the anchor) with the service
+// key. Acknowledged receipts are not served again: the agent, as a
+// controller, archived them.
 func (a *Agent) Receipts(ev *Evidence, c *Client) ([]receipt.Envelope, error) {
 	var all []receipt.Envelope
-	after := uint64(0)
+	a.mu.Lock()
+	acked, prev := a.st.AckedSeq, a.st.AckedMAC
+	a.mu.Unlock()
+	if acked == 0 {
+		prev = a.st.Anchor
+	}
+	after := acked
 	for {
 		var p Page
 		if err := c.Call("receipts_page", map[string]any{"after": after, "limit": 100}, &p, 60*time.Second); err != nil {
@@ -335,8 +344,8 @@ func (a *Agent) Receipts(ev *Evidence, c *Client) ([]receipt.Envelope, error) {
 		}
 		all = append(all, p.Envelopes...)
 		if len(p.Envelopes) < 100 {
-			if p.HeadSeq != uint64(len(all)) {
-				return all, fmt.Errorf("receipts_page: head_seq %d, %d envelopes from the first", p.HeadSeq, len(all))
+			if p.HeadSeq != acked+uint64(len(all)) {
+				return all, fmt.Errorf("receipts_page: head_seq %d, %d envelopes after the acknowledged %d", p.HeadSeq, len(all), acked)
 			}
 			break
 		}
@@ -346,10 +355,10 @@ func (a *Agent) Receipts(ev *Evidence, c *Client) ([]receipt.Envelope, error) {
 	if err != nil {
 		return all, err
 	}
-	if err := receipt.Verify(key, a.st.Anchor, all); err != nil {
-		return all, fmt.Errorf("the receipts do not verify with the key and the anchor: %w", err)
+	if err := receipt.Verify(key, prev, all); err != nil {
+		return all, fmt.Errorf("the receipts after the acknowledged %d do not verify with the key from its MAC (or the anchor): %w", acked, err)
 	}
-	ev.Printf("receipts: %d, verified from the anchor", len(all))
+	ev.Printf("receipts: %d after the acknowledged %d, verified", len(all), acked)
 	return all, nil
 }
 
