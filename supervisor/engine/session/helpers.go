@@ -170,7 +170,11 @@ func (h *helper) retire(later bool) {
 	}
 	h.retired = true
 	go func(p *helperproc.Proc) {
-		// The status is kept by p and reported by the owner's Close.
+		// Not dropped: Proc reaps once and keeps this Close's result,
+		// which the helper's owner gets from its own Close at the
+		// session's end (gloved's run logs a non-zero exit as
+		// helper_exit; glove run returns it). Reporting it here too
+		// would report one exit twice.
 		_ = p.Close()
 	}(h.proc)
 }
