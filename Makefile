@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Glove. `make test` is the one test command (README.md, .ci/run).
 PREFIX  ?= /usr/local
 DESTDIR ?=

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package filetype names a file's type from its st_mode, for the one-line
 // refusals of the code that checks what it opens (library bundles, staged
 // trees, protected files, glove-mounter's bind sources).

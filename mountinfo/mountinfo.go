@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mountinfo parses the kernel's /proc/PID/mountinfo, once for
 // every reader in the repository (glove-loopext4, gloved, glove status,
 // the tests and the VM lane's guest), so that all of them read a line the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package names holds the two grammars of the names Glove's processes
 // pass to each other, written once: the supervisor, gloved's API, the
 // receipts and each helper that receives a name check it here, so a name

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package packaging builds Glove's distribution package from the
 // capability table: where each executable goes and with which mode
 // (Stage), the postinst lines that give every helper its group, mode and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Usage: scripts/build-deb.sh            (or: make deb)
 #
 # Builds bin/deb/glove_<version>_<arch>.deb with dpkg-deb alone: the

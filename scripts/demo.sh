@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make demo: Glove end to end on a fresh Debian machine, as root.
 #
 # It installs what it needs and builds (scripts/setup-host.sh), installs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Usage: scripts/install-deps.sh [build|host|test]
 #
 # Installs what Glove needs for one purpose, only when it is missing, so

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package seccomp turns the OCI runtime-spec seccomp section
 // (specs.LinuxSeccomp) into a libseccomp filter for glove-shim, holds
 // Glove's default sandbox profile as data (profile.go), and builds the

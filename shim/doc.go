@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package shim is glove-shim: a small OCI runtime that executes the
 // config.json gloved writes (or any bundle within the subset below), with
 // a command line compatible with runc's:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package shim
 
 // Stage 0's Landlock probe. The ruleset itself is stage 2's, in C

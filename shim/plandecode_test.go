@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package shim
 
 // The Go decoder of the plan: only the tests use it, as the reference the

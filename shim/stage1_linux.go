@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package shim
 
 // Stage 1, PID 1 of the sandbox, is C code that runs before the Go

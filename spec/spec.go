@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package spec builds the OCI runtime-spec config.json that gloved writes
 // into a bundle and glove-shim (or runc, for comparison) executes.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testenv is the environment of Glove's root-only integration
 // tests: a test-unique service user and group, the executables built by
 // the Makefile's own rule against a private configuration directory,

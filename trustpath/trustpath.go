@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package trustpath walks a path the way a privileged reader must: from a
 // descriptor standing for "/", one component at a time, each opened
 // O_PATH|O_NOFOLLOW relative to its checked parent, and every object it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Usage: vmlane/build-image.sh SUITE MIRROR OUTDIR KERNEL.deb...
 #
 # Builds one VM lane root image into OUTDIR (which must be empty):

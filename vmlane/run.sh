@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Usage: vmlane/run.sh --deb PATH --agent PATH [--tests DIR] [--cells a,b,c]
 #                      [--timeout-per-cell SECONDS] [--out DIR] [--jobs N]
 #

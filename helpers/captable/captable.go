@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package captable is the one table of which installed Glove executable
 // holds which Linux capabilities.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgroup is glove-cgroup: it owns every cgroup write of a
 // session (create with limits, place, kill, remove, stat) inside the
 // subtree delegated to the service user. It holds no capability: the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package helperkit is the part every Glove helper shares: how it starts,
 // where its bounds come from, how it confines itself, and its serve loop
 // (the contract, check by check: docs/helpers.md). Before it reads a

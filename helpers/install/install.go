@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package install places the built executables under a prefix with the
 // modes, owners and file capabilities of the capability table. It is the
 // one installer: `make install`, the test environment and packaging use

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loopext4 is glove-loopext4: it creates hard-sized ext4 images
 // under the materialization root (Create, whose file work, needing no
 // capability, its unprivileged formatter does: helpers/loopext4format),

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loopext4format is glove-loopext4-format, glove-loopext4's
 // formatter: it does the file work of glove-loopext4's Create, which
 // needs no capability (one executable per privilege and purpose): it

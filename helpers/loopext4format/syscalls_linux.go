@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loopext4format
 
 // This file holds every system call of glove-loopext4-format but

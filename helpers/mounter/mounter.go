@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mounter is glove-mounter: it hands the supervisor, presumed
 // compromised, detached bind and tmpfs mounts (open_tree_attr and fsmount
 // descriptors) within the root-owned bounds of mounter.json. It holds

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package streamproxy is glove-streamproxy: the relay of the
 // inherited-stream-v1 transport. It holds no capability. One helper
 // process serves one stream: streamwire Open (once) hands it the guest end

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wire is the protocol between the unprivileged glove supervisor
 // and its privileged helpers: one frame per sendmsg(2) on an AF_UNIX
 // SOCK_SEQPACKET socket pair, descriptors in SCM_RIGHTS.

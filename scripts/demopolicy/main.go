@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demopolicy writes the session policy, plan and receipt key that
 // `make demo` runs (scripts/demo.sh): DIR/policy.json, DIR/plan.json and
 // DIR/key, for the workspace DIR/workspace, and one library bundle with a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bpf compiles a syscall allowlist, kept as data by each Glove
 // helper, into a classic BPF seccomp program and installs it on every
 // thread of the calling process. The helpers are built with CGO_ENABLED=0

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package bpf
 
 // archRuntimeSyscalls is empty on arm64: every syscall the victims need is

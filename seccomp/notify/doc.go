@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package notify holds the seccomp user-notification ioctls (seccomp(2),
 // SECCOMP_RET_USER_NOTIF) that gloved's local-service handler uses to
 // answer a sandboxed program's connect(2): receive a notification, check

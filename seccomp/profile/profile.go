@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package profile holds Glove's default sandbox seccomp profile as data:
 // an OCI runtime-spec linux.seccomp section. It needs no cgo, so gloved
 // can write it into a bundle; glove-shim compiles it with libseccomp

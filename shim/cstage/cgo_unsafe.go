@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cstage holds the C stages of glove-shim: code that runs in the
 // sandbox's processes before the Go runtime exists (a C constructor, run
 // by glibc before Go's own start-up), so that those stages pay for no Go

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The C stages' entry: a constructor that glibc runs before the Go
  * runtime starts (before any Go thread exists). When glove-shim is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the C stages of glove-shim share: reading the plan from the
  * control socket, reporting a failure to the parent stage, and the layer

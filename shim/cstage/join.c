@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * glove-shim's join of the session's v1 cgroups (hybrid hosts), before
  * the Go runtime starts. gloved starts the shim as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The privileged calls of stage 1: every mount of the sandbox is made
  * here, from descriptors, in mount namespace 1 (owned by user namespace

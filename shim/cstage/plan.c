@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The C decoder of a glove-shim plan (see plan.h and shim/plancodec.go for
  * the layout). It refuses everything the Go reference decoder of the tests

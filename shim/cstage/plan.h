@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plan of glove-shim's stages as C sees it: the same fields as
  * shim.Plan (shim/plan.go), decoded from the same bytes (shim/plancodec.go

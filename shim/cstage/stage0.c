@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stage 0's C part: the waiter. Stage 0 (Go) decides everything (the
  * strict decode of config.json, Validate, the seccomp program, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stage 1 in C: PID 1 of the sandbox, in the seven new namespaces stage 0
  * cloned it into (user, mount, pid, net, ipc, uts, cgroup). It shares

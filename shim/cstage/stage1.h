@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stages 0 (its C part) and 1 in C, shared between their files: stage0.c
  * (the waiter that starts stage 1, forwards signals and reports its

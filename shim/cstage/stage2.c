@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stage 2 of glove-shim, in C: it runs in user namespace 2, where every
  * mount stage 1 built is locked, restricts itself as the plan says and

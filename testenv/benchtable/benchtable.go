@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package benchtable runs the project's benchmarks and prints the one
 // table `make bench` shows: each figure of Glove's, the anchor it is
 // measured against in the same run (bubblewrap, crun, an in-process call,

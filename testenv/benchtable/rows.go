@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package benchtable
 
 // Table is issue 19's acceptance, one row a figure: each benchmark

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package docscript reads the commands of a Markdown document, for the
 // tests that run a document's commands as written (docs/harnesses.md):
 // its fenced blocks by info string, and a shell block's logical lines.

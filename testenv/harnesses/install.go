@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harnesses installs the real agent harnesses Glove's end-to-end
 // tests run — codex and claude-code, at pinned versions, from npm — into a
 // cache, and says how to run them against testenv/modelserver.

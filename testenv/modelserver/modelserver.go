@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package modelserver is a scripted stand-in for the model APIs the real
 // harnesses speak: the OpenAI Responses API (codex, POST /v1/responses)
 // and the Anthropic Messages API (claude-code, POST /v1/messages), both

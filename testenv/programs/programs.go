@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package programs holds the sources of the programs the integration
 // tests run as a session's harness or as an upstream service. They are
 // Go main packages built with testenv.BuildStatic; they live here, not in

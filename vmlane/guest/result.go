@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package guest is the in-guest agent of Glove's VM lane: run as root on
 // every boot of a lane guest (vmlane/run.sh), it installs the package
 // under test, drives Glove as an operator and as a controller would, and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command placeholder stands in for the VM lane's in-guest agent
 // (glove-lane-guest) so that vmlane/run.sh can be tested end to end: on
 // the first boot it records the guest's facts and reboots; on the second

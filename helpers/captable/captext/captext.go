@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package captext renders the capability table (helpers/captable) as
 // text: the setcap(8) argument of a row, masks as /proc/PID/status prints
 // them, the lines scripts read (glove captable --fields) and SECURITY.md's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgwire declares glove-cgroup's protocol (types 0x0300-0x03ff).
 // A session is named by a string the helper checks against
 // [a-z0-9][a-z0-9-]{0,63} and only ever uses as one path component

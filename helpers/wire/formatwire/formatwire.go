@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package formatwire declares the protocol between glove-loopext4 and its
 // formatter (helpers/loopext4format): one request, a Create's file work.
 // Only those two executables link it; the supervisor never speaks it.

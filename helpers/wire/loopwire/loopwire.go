@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loopwire declares glove-loopext4's protocol (types
 // 0x0200-0x02ff): its requests, their replies and descriptors. The helper
 // links this package and the wire core, not the other helpers' messages.

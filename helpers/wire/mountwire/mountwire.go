@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mountwire declares glove-mounter's protocol (types
 // 0x0100-0x01ff): its requests, their replies and descriptors. The helper
 // links this package and the wire core, not the other helpers' messages.

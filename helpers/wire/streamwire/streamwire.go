@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package streamwire declares glove-streamproxy's protocol (types
 // 0x0400-0x04ff). One helper process serves one inherited-stream-v1
 // stream: Open hands it the three descriptors once, Status and Close then

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wirecall is the calling side of helpers/wire: the supervisor's
 // typed calls through a helper protocol's routes (and glove-loopext4's,
 // to its formatter). A helper serving its protocol does not link it.

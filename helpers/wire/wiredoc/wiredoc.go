@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wiredoc describes helper protocols for the documentation:
 // docs/helpers.md's and SECURITY.md's tables are generated from each
 // protocol's declaration (helpers/helperkit's TestSecurityDoc).

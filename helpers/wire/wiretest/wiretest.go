@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wiretest checks a helper protocol's decoders (a round trip of
 // sample messages, a table of bad frames, a fuzz target) and forges
 // frames for the tests that play a hostile peer. Only tests import it.

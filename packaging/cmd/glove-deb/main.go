@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-deb is what scripts/build-deb.sh asks of the capability
 // table (package packaging):
 //

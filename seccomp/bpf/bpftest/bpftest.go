@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bpftest runs and prints programs of seccomp/bpf without loading
 // them, for tests and for auditors asking what a compiled allowlist does
 // with a given call and flags. The helpers do not link it.

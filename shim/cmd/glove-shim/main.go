@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-shim executes an OCI bundle in Glove's sandbox; see package
 // shim.
 //

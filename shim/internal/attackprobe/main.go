@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command attackprobe is the attacker of shim/attack_test.go: it runs
 // inside a sandbox, performs one named attack with raw system calls and
 // prints a verdict line. It is built only by that test and never

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harness says how each agent harness Glove knows runs inside a
 // Glove sandbox: the arguments and environment of an interactive session
 // (its terminal UI; a managed session's plan carries no prompt) that

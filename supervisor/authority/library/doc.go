@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package library is Glove's library bundle format and the pinned bundle
 // root (docs/library-bundles.md).
 //

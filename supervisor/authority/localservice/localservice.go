@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package localservice is the operator's local-service forwarding
 // configuration (docs/local-services.md), given to gloved as
 // --local-services FILE: which host Unix-socket services a sandboxed

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package plan is the session plan a remote controller submits to
 // gloved: identifiers only. A plan selects a runtime template, a
 // resource profile, path alias grants, library projections, egress and

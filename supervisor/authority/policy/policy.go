@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package policy is gloved's session policy: the operator-owned local file
 // that defines everything a session may ever receive (runtime templates
 // with their launch commands, host path aliases, library destinations,

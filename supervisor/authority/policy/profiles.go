@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package policy
 
 // The resource profiles Glove ships: `glove run --profile` offers them,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stage implements `glove policy stage`: it content-addresses a
 // single-root package or interpreter closure and copies it into a
 // dedicated, protected runtime directory, so that runtime discovery

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gloved is the Glove supervisor: the session service behind the
 // control socket (docs/protocol.md). It runs as the service user, with
 // no capability, inside its delegated cgroup subtree.

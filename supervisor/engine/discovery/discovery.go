@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package discovery finds a native adapter's executable in the
 // operator-listed search directories of a runtime-discovery launch
 // (docs/policy.md, "Runtime discovery") and pins its identity.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package egress relays a session's egress endpoints: loopback TCP
 // listeners that glove-shim's stage 1 opened in the sandbox's own network
 // namespace (spec.EgressListenAnnotation) and handed to the supervisor.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package helperproc starts a Glove helper the way every caller must:
 // one end of a SOCK_SEQPACKET socketpair at descriptor 3, an empty
 // environment, argv holding only the helper's name, every other

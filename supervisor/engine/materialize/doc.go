@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package materialize fills a session's ephemeral copy: it copies a host
 // tree (a policy path alias's host_path with materialization "copy") into
 // a destination directory descriptor, normally the root of the detached,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package session runs one managed session: it asks glove-cgroup for the
 // session's cgroups and glove-mounter for its mounts, fills ephemeral
 // copies through the mount descriptors, writes the bundle with package

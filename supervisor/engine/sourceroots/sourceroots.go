@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sourceroots tells, before any launch, whether glove-mounter
 // will bind a host path: a bind source must lie beneath one of the
 // source_roots of its root-owned bounds file (mounter.json in the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgleaf moves a supervisor (gloved, or glove run) into the leaf
 // cgroup "supervisor" of the cgroup v2 subtree delegated to it, before it
 // starts any helper.

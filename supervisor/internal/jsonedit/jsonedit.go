@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package jsonedit derives one JSON document from another by JSON Pointer
 // edits. Tests use it to build each bad policy or plan as a small
 // mutation of a valid one; gloved never uses it.

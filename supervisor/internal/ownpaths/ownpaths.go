@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ownpaths keeps Glove's own state out of every sandbox: the
 // session store, the receipt key, the policy file, the runtime directory
 // and the materialization root. A host tree that is one of them, lies

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package strictjson is the one place where gloved turns operator and
 // controller JSON into Go values and back: a strict decoder whose every
 // failure names the JSON Pointer (RFC 6901) of the fault, and a canonical

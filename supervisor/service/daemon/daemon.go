@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemon is gloved: the supervisor's session service. It loads
 // the operator's policy, opens the session store and the receipt
 // journal, checks the helpers, and serves the control protocol

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package journal is the durable, append-only, hash-chained record file
 // under gloved's session store and receipt journal.
 //

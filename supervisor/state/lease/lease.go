@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package lease is gloved's store of credential leases: for each secret
 // handle of the policy that a session has used, one file holding the
 // credential's current content, a lease identity and a version.

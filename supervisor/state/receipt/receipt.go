@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package receipt is gloved's durable journal of authenticated terminal
 // receipts: what a session was allowed (its plan digests) and how it
 // ended (termination and usage), MACed with HMAC-SHA-256 and chained from

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package store is gloved's durable session store: every session created
 // from a validated plan, and every lifecycle transition, as records of an
 // append-only, hash-chained journal (supervisor/state/journal).

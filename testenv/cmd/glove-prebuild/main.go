@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-prebuild fills a directory with the executables a
 // prebuilt test run uses (testenv.Prebuild): what `make build` makes,
 // configured for testenv.PrebuiltBase, and every test-only tool. The VM

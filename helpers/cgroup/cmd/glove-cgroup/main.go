@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-cgroup is the session cgroup helper; see package cgroup.
 package main
 

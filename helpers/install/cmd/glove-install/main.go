@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-install installs the built executables with the modes,
 // group and file capabilities of the capability table; `make install`
 // runs it as root.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-loopext4 is the ext4 image helper; see package loopext4.
 package main
 

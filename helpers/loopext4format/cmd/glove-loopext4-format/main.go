@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-loopext4-format is glove-loopext4's formatter; see
 // package loopext4format. Started as loopext4format.MkfsName it is the
 // formatting child, which becomes mkfs.ext4.

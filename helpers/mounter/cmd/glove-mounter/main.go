@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-mounter is the detached-mount helper; see package mounter.
 package main
 

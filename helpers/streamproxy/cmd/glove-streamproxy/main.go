@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-streamproxy is the inherited-stream-v1 relay; see package
 // streamproxy.
 package main

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-benchtable is `make bench`: it runs each benchmark of
 // benchtable.Table once (`go test -bench`, as root, as the integration
 // tests need), keeps each run's output in -out, and prints one Markdown

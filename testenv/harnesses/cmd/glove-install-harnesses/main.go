@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-install-harnesses installs the pinned real harnesses into
 // the test cache (package testenv/harnesses), for CI to run before the
 // tests or to warm a cache. It prints one line per harness: name,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-modelserver runs the scripted model server on an address,
 // for trying a harness against it by hand. Every request is written to
 // stderr as one JSON line.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command glove-lane-guest is the in-guest agent of Glove's VM lane
 // (package vmlane/guest): `glove-lane-guest run --lane /lane`, as root, on
 // every boot of a lane guest. The other subcommands are its own helpers,
