@@ -355,6 +355,12 @@ func TestGlovedEndToEnd(t *testing.T) {
 	}
 	c.fails("receipts_ack", map[string]any{"seq": 2, "envelope_mac": page.Envelopes[1].EnvelopeMAC}, daemon.CodeConflict)
 	c.fails("receipts_ack", map[string]any{"seq": 3, "envelope_mac": page.Envelopes[1].EnvelopeMAC}, daemon.CodeConflict)
+	// Acknowledged receipts are not served again, and the refusal says
+	// so (not "beyond the head", which would send a controller looking
+	// for receipts that were never written).
+	if _, e := c.call("receipts_page", map[string]any{"after": 0, "limit": 100}); e == nil || e.Code != daemon.CodeInvalidParams || !strings.Contains(e.Message, "acknowledged and have left the journal") {
+		t.Errorf("receipts_page below the acknowledged head: %+v, want %d naming the acknowledged receipts", e, daemon.CodeInvalidParams)
+	}
 
 	// SIGTERM with a session running: gloved stops it, seals its
 	// receipt, removes its socket and exits 0.

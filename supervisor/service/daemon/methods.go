@@ -209,7 +209,11 @@ func (d *Daemon) receiptsPage(_ *conn, k *call, ps *pageParams) (any, *Error) {
 		return nil, errorf(CodeInvalidParams, "limit must be 1..%d", MaxPage)
 	}
 	envs, err := d.receipts.Page(ps.After, ps.Limit)
-	if err != nil {
+	switch {
+	case errors.Is(err, receipt.ErrPageAcked):
+		acked := d.receipts.Acked()
+		return nil, errorf(CodeInvalidParams, "receipts up to %d were acknowledged and have left the journal: page after %d or later", acked, acked)
+	case err != nil:
 		return nil, errorf(CodeInvalidParams, "after is beyond the head")
 	}
 	if envs == nil {

@@ -75,6 +75,11 @@ var (
 	ErrInvalid  = errors.New("invalid receipt")
 	ErrCorrupt  = errors.New("receipt journal replay failed")
 	ErrVerify   = errors.New("receipt verification failed")
+	// ErrPageAcked and ErrPageBeyondHead say why Page refused (each
+	// with ErrInvalid): a controller told only "invalid" cannot tell a
+	// cursor below its own acknowledged head from one past the journal.
+	ErrPageAcked      = errors.New("receipts up to the acknowledged head have left the journal")
+	ErrPageBeyondHead = errors.New("after is beyond the head")
 )
 
 var (
@@ -761,10 +766,10 @@ func (r *Journal) Page(after uint64, limit int) ([]Envelope, error) {
 	defer r.mu.Unlock()
 	last := r.next() - 1
 	if after > last {
-		return nil, fmt.Errorf("page: %w: after %d, head is %d", ErrInvalid, after, last)
+		return nil, fmt.Errorf("page: %w: %w: after %d, head is %d", ErrInvalid, ErrPageBeyondHead, after, last)
 	}
 	if after < r.base {
-		return nil, fmt.Errorf("page: %w: receipts up to %d were acknowledged and have left the journal; page after %d or later", ErrInvalid, r.base, r.base)
+		return nil, fmt.Errorf("page: %w: %w: receipts up to %d were acknowledged and have left the journal; page after %d or later", ErrInvalid, ErrPageAcked, r.base, r.base)
 	}
 	end := min(after+uint64(limit), last)
 	return append([]Envelope(nil), r.envs[after-r.base:end-r.base]...), nil
