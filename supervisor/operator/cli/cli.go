@@ -115,14 +115,16 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "glove", Version)
 		return ExitOK
 	case "captable":
-		switch {
-		case len(args) == 1:
-			fmt.Fprint(stdout, captext.Markdown())
-		case len(args) == 2 && args[1] == "--fields":
+		var o captableFlags
+		fs := newFlags("captable")
+		o.define(fs)
+		if code, done := parseFlags(fs, args[1:], stdout, stderr, usageCaptable); done {
+			return code
+		}
+		if o.fields {
 			fmt.Fprint(stdout, captext.Fields())
-		default:
-			fmt.Fprint(stderr, usage)
-			return ExitUsage
+		} else {
+			fmt.Fprint(stdout, captext.Markdown())
 		}
 		return ExitOK
 	case "helpers":
@@ -162,25 +164,65 @@ const (
 	usageStore    = "usage: glove store compact [--session-store DIR] [--receipt-key FILE --receipt-anchor HEX]"
 )
 
-// commands are glove's commands: the usage -h, -help or --help prints
-// for each (for some, the usage and a manual after a blank line), and
-// for a group its subcommands' usages.
-var commands = map[string]struct {
+// command is one of glove's commands, or a group of subcommands.
+type command struct {
+	// usage is what -h, -help or --help prints (for some, the usage and
+	// a manual after a blank line).
 	usage string
-	subs  map[string]string
-}{
+	// flags defines the command's flags on a flag set: the very
+	// function the command parses its arguments with, so the man page's
+	// and the completion's tests (man_test.go) see exactly the flags
+	// glove accepts. Nil: the command takes no flag.
+	flags func(*flag.FlagSet)
+	// subs are a group's subcommands.
+	subs map[string]*command
+}
+
+// commands are glove's commands: every one Run dispatches, and what help
+// prints for each. docs/man/glove.1 and packaging/completion/glove are
+// checked against this table.
+var commands = map[string]*command{
 	"version":  {usage: usageVersion},
-	"captable": {usage: usageCaptable},
-	"helpers":  {usage: usageHelpers},
-	"status":   {usage: usageStatus},
-	"store":    {subs: map[string]string{"compact": usageStore}},
-	"policy": {subs: map[string]string{"validate": usagePolicyValidate, "explain": usagePolicyExplain,
-		"detect": usagePolicyDetect, "stage": usagePolicyStage, "generate": helpPolicyGenerate}},
-	"plan":    {subs: map[string]string{"validate": usagePlanValidate}},
-	"receipt": {subs: map[string]string{"verify": usageReceipt}},
-	"seccomp": {subs: map[string]string{"dump": usageSeccompDump}},
-	"run":     {usage: usageRun},
-	"call":    {usage: usageCall},
+	"captable": {usage: usageCaptable, flags: flagsOf[captableFlags]()},
+	"helpers":  {usage: usageHelpers, flags: flagsOf[helpersFlags]()},
+	"status":   {usage: usageStatus, flags: flagsOf[statusFlags]()},
+	"store":    {subs: map[string]*command{"compact": {usage: usageStore, flags: flagsOf[storeFlags]()}}},
+	"policy": {subs: map[string]*command{
+		"validate": {usage: usagePolicyValidate, flags: flagsOf[policyValidateFlags]()},
+		"explain":  {usage: usagePolicyExplain, flags: flagsOf[policyExplainFlags]()},
+		"detect":   {usage: usagePolicyDetect, flags: flagsOf[detectFlags]()},
+		"stage":    {usage: usagePolicyStage, flags: flagsOf[stageFlags]()},
+		"generate": {usage: helpPolicyGenerate, flags: flagsOf[generateFlags]()},
+	}},
+	"plan":    {subs: map[string]*command{"validate": {usage: usagePlanValidate, flags: flagsOf[planValidateFlags]()}}},
+	"receipt": {subs: map[string]*command{"verify": {usage: usageReceipt, flags: flagsOf[receiptFlags]()}}},
+	"seccomp": {subs: map[string]*command{"dump": {usage: usageSeccompDump, flags: flagsOf[seccompFlags]()}}},
+	"run":     {usage: usageRun, flags: flagsOf[runFlags]()},
+	"call":    {usage: usageCall, flags: flagsOf[callFlags]()},
+	"attach":  {usage: usageAttach, flags: flagsOf[callFlags]()},
+}
+
+// flagsOf is the flags function of a command whose options are a T:
+// *T's define binds each flag to a field.
+func flagsOf[T any, P interface {
+	*T
+	define(*flag.FlagSet)
+}]() func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) { P(new(T)).define(fs) }
+}
+
+// captableFlags are glove captable's flags.
+type captableFlags struct{ fields bool }
+
+func (o *captableFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&o.fields, "fields", false, "one line a row, for scripts")
+}
+
+// helpersFlags are glove helpers' flags.
+type helpersFlags struct{ libexec string }
+
+func (o *helpersFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.libexec, "libexec", LibexecDir, "directory of the installed helpers")
 }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
@@ -205,13 +247,13 @@ func helpAsked(args []string) (string, bool) {
 		for _, name := range slices.Sorted(maps.Keys(c.subs)) {
 			// A subcommand's usage, not its manual (its first
 			// paragraph; the rest is its own --help's).
-			u, _, _ := strings.Cut(c.subs[name], "\n\n")
+			u, _, _ := strings.Cut(c.subs[name].usage, "\n\n")
 			all = append(all, u)
 		}
 		return strings.Join(all, "\n"), true
 	}
-	if u, ok := c.subs[args[1]]; ok && len(args) >= 3 && isHelpFlag(args[2]) {
-		return u, true
+	if sub, ok := c.subs[args[1]]; ok && len(args) >= 3 && isHelpFlag(args[2]) {
+		return sub.usage, true
 	}
 	return "", false
 }
@@ -227,8 +269,9 @@ func helpFlag(err error, stdout io.Writer, usage string) bool {
 }
 
 func helpers(args []string, stdout, stderr io.Writer) int {
+	var o helpersFlags
 	fs := newFlags("glove helpers")
-	dir := fs.String("libexec", LibexecDir, "directory of the installed helpers")
+	o.define(fs)
 	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageHelpers) {
 			return ExitOK
@@ -245,7 +288,7 @@ func helpers(args []string, stdout, stderr io.Writer) int {
 		if !e.Helper || e.Binary == "glove-shim" || e.StartedBy != "" {
 			continue
 		}
-		line, err := hello(filepath.Join(*dir, e.Binary), e)
+		line, err := hello(filepath.Join(o.libexec, e.Binary), e)
 		if err != nil {
 			fmt.Fprintf(stderr, "glove helpers: %s: %v\n", e.Binary, err)
 			status = ExitFail

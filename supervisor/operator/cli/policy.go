@@ -21,6 +21,32 @@ const (
 	usagePlanValidate   = "usage: glove plan validate --policy FILE --plan FILE"
 )
 
+// policyValidateFlags are glove policy validate's flags.
+type policyValidateFlags struct{ file string }
+
+func (o *policyValidateFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.file, "file", "", "policy file")
+}
+
+// policyExplainFlags are glove policy explain's flags.
+type policyExplainFlags struct {
+	file string
+	json bool
+}
+
+func (o *policyExplainFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.file, "file", "", "policy file")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+// planValidateFlags are glove plan validate's flags.
+type planValidateFlags struct{ policy, plan string }
+
+func (o *planValidateFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.policy, "policy", "", "policy file")
+	fs.StringVar(&o.plan, "plan", "", "plan file")
+}
+
 // policyCommand runs `glove policy validate|explain`. Bad usage and every
 // fault of the input (an unprotected file, a decoding or validation
 // fault) exit ExitUsage (2) with one "glove: " line on stderr; ExitFail
@@ -38,8 +64,10 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 	case "generate":
 		return policyGenerate(args[1:], stdout, stderr)
 	case "validate":
+		var o policyValidateFlags
 		fs := newFlags("policy validate")
-		file := fs.String("file", "", "policy file")
+		o.define(fs)
+		file := &o.file
 		if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePolicyValidate); done {
 			return code
 		}
@@ -66,9 +94,10 @@ func policyCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, rootsLine)
 		return ExitOK
 	case "explain":
+		var o policyExplainFlags
 		fs := newFlags("policy explain")
-		file := fs.String("file", "", "policy file")
-		asJSON := fs.Bool("json", false, "print JSON")
+		o.define(fs)
+		file, asJSON := &o.file, &o.json
 		if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePolicyExplain); done {
 			return code
 		}
@@ -110,9 +139,10 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitUsage
 	}
+	var o planValidateFlags
 	fs := newFlags("plan validate")
-	polFlag := fs.String("policy", "", "policy file")
-	planFile := fs.String("plan", "", "plan file")
+	o.define(fs)
+	polFlag, planFile := &o.policy, &o.plan
 	if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePlanValidate); done {
 		return code
 	}

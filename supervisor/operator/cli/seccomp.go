@@ -4,6 +4,7 @@ package cli
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -49,6 +50,18 @@ func (l *fdList) Set(v string) error {
 	return nil
 }
 
+// seccompFlags are glove seccomp dump's flags.
+type seccompFlags struct {
+	pfc, raw bool
+	fds      fdList
+}
+
+func (o *seccompFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&o.pfc, "pfc", false, "print libseccomp's pseudo-filter code")
+	fs.BoolVar(&o.raw, "raw", false, "write the BPF program's bytes unchanged")
+	fs.Var(&o.fds, "inherited-fd", "a descriptor of the committed inherited range (repeatable)")
+}
+
 // seccompCommand runs `glove seccomp dump`: Glove's default sandbox
 // seccomp profile, compiled by libseccomp, for auditors. Without a flag it
 // prints the classic BPF program one instruction per line; --raw writes
@@ -66,14 +79,14 @@ func seccompCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitUsage
 	}
+	var o seccompFlags
 	fs := newFlags("seccomp dump")
-	pfc := fs.Bool("pfc", false, "print libseccomp's pseudo-filter code")
-	raw := fs.Bool("raw", false, "write the BPF program's bytes unchanged")
-	var fds fdList
-	fs.Var(&fds, "inherited-fd", "a descriptor of the committed inherited range (repeatable)")
+	o.define(fs)
+	pfc, raw := &o.pfc, &o.raw
 	if code, done := parseFlags(fs, args[1:], stdout, stderr, usageSeccompDump); done {
 		return code
 	}
+	fds := o.fds
 	if *pfc && *raw {
 		fmt.Fprintf(stderr, "glove: seccomp dump: --pfc and --raw exclude each other\n%s\n", usageSeccompDump)
 		return ExitUsage
