@@ -35,13 +35,14 @@ const (
 
 const usage = `usage:
   glove COMMAND --help          print a command's (or group's) usage; also -h, glove GROUP help
+  glove help                    print this
   glove version                 print the version
   glove captable [--fields]     print the capability table (helper -> file capabilities);
                                 --fields: one line a row, for scripts
   glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
                                 name, protocol and live capability sets
                                 (run as a member of the glove service group)
-  glove status [--json] [--libexec DIR] [--session-store DIR]
+  glove status [--json] [--libexec DIR] [--session-store DIR] [--socket PATH]
                                 probe what this host can enforce (user namespaces, Landlock,
                                 seccomp, cgroups, loop devices, mkfs.ext4, installed helpers)
                                 and gloved's store (journal use, free space);
@@ -157,6 +158,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 
 // Usages of the commands that have no file of their own.
 const (
+	usageHelp     = "usage: glove help"
 	usageVersion  = "usage: glove version"
 	usageCaptable = "usage: glove captable [--fields]"
 	usageHelpers  = "usage: glove helpers [--libexec DIR]"
@@ -182,6 +184,7 @@ type command struct {
 // prints for each. docs/man/glove.1 and packaging/completion/glove are
 // checked against this table.
 var commands = map[string]*command{
+	"help":     {usage: usageHelp},
 	"version":  {usage: usageVersion},
 	"captable": {usage: usageCaptable, flags: flagsOf[captableFlags]()},
 	"helpers":  {usage: usageHelpers, flags: flagsOf[helpersFlags]()},
