@@ -166,7 +166,7 @@ func helperPageFaults(e captable.Entry, page *manpage.Page, security string, hel
 		default:
 			var want, got []string
 			for _, d := range p.Routes() {
-				want = append(want, fmt.Sprintf("%s (%#04x", strings.TrimSuffix(d.Request().Go().Elem().Name(), "Request"), uint16(d.Type())))
+				want = append(want, fmt.Sprintf("%s %#04x", strings.TrimSuffix(d.Request().Go().Elem().Name(), "Request"), uint16(d.Type())))
 			}
 			for _, tag := range sec.Tags() {
 				w, ok := manpage.BoldWord(tag)
@@ -177,7 +177,7 @@ func helperPageFaults(e captable.Entry, page *manpage.Page, security string, hel
 					fail("REQUESTS: tag %q is not \\fBName\\fR (0xTYPE...)", tag)
 					continue
 				}
-				got = append(got, w+" "+num)
+				got = append(got, w+" "+strings.TrimPrefix(num, "("))
 			}
 			if !slices.Equal(got, want) {
 				fail("REQUESTS lists %v; %s declares %v", got, e.Protocol, want)
