@@ -17,12 +17,21 @@ import (
 // completionValue is what bash completion offers for each flag's value:
 // file names, directory names, or nothing (a value of the flag's own).
 // Every flag is here, so a new one is a decision about its completion.
-var completionValue = map[string]string{
-	"session-policy": "file", "receipt-key": "file", "local-services": "file", "socket": "file",
-	"session-store": "dir", "materialization-root": "dir", "runtime-dir": "dir", "libexec": "dir",
-	"library-bundle-root": "dir",
-	"receipt-anchor": "own", "allow-uid": "own", "idempotency-retention": "own", "idle-timeout": "own",
-	"line-timeout": "own",
+var completionValue = kinds(map[string][]string{
+	"file": {"session-policy", "receipt-key", "local-services", "socket"},
+	"dir":  {"session-store", "materialization-root", "runtime-dir", "libexec", "library-bundle-root"},
+	"own":  {"receipt-anchor", "allow-uid", "idempotency-retention", "idle-timeout", "line-timeout"},
+})
+
+// kinds is each flag's kind, from the flags of each kind.
+func kinds(byKind map[string][]string) map[string]string {
+	out := map[string]string{}
+	for kind, flags := range byKind {
+		for _, f := range flags {
+			out[f] = kind
+		}
+	}
+	return out
 }
 
 // TestCompletion holds packaging/completion/gloved to gloved's flag set:

@@ -19,15 +19,23 @@ import (
 // the names of files (and directories), of directories only, or a
 // value of the flag's own. Every flag that takes a value is here, so a
 // new one is a decision about its completion; boolean flags take none.
-var completionValue = map[string]string{
-	"file": "file", "policy": "file", "plan": "file", "receipt": "file", "receipt-key": "file",
-	"key": "file", "executable": "file", "socket": "file", "source": "file",
-	"libexec": "dir", "session-store": "dir", "workspace": "dir", "directory": "dir",
-	"search-path": "dir", "materialization-root": "dir", "library-bundle-root": "dir",
-	"read-only-path": "dir",
-	"runtime": "own", "template-id": "own", "model-endpoint": "own", "model": "own", "key-env": "own",
-	"arg": "own", "env": "own", "alias": "own", "destination": "own", "backend": "own",
-	"receipt-anchor": "own", "anchor": "own", "limit": "own", "inherited-fd": "own", "profile": "own",
+var completionValue = kinds(map[string][]string{
+	"file": {"file", "policy", "plan", "receipt", "receipt-key", "key", "executable", "socket", "source"},
+	"dir": {"libexec", "session-store", "workspace", "directory", "search-path", "materialization-root",
+		"library-bundle-root", "read-only-path"},
+	"own": {"runtime", "template-id", "model-endpoint", "model", "key-env", "arg", "env", "alias",
+		"destination", "backend", "receipt-anchor", "anchor", "limit", "inherited-fd", "profile"},
+})
+
+// kinds is each flag's kind, from the flags of each kind.
+func kinds(byKind map[string][]string) map[string]string {
+	out := map[string]string{}
+	for kind, flags := range byKind {
+		for _, f := range flags {
+			out[f] = kind
+		}
+	}
+	return out
 }
 
 // TestCompletion holds packaging/completion/glove to the command table:
