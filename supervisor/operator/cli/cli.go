@@ -112,48 +112,37 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	switch args[0] {
-	case "version", "--version":
-		fmt.Fprintln(stdout, "glove", Version)
-		return ExitOK
-	case "captable":
-		var o captableFlags
-		fs := newFlags("captable")
-		o.define(fs)
-		if code, done := parseFlags(fs, args[1:], stdout, stderr, usageCaptable); done {
-			return code
-		}
-		if o.fields {
-			fmt.Fprint(stdout, captext.Fields())
-		} else {
-			fmt.Fprint(stdout, captext.Markdown())
-		}
-		return ExitOK
-	case "helpers":
-		return helpers(args[1:], stdout, stderr)
-	case "status":
-		return statusCommand(args[1:], stdout, stderr)
-	case "policy":
-		return policyCommand(args[1:], stdout, stderr)
-	case "plan":
-		return planCommand(args[1:], stdout, stderr)
-	case "receipt":
-		return receiptCommand(args[1:], stdout, stderr)
-	case "run":
-		return runCommand(args[1:], os.Stdin, stdout, stderr)
-	case "seccomp":
-		return seccompCommand(args[1:], stdout, stderr)
-	case "call":
-		return callCommand(args[1:], stdout, stderr)
-	case "attach":
-		return attachCommand(args[1:], os.Stdin, stdout, stderr)
-	case "store":
-		return storeCommand(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return ExitOK
+	case "--version":
+		args = []string{"version"}
+	case "-h", "--help":
+		args = []string{"help"}
 	}
-	fmt.Fprintf(stderr, "glove: unknown command %q\n%s", args[0], usage)
-	return ExitUsage
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "glove: unknown command %q\n%s", args[0], usage)
+		return ExitUsage
+	}
+	name, rest := args[0], args[1:]
+	for c.subs != nil {
+		sub, ok := c.subs[firstOf(rest)]
+		if !ok {
+			fault := "missing subcommand"
+			if len(rest) > 0 {
+				fault = fmt.Sprintf("unknown subcommand %q", rest[0])
+			}
+			fmt.Fprintf(stderr, "glove: %s: %s\n%s\n", name, fault, subUsages(c))
+			return ExitUsage
+		}
+		name, c, rest = name+" "+rest[0], sub, rest[1:]
+	}
+	return c.run(rest, stdout, stderr)
+}
+
+func firstOf(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 // Usages of the commands that have no file of their own.
@@ -176,33 +165,48 @@ type command struct {
 	// and the completion's tests (man_test.go) see exactly the flags
 	// glove accepts. Nil: the command takes no flag.
 	flags func(*flag.FlagSet)
+	// run runs the command with the arguments after its name; nil for
+	// a group, whose subcommand Run finds in subs.
+	run func(args []string, stdout, stderr io.Writer) int
 	// subs are a group's subcommands.
 	subs map[string]*command
 }
 
-// commands are glove's commands: every one Run dispatches, and what help
-// prints for each. docs/man/glove.1 and packaging/completion/glove are
+// commands are glove's commands: Run runs only what is here, so help,
+// the man page and the completion see every command there is. docs/man/glove.1 and packaging/completion/glove are
 // checked against this table.
 var commands = map[string]*command{
-	"help":     {usage: usageHelp},
-	"version":  {usage: usageVersion},
-	"captable": {usage: usageCaptable, flags: flagsOf[captableFlags]()},
-	"helpers":  {usage: usageHelpers, flags: flagsOf[helpersFlags]()},
-	"status":   {usage: usageStatus, flags: flagsOf[statusFlags]()},
-	"store":    {subs: map[string]*command{"compact": {usage: usageStore, flags: flagsOf[storeFlags]()}}},
-	"policy": {subs: map[string]*command{
-		"validate": {usage: usagePolicyValidate, flags: flagsOf[policyValidateFlags]()},
-		"explain":  {usage: usagePolicyExplain, flags: flagsOf[policyExplainFlags]()},
-		"detect":   {usage: usagePolicyDetect, flags: flagsOf[detectFlags]()},
-		"stage":    {usage: usagePolicyStage, flags: flagsOf[stageFlags]()},
-		"generate": {usage: helpPolicyGenerate, flags: flagsOf[generateFlags]()},
+	"help":     {usage: usageHelp, run: helpCommand},
+	"version":  {usage: usageVersion, run: versionCommand},
+	"captable": {usage: usageCaptable, flags: flagsOf[captableFlags](), run: captableCommand},
+	"helpers":  {usage: usageHelpers, flags: flagsOf[helpersFlags](), run: helpers},
+	"status":   {usage: usageStatus, flags: flagsOf[statusFlags](), run: statusCommand},
+	"store": {subs: map[string]*command{
+		"compact": {usage: usageStore, flags: flagsOf[storeFlags](), run: storeCompact},
 	}},
-	"plan":    {subs: map[string]*command{"validate": {usage: usagePlanValidate, flags: flagsOf[planValidateFlags]()}}},
-	"receipt": {subs: map[string]*command{"verify": {usage: usageReceipt, flags: flagsOf[receiptFlags]()}}},
-	"seccomp": {subs: map[string]*command{"dump": {usage: usageSeccompDump, flags: flagsOf[seccompFlags]()}}},
-	"run":     {usage: usageRun, flags: flagsOf[runFlags]()},
-	"call":    {usage: usageCall, flags: flagsOf[callFlags]()},
-	"attach":  {usage: usageAttach, flags: flagsOf[callFlags]()},
+	"policy": {subs: map[string]*command{
+		"validate": {usage: usagePolicyValidate, flags: flagsOf[policyValidateFlags](), run: policyValidate},
+		"explain":  {usage: usagePolicyExplain, flags: flagsOf[policyExplainFlags](), run: policyExplain},
+		"detect":   {usage: usagePolicyDetect, flags: flagsOf[detectFlags](), run: policyDetect},
+		"stage":    {usage: usagePolicyStage, flags: flagsOf[stageFlags](), run: policyStage},
+		"generate": {usage: helpPolicyGenerate, flags: flagsOf[generateFlags](), run: policyGenerate},
+	}},
+	"plan": {subs: map[string]*command{
+		"validate": {usage: usagePlanValidate, flags: flagsOf[planValidateFlags](), run: planValidate},
+	}},
+	"receipt": {subs: map[string]*command{
+		"verify": {usage: usageReceipt, flags: flagsOf[receiptFlags](), run: receiptVerify},
+	}},
+	"seccomp": {subs: map[string]*command{
+		"dump": {usage: usageSeccompDump, flags: flagsOf[seccompFlags](), run: seccompDump},
+	}},
+	"run": {usage: usageRun, flags: flagsOf[runFlags](), run: func(args []string, stdout, stderr io.Writer) int {
+		return runCommand(args, os.Stdin, stdout, stderr)
+	}},
+	"call": {usage: usageCall, flags: flagsOf[callFlags](), run: callCommand},
+	"attach": {usage: usageAttach, flags: flagsOf[callFlags](), run: func(args []string, stdout, stderr io.Writer) int {
+		return attachCommand(args, os.Stdin, stdout, stderr)
+	}},
 }
 
 // flagsOf is the flags function of a command whose options are a T:
@@ -219,6 +223,39 @@ type captableFlags struct{ fields bool }
 
 func (o *captableFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&o.fields, "fields", false, "one line a row, for scripts")
+}
+
+func helpCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintf(stderr, "glove: help: unexpected argument %q\n%s\n", args[0], usageHelp)
+		return ExitUsage
+	}
+	fmt.Fprint(stdout, usage)
+	return ExitOK
+}
+
+func versionCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintf(stderr, "glove: version: unexpected argument %q\n%s\n", args[0], usageVersion)
+		return ExitUsage
+	}
+	fmt.Fprintln(stdout, "glove", Version)
+	return ExitOK
+}
+
+func captableCommand(args []string, stdout, stderr io.Writer) int {
+	var o captableFlags
+	fs := newFlags("captable")
+	o.define(fs)
+	if code, done := parseFlags(fs, args, stdout, stderr, usageCaptable); done {
+		return code
+	}
+	if o.fields {
+		fmt.Fprint(stdout, captext.Fields())
+	} else {
+		fmt.Fprint(stdout, captext.Markdown())
+	}
+	return ExitOK
 }
 
 // helpersFlags are glove helpers' flags.
@@ -246,19 +283,23 @@ func helpAsked(args []string) (string, bool) {
 		return c.usage, isHelpFlag(args[1])
 	}
 	if isHelpFlag(args[1]) || args[1] == "help" {
-		var all []string
-		for _, name := range slices.Sorted(maps.Keys(c.subs)) {
-			// A subcommand's usage, not its manual (its first
-			// paragraph; the rest is its own --help's).
-			u, _, _ := strings.Cut(c.subs[name].usage, "\n\n")
-			all = append(all, u)
-		}
-		return strings.Join(all, "\n"), true
+		return subUsages(c), true
 	}
 	if sub, ok := c.subs[args[1]]; ok && len(args) >= 3 && isHelpFlag(args[2]) {
 		return sub.usage, true
 	}
 	return "", false
+}
+
+// subUsages is a group's subcommands' usages, one a line: each usage,
+// not its manual (its first paragraph; the rest is its own --help's).
+func subUsages(c *command) string {
+	var all []string
+	for _, name := range slices.Sorted(maps.Keys(c.subs)) {
+		u, _, _ := strings.Cut(c.subs[name].usage, "\n\n")
+		all = append(all, u)
+	}
+	return strings.Join(all, "\n")
 }
 
 // helpFlag answers a flag.ErrHelp from a command's flag set (-h, -help

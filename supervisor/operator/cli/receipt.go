@@ -28,21 +28,17 @@ func (o *receiptFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.anchor, "anchor", strings.Repeat("0", 64), "the anchor the chain starts from (64 hex)")
 }
 
-// receiptCommand runs `glove receipt verify`: it checks the MACs and the
+// receiptVerify runs `glove receipt verify`: it checks the MACs and the
 // chain of one envelope or a JSON array of envelopes (a page as
 // receipts_page returns it, or a file `glove run --receipt` wrote)
 // against the service key and the anchor the chain starts from, and
 // prints what each receipt says.
-func receiptCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintf(stderr, "glove: receipt: want the verify subcommand\n%s\n", usageReceipt)
-		return ExitUsage
-	}
+func receiptVerify(args []string, stdout, stderr io.Writer) int {
 	var o receiptFlags
 	fs := newFlags("receipt verify")
 	o.define(fs)
 	keyFile, anchor := &o.key, &o.anchor
-	err := fs.Parse(args[1:])
+	err := fs.Parse(args)
 	if helpFlag(err, stdout, usageReceipt) {
 		return ExitOK
 	}

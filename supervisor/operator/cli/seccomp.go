@@ -62,7 +62,7 @@ func (o *seccompFlags) define(fs *flag.FlagSet) {
 	fs.Var(&o.fds, "inherited-fd", "a descriptor of the committed inherited range (repeatable)")
 }
 
-// seccompCommand runs `glove seccomp dump`: Glove's default sandbox
+// seccompDump runs `glove seccomp dump`: Glove's default sandbox
 // seccomp profile, compiled by libseccomp, for auditors. Without a flag it
 // prints the classic BPF program one instruction per line; --raw writes
 // the program's bytes unchanged (an array of struct sock_filter, as the
@@ -70,20 +70,12 @@ func (o *seccompFlags) define(fs *flag.FlagSet) {
 // pseudo-filter code. Each --inherited-fd adds one descriptor of the
 // committed inherited range, in the order given (ProfileOptions). Bad
 // usage exits ExitUsage (2); a failure to compile or export, ExitFail (1).
-func seccompCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "dump" {
-		if len(args) == 0 {
-			fmt.Fprintf(stderr, "glove: seccomp: missing subcommand\n%s\n", usageSeccompDump)
-		} else {
-			fmt.Fprintf(stderr, "glove: seccomp: unknown subcommand %q\n%s\n", args[0], usageSeccompDump)
-		}
-		return ExitUsage
-	}
+func seccompDump(args []string, stdout, stderr io.Writer) int {
 	var o seccompFlags
 	fs := newFlags("seccomp dump")
 	o.define(fs)
 	pfc, raw := &o.pfc, &o.raw
-	if code, done := parseFlags(fs, args[1:], stdout, stderr, usageSeccompDump); done {
+	if code, done := parseFlags(fs, args, stdout, stderr, usageSeccompDump); done {
 		return code
 	}
 	fds := o.fds

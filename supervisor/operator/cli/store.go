@@ -23,19 +23,15 @@ func (o *storeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.anchor, "receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
 }
 
-// storeCommand is `glove store compact`: the operator's compaction of a
+// storeCompact is `glove store compact`: the operator's compaction of a
 // stopped gloved's journals (a running gloved compacts on its own and
 // holds the writer lock, so this refuses then).
-func storeCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "compact" {
-		fmt.Fprintln(stderr, usageStore)
-		return ExitUsage
-	}
+func storeCompact(args []string, stdout, stderr io.Writer) int {
 	var o storeFlags
 	fs := newFlags("glove store compact")
 	o.define(fs)
 	dir, keyFile, anchor := &o.dir, &o.keyFile, &o.anchor
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageStore) {
 			return ExitOK
 		}
