@@ -103,6 +103,12 @@ func Main(args []string) int {
 	return ExitUsage
 }
 
+// runFlags are the flags of `run`, each taking a value (the next
+// argument, or after "="): runc's --bundle (-b) and --preserve-fds,
+// Glove's --sync-fd and --seccomp-cache-fd. docs/man/glove-shim.8 is
+// checked against them (man_test.go).
+var runFlags = []string{"--bundle", "-b", "--preserve-fds", "--sync-fd", "--seccomp-cache-fd"}
+
 // runArgs is the parsed command line of `run`.
 type runArgs struct {
 	bundle   string
@@ -137,8 +143,8 @@ func parseRun(args []string) (runArgs, error) {
 				name, value, hasValue = n, v, true
 			}
 		}
-		switch name {
-		case "--bundle", "-b", "--preserve-fds", "--sync-fd", "--seccomp-cache-fd":
+		switch {
+		case slices.Contains(runFlags, name):
 			if seen[name] {
 				return r, fmt.Errorf("%s given twice", name)
 			}

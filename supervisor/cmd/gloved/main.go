@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -52,14 +53,11 @@ func redact(cfg daemon.Config, err error) string {
 	return strings.NewReplacer(pairs...).Replace(err.Error())
 }
 
-func run(args []string) int {
-	if len(args) == 1 && args[0] == "--version" {
-		fmt.Println("gloved", daemon.Version)
-		return 0
-	}
+// flagSet is gloved's command line, binding each flag to cfg or uids:
+// one function, so that the man page's test (main_test.go) and the bash
+// completion's see exactly the flags gloved parses.
+func flagSet(cfg *daemon.Config, uids *uidList) *flag.FlagSet {
 	fs := flag.NewFlagSet("gloved", flag.ContinueOnError)
-	var cfg daemon.Config
-	var uids uidList
 	fs.StringVar(&cfg.PolicyFile, "session-policy", "", "session policy file (mode 0600, owned by the service user)")
 	fs.StringVar(&cfg.StoreDir, "session-store", "", "session store, receipt journal and seccomp cache directory (mode 0700)")
 	fs.StringVar(&cfg.MaterializationRoot, "materialization-root", "", "directory of session bundles (mode 0700)")
@@ -68,7 +66,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.KeyFile, "receipt-key", "", "service key file (32-64 bytes, mode 0600)")
 	fs.StringVar(&cfg.Anchor, "receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
 	fs.StringVar(&cfg.Libexec, "libexec", daemon.LibexecDir, "directory of the installed helpers")
-	fs.Var(&uids, "allow-uid", "uid allowed to connect (repeatable; default: gloved's own)")
+	fs.Var(uids, "allow-uid", "uid allowed to connect (repeatable; default: gloved's own)")
 	fs.StringVar(&cfg.LibraryBundleRoot, "library-bundle-root", "", "directory of digest-named library bundles (mode 0700, owned by the service user)")
 	fs.DurationVar(&cfg.Retention, "idempotency-retention", store.DefaultRetention,
 		fmt.Sprintf("how long a cleaned-up session's id and idempotency key are kept (%v..%v)", store.MinRetention, store.MaxRetention))
@@ -77,7 +75,21 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.LineTimeout, "line-timeout", daemon.DefaultLineTimeout,
 		"close a control connection whose request line is not complete that long after its first byte (1s..1m)")
 	fs.StringVar(&cfg.LocalServices, "local-services", "", "local-service forwarding configuration (mode 0600, owned by the service user; docs/local-services.md)")
+	return fs
+}
+
+func run(args []string) int {
+	if len(args) == 1 && args[0] == "--version" {
+		fmt.Println("gloved", daemon.Version)
+		return 0
+	}
+	var cfg daemon.Config
+	var uids uidList
+	fs := flagSet(&cfg, &uids)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // the flags, on stderr, as asked
+		}
 		return 2
 	}
 	if fs.NArg() != 0 {

@@ -36,9 +36,14 @@ const attachChunk = 4 << 10
 // each SIGWINCH; Ctrl-] d detaches (the session keeps running). It exits
 // with the session's status when the session ends, 0 when detached.
 func attachCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	var o callFlags
 	fs := newFlags("attach")
-	socket := fs.String("socket", DefaultSocket, "")
+	o.define(fs)
+	socket := &o.socket
 	if err := fs.Parse(args); err != nil {
+		if helpFlag(err, stdout, usageAttach) {
+			return ExitOK
+		}
 		fmt.Fprintf(stderr, "glove: attach: %v\n%s\n", err, usageAttach)
 		return ExitUsage
 	}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,12 +21,21 @@ const usageCall = "usage: glove call [--socket PATH] METHOD [PARAMS-JSON]"
 // maxReply bounds one line from gloved.
 const maxReply = 16 << 20
 
+// callFlags are glove call's flags, and glove attach's.
+type callFlags struct{ socket string }
+
+func (o *callFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.socket, "socket", DefaultSocket, "gloved's control socket")
+}
+
 // callCommand sends one request to gloved (docs/protocol.md) and prints
 // the result; for attach, it writes the session's output until it ends
 // and exits with the session's status, as glove run does.
 func callCommand(args []string, stdout, stderr io.Writer) int {
+	var o callFlags
 	fs := newFlags("call")
-	socket := fs.String("socket", DefaultSocket, "")
+	o.define(fs)
+	socket := &o.socket
 	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageCall) {
 			return ExitOK

@@ -35,13 +35,14 @@ const (
 
 const usage = `usage:
   glove COMMAND --help          print a command's (or group's) usage; also -h, glove GROUP help
+  glove help                    print this
   glove version                 print the version
   glove captable [--fields]     print the capability table (helper -> file capabilities);
                                 --fields: one line a row, for scripts
   glove helpers [--libexec DIR] start each installed helper, ask Hello, print its
                                 name, protocol and live capability sets
                                 (run as a member of the glove service group)
-  glove status [--json] [--libexec DIR] [--session-store DIR]
+  glove status [--json] [--libexec DIR] [--session-store DIR] [--socket PATH]
                                 probe what this host can enforce (user namespaces, Landlock,
                                 seccomp, cgroups, loop devices, mkfs.ext4, installed helpers)
                                 and gloved's store (journal use, free space);
@@ -111,50 +112,42 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	switch args[0] {
-	case "version", "--version":
-		fmt.Fprintln(stdout, "glove", Version)
-		return ExitOK
-	case "captable":
-		switch {
-		case len(args) == 1:
-			fmt.Fprint(stdout, captext.Markdown())
-		case len(args) == 2 && args[1] == "--fields":
-			fmt.Fprint(stdout, captext.Fields())
-		default:
-			fmt.Fprint(stderr, usage)
+	case "--version":
+		args = []string{"version"}
+	case "-h", "--help":
+		args = []string{"help"}
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "glove: unknown command %q\n%s", args[0], usage)
+		return ExitUsage
+	}
+	name, rest := args[0], args[1:]
+	for c.subs != nil {
+		sub, ok := c.subs[firstOf(rest)]
+		if !ok {
+			fault := "missing subcommand"
+			if len(rest) > 0 {
+				fault = fmt.Sprintf("unknown subcommand %q", rest[0])
+			}
+			fmt.Fprintf(stderr, "glove: %s: %s\n%s\n", name, fault, subUsages(c))
 			return ExitUsage
 		}
-		return ExitOK
-	case "helpers":
-		return helpers(args[1:], stdout, stderr)
-	case "status":
-		return statusCommand(args[1:], stdout, stderr)
-	case "policy":
-		return policyCommand(args[1:], stdout, stderr)
-	case "plan":
-		return planCommand(args[1:], stdout, stderr)
-	case "receipt":
-		return receiptCommand(args[1:], stdout, stderr)
-	case "run":
-		return runCommand(args[1:], os.Stdin, stdout, stderr)
-	case "seccomp":
-		return seccompCommand(args[1:], stdout, stderr)
-	case "call":
-		return callCommand(args[1:], stdout, stderr)
-	case "attach":
-		return attachCommand(args[1:], os.Stdin, stdout, stderr)
-	case "store":
-		return storeCommand(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return ExitOK
+		name, c, rest = name+" "+rest[0], sub, rest[1:]
 	}
-	fmt.Fprintf(stderr, "glove: unknown command %q\n%s", args[0], usage)
-	return ExitUsage
+	return c.run(rest, stdout, stderr)
+}
+
+func firstOf(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 // Usages of the commands that have no file of their own.
 const (
+	usageHelp     = "usage: glove help"
 	usageVersion  = "usage: glove version"
 	usageCaptable = "usage: glove captable [--fields]"
 	usageHelpers  = "usage: glove helpers [--libexec DIR]"
@@ -162,25 +155,114 @@ const (
 	usageStore    = "usage: glove store compact [--session-store DIR] [--receipt-key FILE --receipt-anchor HEX]"
 )
 
-// commands are glove's commands: the usage -h, -help or --help prints
-// for each (for some, the usage and a manual after a blank line), and
-// for a group its subcommands' usages.
-var commands = map[string]struct {
+// command is one of glove's commands, or a group of subcommands.
+type command struct {
+	// usage is what -h, -help or --help prints (for some, the usage and
+	// a manual after a blank line).
 	usage string
-	subs  map[string]string
-}{
-	"version":  {usage: usageVersion},
-	"captable": {usage: usageCaptable},
-	"helpers":  {usage: usageHelpers},
-	"status":   {usage: usageStatus},
-	"store":    {subs: map[string]string{"compact": usageStore}},
-	"policy": {subs: map[string]string{"validate": usagePolicyValidate, "explain": usagePolicyExplain,
-		"detect": usagePolicyDetect, "stage": usagePolicyStage, "generate": helpPolicyGenerate}},
-	"plan":    {subs: map[string]string{"validate": usagePlanValidate}},
-	"receipt": {subs: map[string]string{"verify": usageReceipt}},
-	"seccomp": {subs: map[string]string{"dump": usageSeccompDump}},
-	"run":     {usage: usageRun},
-	"call":    {usage: usageCall},
+	// flags defines the command's flags on a flag set: the very
+	// function the command parses its arguments with, so the man page's
+	// and the completion's tests (man_test.go) see exactly the flags
+	// glove accepts. Nil: the command takes no flag.
+	flags func(*flag.FlagSet)
+	// run runs the command with the arguments after its name; nil for
+	// a group, whose subcommand Run finds in subs.
+	run func(args []string, stdout, stderr io.Writer) int
+	// subs are a group's subcommands.
+	subs map[string]*command
+}
+
+// commands are glove's commands: Run runs only what is here, so help,
+// the man page and the completion see every command there is. docs/man/glove.1 and packaging/completion/glove are
+// checked against this table.
+var commands = map[string]*command{
+	"help":     {usage: usageHelp, run: helpCommand},
+	"version":  {usage: usageVersion, run: versionCommand},
+	"captable": {usage: usageCaptable, flags: flagsOf[captableFlags](), run: captableCommand},
+	"helpers":  {usage: usageHelpers, flags: flagsOf[helpersFlags](), run: helpers},
+	"status":   {usage: usageStatus, flags: flagsOf[statusFlags](), run: statusCommand},
+	"store": {subs: map[string]*command{
+		"compact": {usage: usageStore, flags: flagsOf[storeFlags](), run: storeCompact},
+	}},
+	"policy": {subs: map[string]*command{
+		"validate": {usage: usagePolicyValidate, flags: flagsOf[policyValidateFlags](), run: policyValidate},
+		"explain":  {usage: usagePolicyExplain, flags: flagsOf[policyExplainFlags](), run: policyExplain},
+		"detect":   {usage: usagePolicyDetect, flags: flagsOf[detectFlags](), run: policyDetect},
+		"stage":    {usage: usagePolicyStage, flags: flagsOf[stageFlags](), run: policyStage},
+		"generate": {usage: helpPolicyGenerate, flags: flagsOf[generateFlags](), run: policyGenerate},
+	}},
+	"plan": {subs: map[string]*command{
+		"validate": {usage: usagePlanValidate, flags: flagsOf[planValidateFlags](), run: planValidate},
+	}},
+	"receipt": {subs: map[string]*command{
+		"verify": {usage: usageReceipt, flags: flagsOf[receiptFlags](), run: receiptVerify},
+	}},
+	"seccomp": {subs: map[string]*command{
+		"dump": {usage: usageSeccompDump, flags: flagsOf[seccompFlags](), run: seccompDump},
+	}},
+	"run": {usage: usageRun, flags: flagsOf[runFlags](), run: func(args []string, stdout, stderr io.Writer) int {
+		return runCommand(args, os.Stdin, stdout, stderr)
+	}},
+	"call": {usage: usageCall, flags: flagsOf[callFlags](), run: callCommand},
+	"attach": {usage: usageAttach, flags: flagsOf[callFlags](), run: func(args []string, stdout, stderr io.Writer) int {
+		return attachCommand(args, os.Stdin, stdout, stderr)
+	}},
+}
+
+// flagsOf is the flags function of a command whose options are a T:
+// *T's define binds each flag to a field.
+func flagsOf[T any, P interface {
+	*T
+	define(*flag.FlagSet)
+}]() func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) { P(new(T)).define(fs) }
+}
+
+// captableFlags are glove captable's flags.
+type captableFlags struct{ fields bool }
+
+func (o *captableFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&o.fields, "fields", false, "one line a row, for scripts")
+}
+
+func helpCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintf(stderr, "glove: help: unexpected argument %q\n%s\n", args[0], usageHelp)
+		return ExitUsage
+	}
+	fmt.Fprint(stdout, usage)
+	return ExitOK
+}
+
+func versionCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintf(stderr, "glove: version: unexpected argument %q\n%s\n", args[0], usageVersion)
+		return ExitUsage
+	}
+	fmt.Fprintln(stdout, "glove", Version)
+	return ExitOK
+}
+
+func captableCommand(args []string, stdout, stderr io.Writer) int {
+	var o captableFlags
+	fs := newFlags("captable")
+	o.define(fs)
+	if code, done := parseFlags(fs, args, stdout, stderr, usageCaptable); done {
+		return code
+	}
+	if o.fields {
+		fmt.Fprint(stdout, captext.Fields())
+	} else {
+		fmt.Fprint(stdout, captext.Markdown())
+	}
+	return ExitOK
+}
+
+// helpersFlags are glove helpers' flags.
+type helpersFlags struct{ libexec string }
+
+func (o *helpersFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.libexec, "libexec", LibexecDir, "directory of the installed helpers")
 }
 
 func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
@@ -201,19 +283,23 @@ func helpAsked(args []string) (string, bool) {
 		return c.usage, isHelpFlag(args[1])
 	}
 	if isHelpFlag(args[1]) || args[1] == "help" {
-		var all []string
-		for _, name := range slices.Sorted(maps.Keys(c.subs)) {
-			// A subcommand's usage, not its manual (its first
-			// paragraph; the rest is its own --help's).
-			u, _, _ := strings.Cut(c.subs[name], "\n\n")
-			all = append(all, u)
-		}
-		return strings.Join(all, "\n"), true
+		return subUsages(c), true
 	}
-	if u, ok := c.subs[args[1]]; ok && len(args) >= 3 && isHelpFlag(args[2]) {
-		return u, true
+	if sub, ok := c.subs[args[1]]; ok && len(args) >= 3 && isHelpFlag(args[2]) {
+		return sub.usage, true
 	}
 	return "", false
+}
+
+// subUsages is a group's subcommands' usages, one a line: each usage,
+// not its manual (its first paragraph; the rest is its own --help's).
+func subUsages(c *command) string {
+	var all []string
+	for _, name := range slices.Sorted(maps.Keys(c.subs)) {
+		u, _, _ := strings.Cut(c.subs[name].usage, "\n\n")
+		all = append(all, u)
+	}
+	return strings.Join(all, "\n")
 }
 
 // helpFlag answers a flag.ErrHelp from a command's flag set (-h, -help
@@ -227,8 +313,9 @@ func helpFlag(err error, stdout io.Writer, usage string) bool {
 }
 
 func helpers(args []string, stdout, stderr io.Writer) int {
+	var o helpersFlags
 	fs := newFlags("glove helpers")
-	dir := fs.String("libexec", LibexecDir, "directory of the installed helpers")
+	o.define(fs)
 	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageHelpers) {
 			return ExitOK
@@ -245,7 +332,7 @@ func helpers(args []string, stdout, stderr io.Writer) int {
 		if !e.Helper || e.Binary == "glove-shim" || e.StartedBy != "" {
 			continue
 		}
-		line, err := hello(filepath.Join(*dir, e.Binary), e)
+		line, err := hello(filepath.Join(o.libexec, e.Binary), e)
 		if err != nil {
 			fmt.Fprintf(stderr, "glove helpers: %s: %v\n", e.Binary, err)
 			status = ExitFail

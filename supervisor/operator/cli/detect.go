@@ -4,6 +4,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -45,18 +46,30 @@ type detectedRuntime struct {
 	Installed       bool `json:"installed"`
 }
 
+// detectFlags are glove policy detect's flags.
+type detectFlags struct {
+	dirs searchPaths
+	json bool
+}
+
+func (o *detectFlags) define(fs *flag.FlagSet) {
+	fs.Var(&o.dirs, "search-path", "search directory (repeatable, in search order)")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
 // policyDetect runs `glove policy detect`: for every runtime_discovery
 // value, what a discovery launch would find in the given search
 // directories (never PATH), with the reason for every directory passed
 // over. It is a report: exit 0 whatever it finds, 2 for usage faults.
 func policyDetect(args []string, stdout, stderr io.Writer) int {
+	var o detectFlags
 	fs := newFlags("policy detect")
-	var dirs searchPaths
-	fs.Var(&dirs, "search-path", "search directory (repeatable, in search order)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	o.define(fs)
+	asJSON := &o.json
 	if code, done := parseFlags(fs, args, stdout, stderr, usagePolicyDetect); done {
 		return code
 	}
+	dirs := o.dirs
 	if len(dirs) == 0 {
 		fmt.Fprintf(stderr, "glove: policy detect: --search-path is required\n%s\n", usagePolicyDetect)
 		return ExitUsage

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -101,6 +102,29 @@ func faultGen(format string, a ...any) error {
 	return &generateFault{fmt.Sprintf(format, a...)}
 }
 
+// generateFlags are glove policy generate's flags.
+type generateFlags struct {
+	runtime, executable, templateID, backend                    string
+	endpoint, model, keyEnv                                     string
+	searchDirs, arguments, env, readOnly, aliases, destinations listFlag
+}
+
+func (o *generateFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.runtime, "runtime", "", "runtime_id (with --search-path: a runtime_discovery value)")
+	fs.StringVar(&o.executable, "executable", "", "pinned executable (absolute; symbolic links are resolved)")
+	fs.StringVar(&o.templateID, "template-id", "", "runtime_template_id")
+	fs.StringVar(&o.backend, "backend", policy.BackendLinuxProduction, "sandbox_backend")
+	fs.StringVar(&o.endpoint, "model-endpoint", "", "a known harness's egress endpoint for its model, 127.0.0.1:PORT")
+	fs.StringVar(&o.model, "model", "", "the model name (with --model-endpoint)")
+	fs.StringVar(&o.keyEnv, "key-env", "", "codex's API key variable (with --model-endpoint)")
+	fs.Var(&o.searchDirs, "search-path", "discovery search directory (repeatable, in search order)")
+	fs.Var(&o.arguments, "arg", "argument (repeatable, order kept)")
+	fs.Var(&o.env, "env", "NAME=VALUE (repeatable)")
+	fs.Var(&o.readOnly, "read-only-path", "read-only dependency path (repeatable)")
+	fs.Var(&o.aliases, "alias", "allowed path alias (repeatable)")
+	fs.Var(&o.destinations, "destination", "allowed projection destination (repeatable)")
+}
+
 // policyGenerate runs `glove policy generate`: it prints one
 // runtime_templates[] entry, with its adapter_command_digest computed,
 // that the policy validator accepts. The executable (pinned) is
@@ -111,24 +135,15 @@ func faultGen(format string, a ...any) error {
 // finds nothing acceptable; 2 for usage faults and any fault of the
 // entry.
 func policyGenerate(args []string, stdout, stderr io.Writer) int {
+	var o generateFlags
 	fs := newFlags("policy generate")
-	runtime := fs.String("runtime", "", "runtime_id (with --search-path: a runtime_discovery value)")
-	executable := fs.String("executable", "", "pinned executable (absolute; symbolic links are resolved)")
-	templateID := fs.String("template-id", "", "runtime_template_id")
-	backend := fs.String("backend", policy.BackendLinuxProduction, "sandbox_backend")
-	endpoint := fs.String("model-endpoint", "", "a known harness's egress endpoint for its model, 127.0.0.1:PORT")
-	model := fs.String("model", "", "the model name (with --model-endpoint)")
-	keyEnv := fs.String("key-env", "", "codex's API key variable (with --model-endpoint)")
-	var searchDirs, arguments, env, readOnly, aliases, destinations listFlag
-	fs.Var(&searchDirs, "search-path", "discovery search directory (repeatable, in search order)")
-	fs.Var(&arguments, "arg", "argument (repeatable, order kept)")
-	fs.Var(&env, "env", "NAME=VALUE (repeatable)")
-	fs.Var(&readOnly, "read-only-path", "read-only dependency path (repeatable)")
-	fs.Var(&aliases, "alias", "allowed path alias (repeatable)")
-	fs.Var(&destinations, "destination", "allowed projection destination (repeatable)")
+	o.define(fs)
+	runtime, executable, templateID, backend := &o.runtime, &o.executable, &o.templateID, &o.backend
+	endpoint, model, keyEnv := &o.endpoint, &o.model, &o.keyEnv
 	if code, done := parseFlagsHelp(fs, args, stdout, stderr, usagePolicyGenerate, helpPolicyGenerate); done {
 		return code
 	}
+	searchDirs, arguments, env, readOnly, aliases, destinations := o.searchDirs, o.arguments, o.env, o.readOnly, o.aliases, o.destinations
 	usageFault := func(msg string) int {
 		fmt.Fprintf(stderr, "glove: policy generate: %s\n%s\n", msg, usagePolicyGenerate)
 		return ExitUsage

@@ -67,3 +67,46 @@ func TestHelp(t *testing.T) {
 		t.Errorf("glove run sh --help is taken as glove's help (%q)", u)
 	}
 }
+
+// TestHelpListsCommands: `glove help` lists every command the table
+// has, by its full name, and nothing else; each command's own usage
+// (its -h) names every flag it has.
+func TestHelpListsCommands(t *testing.T) {
+	listed := map[string]bool{}
+	for _, l := range strings.Split(usage, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "glove" || strings.HasPrefix(f[1], "-") || f[1] == "COMMAND" {
+			continue
+		}
+		name := "glove " + f[1]
+		if c, ok := commands[f[1]]; ok && c.subs != nil && len(f) > 2 {
+			name += " " + f[2]
+		}
+		listed[name] = true
+	}
+	leaves := leafCommands()
+	for name := range leaves {
+		if !listed[name] {
+			t.Errorf("glove help does not list %q", name)
+		}
+	}
+	for name := range listed {
+		if _, ok := leaves[name]; !ok {
+			t.Errorf("glove help lists %q, which is not a glove command", name)
+		}
+	}
+	var walk func(name string, c *command)
+	walk = func(name string, c *command) {
+		for sub, sc := range c.subs {
+			walk(name+" "+sub, sc)
+		}
+		for _, f := range commandFlags(c) {
+			if !strings.Contains(c.usage, "--"+f) {
+				t.Errorf("%s: its usage %q does not name --%s", name, c.usage, f)
+			}
+		}
+	}
+	for name, c := range commands {
+		walk("glove "+name, c)
+	}
+}

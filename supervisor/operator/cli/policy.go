@@ -21,99 +21,110 @@ const (
 	usagePlanValidate   = "usage: glove plan validate --policy FILE --plan FILE"
 )
 
-// policyCommand runs `glove policy validate|explain`. Bad usage and every
+// policyValidateFlags are glove policy validate's flags.
+type policyValidateFlags struct{ file string }
+
+func (o *policyValidateFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.file, "file", "", "policy file")
+}
+
+// policyExplainFlags are glove policy explain's flags.
+type policyExplainFlags struct {
+	file string
+	json bool
+}
+
+func (o *policyExplainFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.file, "file", "", "policy file")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+// planValidateFlags are glove plan validate's flags.
+type planValidateFlags struct{ policy, plan string }
+
+func (o *planValidateFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.policy, "policy", "", "policy file")
+	fs.StringVar(&o.plan, "plan", "", "plan file")
+}
+
+// policyValidate runs `glove policy validate`. Bad usage and every
 // fault of the input (an unprotected file, a decoding or validation
 // fault) exit ExitUsage (2) with one "glove: " line on stderr; ExitFail
 // (1) is left for the command itself failing.
-func policyCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintf(stderr, "glove: policy: missing subcommand\n%s\n%s\n%s\n%s\n%s\n", usagePolicyValidate, usagePolicyExplain, usagePolicyDetect, usagePolicyGenerate, usagePolicyStage)
+func policyValidate(args []string, stdout, stderr io.Writer) int {
+	var o policyValidateFlags
+	fs := newFlags("policy validate")
+	o.define(fs)
+	file := &o.file
+	if code, done := parseFlags(fs, args, stdout, stderr, usagePolicyValidate); done {
+		return code
+	}
+	if *file == "" {
+		fmt.Fprintf(stderr, "glove: policy validate: --file is required\n%s\n", usagePolicyValidate)
 		return ExitUsage
 	}
-	switch args[0] {
-	case "detect":
-		return policyDetect(args[1:], stdout, stderr)
-	case "stage":
-		return policyStage(args[1:], stdout, stderr)
-	case "generate":
-		return policyGenerate(args[1:], stdout, stderr)
-	case "validate":
-		fs := newFlags("policy validate")
-		file := fs.String("file", "", "policy file")
-		if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePolicyValidate); done {
-			return code
-		}
-		if *file == "" {
-			fmt.Fprintf(stderr, "glove: policy validate: --file is required\n%s\n", usagePolicyValidate)
-			return ExitUsage
-		}
-		p, err := policy.Load(*file)
-		if err != nil {
-			fmt.Fprintf(stderr, "glove: %v\n", err)
-			return ExitUsage
-		}
-		var paths []rootsPath
-		for i := range p.RuntimeTemplates {
-			paths = append(paths, launchPaths(fmt.Sprintf("/runtime_templates/%d", i), &p.RuntimeTemplates[i])...)
-		}
-		paths = append(paths, bindAliasPaths(p)...)
-		rootsLine, fault := checkSourceRoots(paths)
-		if fault != nil {
-			fmt.Fprintf(stderr, "glove: policy validate %s: %v\n", *file, fault)
-			return ExitUsage
-		}
-		fmt.Fprintln(stdout, policy.Summary(p))
-		fmt.Fprintln(stdout, rootsLine)
-		return ExitOK
-	case "explain":
-		fs := newFlags("policy explain")
-		file := fs.String("file", "", "policy file")
-		asJSON := fs.Bool("json", false, "print JSON")
-		if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePolicyExplain); done {
-			return code
-		}
-		if *file == "" {
-			fmt.Fprintf(stderr, "glove: policy explain: --file is required\n%s\n", usagePolicyExplain)
-			return ExitUsage
-		}
-		p, err := policy.Load(*file)
-		if err != nil {
-			fmt.Fprintf(stderr, "glove: %v\n", err)
-			return ExitUsage
-		}
-		e := policy.Explain(p)
-		if !*asJSON {
-			fmt.Fprint(stdout, e.Text())
-			return ExitOK
-		}
-		out, err := json.Marshal(e, jsontext.WithIndent("  "))
-		if err != nil {
-			fmt.Fprintf(stderr, "glove: policy explain: encode: %v\n", err)
-			return ExitFail
-		}
-		fmt.Fprintf(stdout, "%s\n", out)
-		return ExitOK
+	p, err := policy.Load(*file)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: %v\n", err)
+		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "glove: policy: unknown subcommand %q\n%s\n%s\n%s\n%s\n%s\n", args[0], usagePolicyValidate, usagePolicyExplain, usagePolicyDetect, usagePolicyGenerate, usagePolicyStage)
-	return ExitUsage
+	var paths []rootsPath
+	for i := range p.RuntimeTemplates {
+		paths = append(paths, launchPaths(fmt.Sprintf("/runtime_templates/%d", i), &p.RuntimeTemplates[i])...)
+	}
+	paths = append(paths, bindAliasPaths(p)...)
+	rootsLine, fault := checkSourceRoots(paths)
+	if fault != nil {
+		fmt.Fprintf(stderr, "glove: policy validate %s: %v\n", *file, fault)
+		return ExitUsage
+	}
+	fmt.Fprintln(stdout, policy.Summary(p))
+	fmt.Fprintln(stdout, rootsLine)
+	return ExitOK
 }
 
-// planCommand runs `glove plan validate`: the check gloved makes before
-// accepting a plan, at the current time, for an operator to try a plan
-// locally.
-func planCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "validate" {
-		if len(args) == 0 {
-			fmt.Fprintf(stderr, "glove: plan: missing subcommand\n%s\n", usagePlanValidate)
-		} else {
-			fmt.Fprintf(stderr, "glove: plan: unknown subcommand %q\n%s\n", args[0], usagePlanValidate)
-		}
+// policyExplain runs `glove policy explain`, with policyValidate's exit
+// statuses.
+func policyExplain(args []string, stdout, stderr io.Writer) int {
+	var o policyExplainFlags
+	fs := newFlags("policy explain")
+	o.define(fs)
+	file, asJSON := &o.file, &o.json
+	if code, done := parseFlags(fs, args, stdout, stderr, usagePolicyExplain); done {
+		return code
+	}
+	if *file == "" {
+		fmt.Fprintf(stderr, "glove: policy explain: --file is required\n%s\n", usagePolicyExplain)
 		return ExitUsage
 	}
+	p, err := policy.Load(*file)
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: %v\n", err)
+		return ExitUsage
+	}
+	e := policy.Explain(p)
+	if !*asJSON {
+		fmt.Fprint(stdout, e.Text())
+		return ExitOK
+	}
+	out, err := json.Marshal(e, jsontext.WithIndent("  "))
+	if err != nil {
+		fmt.Fprintf(stderr, "glove: policy explain: encode: %v\n", err)
+		return ExitFail
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
+	return ExitOK
+}
+
+// planValidate runs `glove plan validate`: the check gloved makes before
+// accepting a plan, at the current time, for an operator to try a plan
+// locally.
+func planValidate(args []string, stdout, stderr io.Writer) int {
+	var o planValidateFlags
 	fs := newFlags("plan validate")
-	polFlag := fs.String("policy", "", "policy file")
-	planFile := fs.String("plan", "", "plan file")
-	if code, done := parseFlags(fs, args[1:], stdout, stderr, usagePlanValidate); done {
+	o.define(fs)
+	polFlag, planFile := &o.policy, &o.plan
+	if code, done := parseFlags(fs, args, stdout, stderr, usagePlanValidate); done {
 		return code
 	}
 	if *polFlag == "" || *planFile == "" {

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -19,20 +20,25 @@ const usageReceipt = "usage: glove receipt verify --key K [--anchor HEX] FILE"
 // receipts is at most 100 envelopes of about 1 KiB.
 const maxReceiptFile = 1 << 20
 
-// receiptCommand runs `glove receipt verify`: it checks the MACs and the
+// receiptFlags are glove receipt verify's flags.
+type receiptFlags struct{ key, anchor string }
+
+func (o *receiptFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.key, "key", "", "the service key file")
+	fs.StringVar(&o.anchor, "anchor", strings.Repeat("0", 64), "the anchor the chain starts from (64 hex)")
+}
+
+// receiptVerify runs `glove receipt verify`: it checks the MACs and the
 // chain of one envelope or a JSON array of envelopes (a page as
 // receipts_page returns it, or a file `glove run --receipt` wrote)
 // against the service key and the anchor the chain starts from, and
 // prints what each receipt says.
-func receiptCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintf(stderr, "glove: receipt: want the verify subcommand\n%s\n", usageReceipt)
-		return ExitUsage
-	}
+func receiptVerify(args []string, stdout, stderr io.Writer) int {
+	var o receiptFlags
 	fs := newFlags("receipt verify")
-	keyFile := fs.String("key", "", "")
-	anchor := fs.String("anchor", strings.Repeat("0", 64), "")
-	err := fs.Parse(args[1:])
+	o.define(fs)
+	keyFile, anchor := &o.key, &o.anchor
+	err := fs.Parse(args)
 	if helpFlag(err, stdout, usageReceipt) {
 		return ExitOK
 	}

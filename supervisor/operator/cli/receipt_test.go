@@ -62,7 +62,7 @@ func TestReceiptVerify(t *testing.T) {
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
-		if got := receiptCommand(c.args, &out, &errb); got != c.code {
+		if got := Run(append([]string{"receipt"}, c.args...), &out, &errb); got != c.code {
 			t.Errorf("%s: exit %d, want %d (stderr %s)", c.name, got, c.code, &errb)
 		}
 		if c.out != "" && !strings.Contains(out.String(), c.out) {

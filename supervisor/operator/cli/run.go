@@ -94,6 +94,29 @@ func runProfile(name string) (policy.ResourceProfile, bool) {
 // sandbox sees read-only).
 var runPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"}
 
+// runFlags are glove run's flags: a command's run (workspace, profile,
+// limit) or a plan's (the others).
+type runFlags struct {
+	workspace, profile                 string
+	limits                             limitList
+	policy, plan, matRoot, libRoot     string
+	receipt, receiptKey, receiptAnchor string
+}
+
+func (o *runFlags) define(fs *flag.FlagSet) {
+	o.limits = limitList{}
+	fs.StringVar(&o.workspace, "workspace", "", "the directory copied to /workspace (default: the current directory)")
+	fs.StringVar(&o.profile, "profile", "small", "the shipped resource profile: small, medium or harness")
+	fs.Var(o.limits, "limit", "NAME=VALUE replacing one of the profile's limits (repeatable)")
+	fs.StringVar(&o.policy, "policy", "", "the session policy file (with --plan)")
+	fs.StringVar(&o.plan, "plan", "", "the plan file (with --policy)")
+	fs.StringVar(&o.receipt, "receipt", "", "write the session's terminal receipt to this file")
+	fs.StringVar(&o.receiptKey, "receipt-key", "", "the service key the receipt is authenticated with")
+	fs.StringVar(&o.receiptAnchor, "receipt-anchor", strings.Repeat("0", 64), "the anchor the receipt chains from (64 hex)")
+	fs.StringVar(&o.matRoot, "materialization-root", "", "the directory of the session's bundle")
+	fs.StringVar(&o.libRoot, "library-bundle-root", "", "the directory of digest-named library bundles")
+}
+
 // runCommand runs `glove run`: one session, in this process, through the
 // same session code gloved uses, with these defaults: the host's /usr and
 // /etc read-only (and the usual /bin, /lib links), a fresh /proc and a
@@ -101,19 +124,12 @@ var runPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", 
 // directory) as an ephemeral copy at /workspace, which is also the working
 // directory, no network, and a small profile.
 func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	workspace := fs.String("workspace", "", "")
-	profile := fs.String("profile", "small", "")
-	limits := limitList{}
-	fs.Var(limits, "limit", "")
-	polFile := fs.String("policy", "", "")
-	planFile := fs.String("plan", "", "")
-	receiptFile := fs.String("receipt", "", "")
-	receiptKey := fs.String("receipt-key", "", "")
-	receiptAnchor := fs.String("receipt-anchor", strings.Repeat("0", 64), "")
-	matRoot := fs.String("materialization-root", "", "")
-	libRoot := fs.String("library-bundle-root", "", "")
+	var o runFlags
+	fs := newFlags("run")
+	o.define(fs)
+	workspace, profile, limits := &o.workspace, &o.profile, o.limits
+	polFile, planFile, matRoot, libRoot := &o.policy, &o.plan, &o.matRoot, &o.libRoot
+	receiptFile, receiptKey, receiptAnchor := &o.receipt, &o.receiptKey, &o.receiptAnchor
 	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageRun) {
 			return ExitOK

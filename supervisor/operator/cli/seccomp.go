@@ -4,6 +4,7 @@ package cli
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -49,7 +50,19 @@ func (l *fdList) Set(v string) error {
 	return nil
 }
 
-// seccompCommand runs `glove seccomp dump`: Glove's default sandbox
+// seccompFlags are glove seccomp dump's flags.
+type seccompFlags struct {
+	pfc, raw bool
+	fds      fdList
+}
+
+func (o *seccompFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&o.pfc, "pfc", false, "print libseccomp's pseudo-filter code")
+	fs.BoolVar(&o.raw, "raw", false, "write the BPF program's bytes unchanged")
+	fs.Var(&o.fds, "inherited-fd", "a descriptor of the committed inherited range (repeatable)")
+}
+
+// seccompDump runs `glove seccomp dump`: Glove's default sandbox
 // seccomp profile, compiled by libseccomp, for auditors. Without a flag it
 // prints the classic BPF program one instruction per line; --raw writes
 // the program's bytes unchanged (an array of struct sock_filter, as the
@@ -57,23 +70,15 @@ func (l *fdList) Set(v string) error {
 // pseudo-filter code. Each --inherited-fd adds one descriptor of the
 // committed inherited range, in the order given (ProfileOptions). Bad
 // usage exits ExitUsage (2); a failure to compile or export, ExitFail (1).
-func seccompCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "dump" {
-		if len(args) == 0 {
-			fmt.Fprintf(stderr, "glove: seccomp: missing subcommand\n%s\n", usageSeccompDump)
-		} else {
-			fmt.Fprintf(stderr, "glove: seccomp: unknown subcommand %q\n%s\n", args[0], usageSeccompDump)
-		}
-		return ExitUsage
-	}
+func seccompDump(args []string, stdout, stderr io.Writer) int {
+	var o seccompFlags
 	fs := newFlags("seccomp dump")
-	pfc := fs.Bool("pfc", false, "print libseccomp's pseudo-filter code")
-	raw := fs.Bool("raw", false, "write the BPF program's bytes unchanged")
-	var fds fdList
-	fs.Var(&fds, "inherited-fd", "a descriptor of the committed inherited range (repeatable)")
-	if code, done := parseFlags(fs, args[1:], stdout, stderr, usageSeccompDump); done {
+	o.define(fs)
+	pfc, raw := &o.pfc, &o.raw
+	if code, done := parseFlags(fs, args, stdout, stderr, usageSeccompDump); done {
 		return code
 	}
+	fds := o.fds
 	if *pfc && *raw {
 		fmt.Fprintf(stderr, "glove: seccomp dump: --pfc and --raw exclude each other\n%s\n", usageSeccompDump)
 		return ExitUsage

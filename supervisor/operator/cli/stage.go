@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,21 @@ import (
 
 const usagePolicyStage = "usage: glove policy stage --runtime R --source PATH --directory DIR (--dry-run | --yes) [--json]"
 
+// stageFlags are glove policy stage's flags.
+type stageFlags struct {
+	runtime, source, dir string
+	dryRun, yes, json    bool
+}
+
+func (o *stageFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.runtime, "runtime", "", "runtime_discovery value")
+	fs.StringVar(&o.source, "source", "", "absolute path of the closure (a directory or one file)")
+	fs.StringVar(&o.dir, "directory", "", "absolute canonical protected runtime directory")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "walk, hash and report; write nothing")
+	fs.BoolVar(&o.yes, "yes", false, "copy into DIR/<digest>")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
 // policyStage runs `glove policy stage` (supervisor/authority/stage): it copies a
 // package or interpreter closure into DIR/<digest>, a protected runtime
 // directory that runtime discovery admits. Usage faults exit 2, a refusal
@@ -26,13 +42,11 @@ func policyStage(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glove: policy stage: "+format+"\n", a...)
 		return ExitUsage
 	}
+	var o stageFlags
 	fs := newFlags("policy stage")
-	runtime := fs.String("runtime", "", "runtime_discovery value")
-	source := fs.String("source", "", "absolute path of the closure (a directory or one file)")
-	dir := fs.String("directory", "", "absolute canonical protected runtime directory")
-	dryRun := fs.Bool("dry-run", false, "walk, hash and report; write nothing")
-	yes := fs.Bool("yes", false, "copy into DIR/<digest>")
-	asJSON := fs.Bool("json", false, "print JSON")
+	o.define(fs)
+	runtime, source, dir := &o.runtime, &o.source, &o.dir
+	dryRun, yes, asJSON := &o.dryRun, &o.yes, &o.json
 	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usagePolicyStage) {
 			return ExitOK

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -107,13 +108,23 @@ func freeBytes(dir string) (uint64, error) {
 	return sf.Bavail * uint64(sf.Bsize), nil
 }
 
+// statusFlags are glove status's flags.
+type statusFlags struct {
+	json                      bool
+	libexec, storeDir, socket string
+}
+
+func (o *statusFlags) define(fs *flag.FlagSet) {
+	fs.BoolVar(&o.json, "json", false, "print one JSON object")
+	fs.StringVar(&o.libexec, "libexec", LibexecDir, "directory of the installed helpers")
+	fs.StringVar(&o.storeDir, "session-store", DefaultStoreDir, "gloved's session store directory")
+	fs.StringVar(&o.socket, "socket", DefaultSocket, "gloved's control socket")
+}
+
 func statusCommand(args []string, stdout, stderr io.Writer) int {
+	var o statusFlags
 	fs := newFlags("glove status")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	p := defaultStatusProbe()
-	fs.StringVar(&p.libexec, "libexec", p.libexec, "directory of the installed helpers")
-	fs.StringVar(&p.storeDir, "session-store", p.storeDir, "gloved's session store directory")
-	fs.StringVar(&p.socket, "socket", p.socket, "gloved's control socket")
+	o.define(fs)
 	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageStatus) {
 			return ExitOK
@@ -125,7 +136,9 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glove status: unexpected argument %q\n", fs.Arg(0))
 		return ExitUsage
 	}
-	return writeStatus(p.run(), *asJSON, stdout)
+	p := defaultStatusProbe()
+	p.libexec, p.storeDir, p.socket = o.libexec, o.storeDir, o.socket
+	return writeStatus(p.run(), o.json, stdout)
 }
 
 // statusNames is every item a report has, in order.

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,19 +14,24 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/state/store"
 )
 
-// storeCommand is `glove store compact`: the operator's compaction of a
+// storeFlags are glove store compact's flags.
+type storeFlags struct{ dir, keyFile, anchor string }
+
+func (o *storeFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.dir, "session-store", DefaultStoreDir, "gloved's session store directory (run as its owner, the service user)")
+	fs.StringVar(&o.keyFile, "receipt-key", "", "gloved's service key file; with --receipt-anchor, the receipt journal is compacted too")
+	fs.StringVar(&o.anchor, "receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
+}
+
+// storeCompact is `glove store compact`: the operator's compaction of a
 // stopped gloved's journals (a running gloved compacts on its own and
 // holds the writer lock, so this refuses then).
-func storeCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "compact" {
-		fmt.Fprintln(stderr, usageStore)
-		return ExitUsage
-	}
+func storeCompact(args []string, stdout, stderr io.Writer) int {
+	var o storeFlags
 	fs := newFlags("glove store compact")
-	dir := fs.String("session-store", DefaultStoreDir, "gloved's session store directory (run as its owner, the service user)")
-	keyFile := fs.String("receipt-key", "", "gloved's service key file; with --receipt-anchor, the receipt journal is compacted too")
-	anchor := fs.String("receipt-anchor", "", "the controller's trusted receipt anchor (64 hex)")
-	if err := fs.Parse(args[1:]); err != nil {
+	o.define(fs)
+	dir, keyFile, anchor := &o.dir, &o.keyFile, &o.anchor
+	if err := fs.Parse(args); err != nil {
 		if helpFlag(err, stdout, usageStore) {
 			return ExitOK
 		}

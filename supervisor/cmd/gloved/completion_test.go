@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/glove-sandbox/glove/packaging/bashcomp"
+	"github.com/glove-sandbox/glove/supervisor/service/daemon"
+)
+
+// completionValue is what bash completion offers for each flag's value:
+// file names, directory names, or nothing (a value of the flag's own).
+// Every flag is here, so a new one is a decision about its completion.
+var completionValue = kinds(map[string][]string{
+	"file": {"session-policy", "receipt-key", "local-services", "socket"},
+	"dir":  {"session-store", "materialization-root", "runtime-dir", "libexec", "library-bundle-root"},
+	"own":  {"receipt-anchor", "allow-uid", "idempotency-retention", "idle-timeout", "line-timeout"},
+})
+
+// kinds is each flag's kind, from the flags of each kind.
+func kinds(byKind map[string][]string) map[string]string {
+	out := map[string]string{}
+	for kind, flags := range byKind {
+		for _, f := range flags {
+			out[f] = kind
+		}
+	}
+	return out
+}
+
+// TestCompletion holds packaging/completion/gloved to gloved's flag set:
+// run in bash as a Tab would, it offers exactly gloved's flags and
+// --version, and after a flag that takes a path, file or directory names.
+func TestCompletion(t *testing.T) {
+	tmp := t.TempDir()
+	if err := os.Mkdir(filepath.Join(tmp, "adir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "afile"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"file": {tmp + "/adir", tmp + "/afile"},
+		"dir":  {tmp + "/adir"},
+		"own":  nil,
+	}
+	cases := [][]string{{"gloved", "-"}}
+	wants := [][]string{{"--version"}}
+	var cfg daemon.Config
+	var uids uidList
+	flagSet(&cfg, &uids).VisitAll(func(f *flag.Flag) {
+		wants[0] = append(wants[0], "--"+f.Name)
+		kind, ok := completionValue[f.Name]
+		if !ok {
+			t.Errorf("gloved --%s: say in completionValue what its completion offers (and offer it in packaging/completion/gloved)", f.Name)
+			return
+		}
+		cases = append(cases, []string{"gloved", "--" + f.Name, tmp + "/a"})
+		wants = append(wants, want[kind])
+	})
+	if len(cases)-1 != len(completionValue) {
+		t.Errorf("completionValue lists %d flags, gloved has %d", len(completionValue), len(cases)-1)
+	}
+	answers, err := bashcomp.Complete(bashcomp.Script("gloved"), "_gloved", cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cases {
+		got, w := slices.Sorted(slices.Values(answers[i])), slices.Sorted(slices.Values(wants[i]))
+		if !slices.Equal(got, w) {
+			t.Errorf("completing %q: offers %v; want %v", strings.Join(cases[i], " "), got, w)
+		}
+	}
+}
