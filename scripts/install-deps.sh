@@ -14,7 +14,8 @@
 #          usermod, python3 (the demo reads JSON with it).
 #   test   (the default: `make deps`, `make lint`, `make test`) host, and
 #          what the tests and benchmarks compare with or call (bwrap,
-#          crun, runc, ip), and staticcheck for `make lint`.
+#          crun, runc, ip, rpmbuild and rpmlint), and staticcheck for
+#          `make lint`.
 #
 # Debian packages come from apt-get, as root. Not root and something
 # missing: one line naming the packages, exit 1. staticcheck comes from
@@ -62,6 +63,8 @@ if [ "$mode" = test ]; then
     [socat]=/usr/bin/socat     # the egress relay's benchmark anchor
     [jq]=/usr/bin/jq           # docs/harnesses.md makes its plans with jq; its test runs them
     [ncurses-bin]=/usr/bin/tput # and sizes the terminal with tput
+    [rpm]=/usr/bin/rpmbuild    # packaging's RPM test builds packaging/rpm/glove.spec
+    [rpmlint]=/usr/bin/rpmlint # and lints the RPM
   )
 fi
 missing=()
