@@ -37,7 +37,7 @@ STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldfla
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
 FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/formatwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/authority/policy:FuzzPolicyDecode ./supervisor/authority/plan:FuzzPlanDecode ./supervisor/authority/localservice:FuzzDecode ./supervisor/state/journal:FuzzOpen ./spec:FuzzDecodeStrict ./spec:FuzzParseEgressListen ./seccomp:FuzzListenerFD ./shim:FuzzValidate ./shim:FuzzDecodePlan ./shim:FuzzCDecodePlan ./shim:FuzzCJoinParse ./shim:FuzzDecodeCacheEntry ./supervisor/service/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/authority/library:FuzzDecode ./supervisor/state/store:FuzzReplay ./supervisor/state/receipt:FuzzReplay ./supervisor/state/lease:FuzzDecode ./supervisor/service/daemon:FuzzParseConnectAddr ./supervisor/engine/egress:FuzzReceive
 
-.PHONY: all build install deps test lint fuzz bench bench-more demo clean deb vm-lane lane-tests
+.PHONY: all build install deps test lint fuzz bench bench-more demo clean deb rpm vm-lane lane-tests
 
 all: build
 
@@ -155,3 +155,12 @@ demo:
 
 clean:
 	rm -rf $(BINDIR)
+
+# The RPM bin/rpm/RPMS/<arch>/glove-<version>-1.<arch>.rpm: the spec's
+# own command with rpm's whole tree (build directory, buildroot, RPMS)
+# under bin/rpm, so that nothing is written outside the repository
+# (packaging/rpm/glove.spec, docs/packaging.md). The spec builds with the
+# go on PATH, not $(GO).
+rpm:
+	rm -rf bin/rpm/RPMS
+	rpmbuild -bb packaging/rpm/glove.spec --define "_topdir $(CURDIR)/bin/rpm"

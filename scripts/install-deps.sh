@@ -14,7 +14,8 @@
 #          usermod, python3 (the demo reads JSON with it).
 #   test   (the default: `make deps`, `make lint`, `make test`) host, and
 #          what the tests and benchmarks compare with or call (bwrap,
-#          crun, runc, ip, groff for the man pages), and staticcheck for
+#          crun, runc, ip, groff for the man pages, rpmbuild and
+#          rpmlint), and staticcheck for
 #          `make lint`.
 #
 # Debian packages come from apt-get, as root. Not root and something
@@ -64,6 +65,8 @@ if [ "$mode" = test ]; then
     [jq]=/usr/bin/jq           # docs/harnesses.md makes its plans with jq; its test runs them
     [ncurses-bin]=/usr/bin/tput # and sizes the terminal with tput
     [groff-base]=/usr/bin/groff # lints docs/man's pages (packaging's TestManPagesExist)
+    [rpm]=/usr/bin/rpmbuild    # packaging's RPM test builds packaging/rpm/glove.spec
+    [rpmlint]=/usr/bin/rpmlint # and lints the RPM
   )
 fi
 missing=()
