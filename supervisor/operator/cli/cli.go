@@ -46,6 +46,14 @@ const usage = `usage:
                                 seccomp, cgroups, loop devices, mkfs.ext4, installed helpers)
                                 and gloved's store (journal use, free space);
                                 exit 1 unless a sandboxed session has all it needs
+  glove setup service [--runtime R (--executable PATH | --search-path DIR...) [--template-id ID]
+        [--arg A]... [--env N=V]... [--read-only-path P]...] [--config-dir DIR] [--user NAME]
+        [--session-store DIR]
+                                as root: write what gloved's unit needs, each file only if it is
+                                missing (never over one): the receipt key, gloved.env with a
+                                fresh anchor (printed once, for the controller), and a starter
+                                session policy for runtime R (ten-minute plans; profiles small,
+                                2 min, and interactive, 5 min)
   glove store compact [--session-store DIR] [--receipt-key K --receipt-anchor HEX]
                                 compact a stopped gloved's journals (as the service user;
                                 a running gloved compacts them on its own)
@@ -145,6 +153,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return attachCommand(args[1:], os.Stdin, stdout, stderr)
 	case "store":
 		return storeCommand(args[1:], stdout, stderr)
+	case "setup":
+		return setupCommand(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK
@@ -174,6 +184,7 @@ var commands = map[string]struct {
 	"helpers":  {usage: usageHelpers},
 	"status":   {usage: usageStatus},
 	"store":    {subs: map[string]string{"compact": usageStore}},
+	"setup":    {subs: map[string]string{"service": helpSetupService}},
 	"policy": {subs: map[string]string{"validate": usagePolicyValidate, "explain": usagePolicyExplain,
 		"detect": usagePolicyDetect, "stage": usagePolicyStage, "generate": helpPolicyGenerate}},
 	"plan":    {subs: map[string]string{"validate": usagePlanValidate}},
