@@ -76,12 +76,15 @@ func allShippedBounds(t *testing.T) []shippedBounds {
 
 // shippedProfiles are every resource profile Glove ships or documents,
 // named by where each comes from: glove run's (policy.ShippedProfiles),
-// the demo policy's (as scripts/demopolicy writes it) and docs/policy.md's
-// example.
+// glove setup service's (policy.GuidedProfiles), the demo policy's (as
+// scripts/demopolicy writes it) and docs/policy.md's example.
 func shippedProfiles(t *testing.T) map[string]policy.ResourceProfile {
 	out := map[string]policy.ResourceProfile{}
 	for _, p := range policy.ShippedProfiles() {
 		out["glove run --profile "+p.ProfileID] = p
+	}
+	for _, p := range policy.GuidedProfiles() {
+		out["glove setup service's starter policy profile "+p.ProfileID] = p
 	}
 	dir := t.TempDir()
 	cmd := exec.Command("go", "run", "../scripts/demopolicy", dir)

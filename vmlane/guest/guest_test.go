@@ -602,3 +602,18 @@ func TestObserverEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupAnchor: the lane takes its anchor from glove setup service's
+// report only when the report prints exactly one, of 64 hex digits.
+func TestSetupAnchor(t *testing.T) {
+	a := strings.Repeat("0a", 32)
+	line := "receipt anchor for the controller (printed this once; it is also in /etc/glove/gloved.env): "
+	if got, err := SetupAnchor("wrote x\n" + line + a + "\nnext: ...\n"); err != nil || got != a {
+		t.Errorf("SetupAnchor: %q %v, want %s", got, err, a)
+	}
+	for _, bad := range []string{"nothing changed\n", line + "xyz\n", line + a + "\n" + line + a + "\n"} {
+		if got, err := SetupAnchor(bad); err == nil {
+			t.Errorf("SetupAnchor(%q) = %q, want an error", bad, got)
+		}
+	}
+}

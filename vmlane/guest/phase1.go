@@ -365,6 +365,12 @@ func (a *Agent) loadPolicy(ev *Evidence) error {
 	if err != nil {
 		return err
 	}
+	if a.setupCell() {
+		// The lane's policy replaces glove setup service's starter
+		// (revision 1) as an operator's edit does: with a new revision,
+		// so that a plan made for the starter no longer validates.
+		lp.Policy.Revision = PolicyRevision + 1
+	}
 	a.lp = lp
 	ev.Printf("policy: executable %s (/bin/sh resolved), read-only paths %v, %d templates, %d profiles",
 		shell, ro, len(lp.Policy.RuntimeTemplates), len(lp.Policy.ResourceProfiles))
@@ -379,28 +385,49 @@ func (a *Agent) checkOperatorFiles(ev *Evidence) error {
 	if err := a.loadPolicy(ev); err != nil {
 		return err
 	}
+	setup := a.setupCell()
+	if setup {
+		// The operator's path from install to a running service:
+		// glove setup service alone, gloved started on its files.
+		if err := a.setupService(ev); err != nil {
+			return fmt.Errorf("glove setup service: %w", err)
+		}
+	} else {
+		key := make([]byte, 32)
+		anchor := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		if _, err := rand.Read(anchor); err != nil {
+			return err
+		}
+		if err := writeOwned(KeyFile, key, uid, gid, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", KeyFile, err)
+		}
+		a.mu.Lock()
+		a.st.Anchor = hex.EncodeToString(anchor)
+		a.saveState()
+		a.mu.Unlock()
+		if err := writeOwned(EnvFile, []byte("GLOVED_RECEIPT_ANCHOR="+a.st.Anchor+"\n"), 0, 0, 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", EnvFile, err)
+		}
+	}
+	// In the set-up cell this is the operator's edit of the starter
+	// policy (docs/policy.md, "The file"): a new file renamed over it,
+	// then gloved restarted to read it.
 	pol := a.lp.Policy
 	data := policy.Canonical(pol)
 	if err := writeOwned(PolicyFile, data, uid, gid, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", PolicyFile, err)
 	}
-	key := make([]byte, 32)
-	anchor := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return err
-	}
-	if _, err := rand.Read(anchor); err != nil {
-		return err
-	}
-	if err := writeOwned(KeyFile, key, uid, gid, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", KeyFile, err)
-	}
-	a.mu.Lock()
-	a.st.Anchor = hex.EncodeToString(anchor)
-	a.saveState()
-	a.mu.Unlock()
-	if err := writeOwned(EnvFile, []byte("GLOVED_RECEIPT_ANCHOR="+a.st.Anchor+"\n"), 0, 0, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", EnvFile, err)
+	if setup {
+		ev.Printf("the lane's policy (revision %d) replaces the starter policy; restarting gloved to read it", pol.Revision)
+		if err := a.svc.Restart(ev); err != nil {
+			return fmt.Errorf("restart gloved on the lane's policy: %v: %s", err, a.svc.Diagnose(ev))
+		}
+		if err := a.waitServing(ev, 60*time.Second); err != nil {
+			return fmt.Errorf("on the lane's policy: %w", err)
+		}
 	}
 	ev.Printf("policy (%d bytes, canonical):\n%s", len(data), indent(string(data)))
 	Run(ev, RunOpts{}, "ls", "-ln", "/etc/glove")
@@ -1105,7 +1132,7 @@ func (a *Agent) checkSessionBasic(ev *Evidence) error {
 		}
 	}
 	if e, ok := bySession[hello.ID]; ok {
-		if e.Body.PlanContentDigest != plan.ContentDigest(hello.Plan) || e.Body.ExitCode != 7 || e.Body.PolicyRevision != PolicyRevision ||
+		if e.Body.PlanContentDigest != plan.ContentDigest(hello.Plan) || e.Body.ExitCode != 7 || e.Body.PolicyRevision != a.lp.Policy.Revision ||
 			e.Body.LaunchDigest != helloStatus.LaunchDigest || e.Body.ControllerPlanDigest != ControllerDigest(hello.Plan, hello.ID) {
 			f.add("hello's receipt %+v", e.Body)
 		}

@@ -40,3 +40,31 @@ var (
 func ShippedProfiles() []ResourceProfile {
 	return []ResourceProfile{ProfileHarness, ProfileMedium, ProfileSmall}
 }
+
+// The guided starter policy's plan lifetime and profiles (`glove setup
+// service` writes them; the reference's session-policy guided shape): a
+// ten-minute max_plan_ttl_ms, a two-minute `small` profile for probes
+// and short turns, and an explicit five-minute `interactive` profile for
+// model-backed turns that spend most of their lifetime waiting on
+// egress. The plan lifetime exceeds both wall times by far more than
+// LaunchHeadroomMs, so a plan of either can be approved and launched.
+// TestShippedProfilesFitShippedBounds (packaging) checks both against
+// the shipped helper bounds, as it does the shipped profiles.
+const GuidedMaxPlanTTLMs = 10 * 60_000
+
+var (
+	// GuidedSmall is ProfileSmall with two minutes of wall time: a probe
+	// or a short turn that has not ended in two minutes is stuck.
+	GuidedSmall = ResourceProfile{ProfileID: "small", CPUTimeMs: 60_000, MemoryBytes: 512 << 20, Pids: 256,
+		WallTimeMs: 2 * 60_000, DiskBytes: 256 << 20, TerminalOutputBytes: 16 << 20}
+	// GuidedInteractive is ProfileHarness's measured sizes (one
+	// model-backed turn) under the name the guided shape gives it.
+	GuidedInteractive = ResourceProfile{ProfileID: "interactive", CPUTimeMs: 5 * 60_000, MemoryBytes: 2 << 30, Pids: 512,
+		WallTimeMs: 5 * 60_000, DiskBytes: 4 << 30, TerminalOutputBytes: 64 << 20}
+)
+
+// GuidedProfiles returns the guided starter policy's profiles, sorted by
+// profile_id.
+func GuidedProfiles() []ResourceProfile {
+	return []ResourceProfile{GuidedInteractive, GuidedSmall}
+}

@@ -47,6 +47,14 @@ const usage = `usage:
                                 seccomp, cgroups, loop devices, mkfs.ext4, installed helpers)
                                 and gloved's store (journal use, free space);
                                 exit 1 unless a sandboxed session has all it needs
+  glove setup service [--runtime R (--executable PATH | --search-path DIR...) [--template-id ID]
+        [--arg A]... [--env N=V]... [--read-only-path P]...] [--config-dir DIR] [--user NAME]
+        [--session-store DIR]
+                                as root: write what gloved's unit needs, each file only if it is
+                                missing (never over one): the receipt key, gloved.env with a
+                                fresh anchor (printed once, for the controller), and a starter
+                                session policy for runtime R (ten-minute plans; profiles small,
+                                2 min, and interactive, 5 min)
   glove store compact [--session-store DIR] [--receipt-key K --receipt-anchor HEX]
                                 compact a stopped gloved's journals (as the service user;
                                 a running gloved compacts them on its own)
@@ -183,6 +191,9 @@ var commands = map[string]*command{
 	"status":   {usage: usageStatus, flags: flagsOf[statusFlags](), run: statusCommand},
 	"store": {subs: map[string]*command{
 		"compact": {usage: usageStore, flags: flagsOf[storeFlags](), run: storeCompact},
+	}},
+	"setup": {subs: map[string]*command{
+		"service": {usage: helpSetupService, flags: flagsOf[setupFlags](), run: setupServiceCommand},
 	}},
 	"policy": {subs: map[string]*command{
 		"validate": {usage: usagePolicyValidate, flags: flagsOf[policyValidateFlags](), run: policyValidate},

@@ -21,10 +21,10 @@ import (
 // new one is a decision about its completion; boolean flags take none.
 var completionValue = kinds(map[string][]string{
 	"file": {"file", "policy", "plan", "receipt", "receipt-key", "key", "executable", "socket", "source"},
-	"dir": {"libexec", "session-store", "workspace", "directory", "search-path", "materialization-root",
+	"dir": {"libexec", "session-store", "config-dir", "workspace", "directory", "search-path", "materialization-root",
 		"library-bundle-root", "read-only-path"},
 	"own": {"runtime", "template-id", "model-endpoint", "model", "key-env", "arg", "env", "alias",
-		"destination", "backend", "receipt-anchor", "anchor", "limit", "inherited-fd", "profile"},
+		"destination", "backend", "receipt-anchor", "anchor", "limit", "inherited-fd", "profile", "user"},
 })
 
 // kinds is each flag's kind, from the flags of each kind.
