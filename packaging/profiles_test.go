@@ -63,7 +63,7 @@ func setupHostBounds(t *testing.T, file string, cfg helperkit.Config) {
 }
 
 // allShippedBounds are the package's conffiles and setup-host's bounds
-// (which make demo and the README's set-up use).
+// (which make demo and docs/building.md's set-up use).
 func allShippedBounds(t *testing.T) []shippedBounds {
 	pkg := shippedBounds{from: "packaging/etc/glove", mnt: &mounter.Config{}, cg: &cgroup.Config{}}
 	decodeExample(t, "mounter.json", pkg.mnt)
@@ -128,11 +128,12 @@ func profileFits(p policy.ResourceProfile, b shippedBounds) error {
 }
 
 // TestShippedProfilesFitShippedBounds fails when a profile Glove ships or
-// documents would be refused by bounds Glove ships: the README's
-// `--profile medium` was (1,024 pids + 32 for glove-shim over
-// setup-host's max_pids 1,024; a 2 GiB tmpfs over 1 GiB). It also checks
-// that each shipped max_tmpfs_inodes is what the supervisor derives for
-// max_tmpfs_bytes, so every size within the bound gets its inodes.
+// documents would be refused by bounds Glove ships: the `--profile
+// medium` of docs/running.md (then the README's) was (1,024 pids + 32
+// for glove-shim over setup-host's max_pids 1,024; a 2 GiB tmpfs over
+// 1 GiB). It also checks that each shipped max_tmpfs_inodes is what the
+// supervisor derives for max_tmpfs_bytes, so every size within the
+// bound gets its inodes.
 func TestShippedProfilesFitShippedBounds(t *testing.T) {
 	bounds := allShippedBounds(t)
 	profiles := shippedProfiles(t)
