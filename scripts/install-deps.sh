@@ -14,7 +14,9 @@
 #          usermod, python3 (the demo reads JSON with it).
 #   test   (the default: `make deps`, `make lint`, `make test`) host, and
 #          what the tests and benchmarks compare with or call (bwrap,
-#          crun, runc, ip), and staticcheck for `make lint`.
+#          crun, runc, ip), what the package tests use (`make deb`'s
+#          dpkg-buildpackage and debhelper, lintian, man), and
+#          staticcheck for `make lint`.
 #
 # Debian packages come from apt-get, as root. Not root and something
 # missing: one line naming the packages, exit 1. staticcheck comes from
@@ -62,6 +64,15 @@ if [ "$mode" = test ]; then
     [socat]=/usr/bin/socat     # the egress relay's benchmark anchor
     [jq]=/usr/bin/jq           # docs/harnesses.md makes its plans with jq; its test runs them
     [ncurses-bin]=/usr/bin/tput # and sizes the terminal with tput
+    # The package tests (packaging/deb_test.go, lintian_test.go): make
+    # deb is dpkg-buildpackage on debian/, whose Build-Depends beyond
+    # build's are debhelper and bash-completion (dh_bash-completion);
+    # lintian judges the result; man opens the installed pages.
+    [dpkg-dev]=/usr/bin/dpkg-buildpackage
+    [debhelper]=/usr/bin/dh
+    [bash-completion]=/usr/bin/dh_bash-completion
+    [lintian]=/usr/bin/lintian
+    [man-db]=/usr/bin/man
   )
 fi
 missing=()
