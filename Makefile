@@ -14,8 +14,13 @@ VERSION ?=
 # PIE=1 (debian/rules sets it) builds position-independent executables:
 # -buildmode=pie everywhere, glove-shim linked -static-pie (glibc's
 # rcrt1.o; libseccomp.a and libc.a are PIC in Debian), so that every
-# executable is loaded at a random address. Off by default: a
-# developer's build and the tests' prebuilt binaries keep Go's default.
+# executable is loaded at a random address. The pure-Go PIEs name
+# ld.so as their interpreter (and no library): for a helper that gains
+# file capabilities the kernel sets AT_SECURE and ld.so ignores
+# LD_PRELOAD and LD_LIBRARY_PATH (threat: a caller's environment loading
+# code into a capability-holding process); the others gain nothing by
+# execve. Off by default: a developer's build and the tests' prebuilt
+# binaries keep Go's default.
 PIE ?=
 
 MODULE  := github.com/glove-sandbox/glove
