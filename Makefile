@@ -16,10 +16,11 @@ VERSION ?=
 # rcrt1.o; libseccomp.a and libc.a are PIC in Debian), so that every
 # executable is loaded at a random address. The pure-Go PIEs name
 # ld.so as their interpreter (and no library): for a helper that gains
-# file capabilities the kernel sets AT_SECURE and ld.so ignores
-# LD_PRELOAD and LD_LIBRARY_PATH (threat: a caller's environment loading
-# code into a capability-holding process); the others gain nothing by
-# execve. Off by default: a developer's build and the tests' prebuilt
+# file capabilities the kernel sets AT_SECURE, and ld.so's
+# secure-execution mode (ld.so(8)) ignores LD_LIBRARY_PATH and preloads
+# only set-user-ID libraries from the system directories (threat: a
+# caller's environment loading code into a capability-holding process);
+# the others gain nothing by execve. Off by default: a developer's build and the tests' prebuilt
 # binaries keep Go's default.
 PIE ?=
 
