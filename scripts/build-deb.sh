@@ -55,7 +55,9 @@ have="$(dpkg-query -W -f='${Version}' golang-go 2>/dev/null || true)"
 profiles="${DEB_BUILD_PROFILES:-}"
 if [ -z "$have" ] || ! dpkg --compare-versions "$have" ge "2:$want~"; then
   profiles="${profiles:+$profiles }pkg.glove.go-on-path"
-  echo "$prog: golang-go ${have:-not installed} is older than go.mod's $want: building with DEB_BUILD_PROFILES=pkg.glove.go-on-path and $gopath"
+  why="is not installed"
+  [ -z "$have" ] || why="$have is older than go.mod's go $want"
+  echo "$prog: golang-go $why: building with DEB_BUILD_PROFILES=pkg.glove.go-on-path and $gopath"
 fi
 
 # The results of an earlier build go first: the VM lane installs
