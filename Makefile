@@ -8,10 +8,38 @@ GROUP   ?= glove
 GO      ?= go
 FUZZTIME ?= 20s
 
+# VERSION, when set (debian/rules sets the package's), is what `glove
+# version` prints instead of "dev".
+VERSION ?=
+# PIE=1 (debian/rules sets it) builds position-independent executables:
+# -buildmode=pie everywhere, glove-shim linked -static-pie (glibc's
+# rcrt1.o; libseccomp.a and libc.a are PIC in Debian), so that every
+# executable is loaded at a random address. The pure-Go PIEs name
+# ld.so as their interpreter (and no library): for a helper that gains
+# file capabilities the kernel sets AT_SECURE, and ld.so's
+# secure-execution mode (ld.so(8)) ignores LD_LIBRARY_PATH and preloads
+# only set-user-ID libraries from the system directories (threat: a
+# caller's environment loading code into a capability-holding process);
+# the others gain nothing by execve. Off by default: a developer's build and the tests' prebuilt
+# binaries keep Go's default.
+PIE ?=
+
 MODULE  := github.com/glove-sandbox/glove
-LDFLAGS := -X $(MODULE)/helpers/helperkit.ConfigDir=$(CONFDIR) \
+# -B gobuildid: a GNU build ID note derived from Go's build ID, which
+# dh_strip needs to split the debug symbols into the -dbgsym package
+# (the external linker adds its own for the cgo executables).
+LDFLAGS := -B gobuildid \
+           -X $(MODULE)/helpers/helperkit.ConfigDir=$(CONFDIR) \
            -X $(MODULE)/supervisor/operator/cli.LibexecDir=$(PREFIX)/libexec/glove \
-           -X $(MODULE)/supervisor/service/daemon.LibexecDir=$(PREFIX)/libexec/glove
+           -X $(MODULE)/supervisor/service/daemon.LibexecDir=$(PREFIX)/libexec/glove \
+           $(if $(VERSION),-X $(MODULE)/supervisor/operator/cli.Version=$(VERSION))
+ifeq ($(PIE),1)
+BUILDMODE   := -buildmode=pie
+STATIC_LINK := -static-pie
+else
+BUILDMODE   :=
+STATIC_LINK := -static
+endif
 
 # One main package per executable; the directory name is the binary name.
 # CGO_CMDS are built with cgo, STATIC_CMDS with cgo and linked statically,
@@ -29,7 +57,7 @@ CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 # glibc NSS code is linked in: it executes itself again in the sandbox's
 # new namespaces (stage 1), where it loads nothing from the host's
 # library directories, and a host needs no libseccomp to run it.
-STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "-static"'
+STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -extldflags "$(STATIC_LINK)"'
 # The VM lane's test binaries are linked the same way: its guests have
 # no libseccomp-dev and may have another glibc.
 STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
@@ -54,9 +82,9 @@ all: build
 build:
 	@GO='$(GO)' scripts/install-deps.sh build
 	@mkdir -p $(BINDIR)
-	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(CGO_CMDS)
-	CGO_ENABLED=1 $(GO) build -trimpath $(STATIC_FLAGS) -o $(BINDIR)/ $(STATIC_CMDS)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(NOCGO_CMDS)
+	CGO_ENABLED=1 $(GO) build -trimpath $(BUILDMODE) -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(CGO_CMDS)
+	CGO_ENABLED=1 $(GO) build -trimpath $(BUILDMODE) $(STATIC_FLAGS) -o $(BINDIR)/ $(STATIC_CMDS)
+	CGO_ENABLED=0 $(GO) build -trimpath $(BUILDMODE) -ldflags '$(LDFLAGS)' -o $(BINDIR)/ $(NOCGO_CMDS)
 
 install: build
 	scripts/create-group.sh $(GROUP)
@@ -141,9 +169,11 @@ bench-more:
 	$(GO) test -run=NONE -bench=Loopext4 -benchtime=20x -count=3 ./helpers/integration/
 	$(GO) test -run=NONE -bench=Sessions -benchtime=1000000x -count=1 ./supervisor/state/store/
 
-# The Debian package bin/deb/glove_<version>_<arch>.deb, with dpkg-deb
-# only (docs/packaging.md): built with PREFIX=/usr CONFDIR=/etc/glove into
-# bin/deb-build, so bin/ is left alone.
+# The Debian package bin/deb/glove_<version>_<arch>.deb (and its
+# -dbgsym .ddeb, .changes, .buildinfo): the source package debian/,
+# built by dpkg-buildpackage in a copy of the tree under bin/deb-src so
+# that nothing is written outside the repository (scripts/build-deb.sh,
+# docs/packaging.md).
 deb:
 	scripts/build-deb.sh
 

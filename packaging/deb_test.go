@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestDebInstallRunPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deb := buildDeb(t)
+	deb, _ := buildDeb(t)
 	checkControlArchive(t, deb)
 	contents := debPaths(t, deb)
 	existed := map[string]bool{}
@@ -113,6 +114,8 @@ func TestDebInstallRunPurge(t *testing.T) {
 	t.Run("modes and owners", func(t *testing.T) { checkModes(t, gid) })
 	t.Run("directories", func(t *testing.T) { checkDirs(t, uid, gid) })
 	t.Run("unit verifies", func(t *testing.T) { checkUnit(t) })
+	t.Run("man pages", func(t *testing.T) { checkManPages(t) })
+	t.Run("bash completion", func(t *testing.T) { checkCompletion(t) })
 	t.Run("session", func(t *testing.T) { runSession(t, v2, uid, gid) })
 
 	if t.Failed() {
@@ -201,27 +204,49 @@ func moveAside(t *testing.T, p string) {
 	})
 }
 
-func buildDeb(t *testing.T) string {
+// debBuild is `make deb`'s result, built once per test process:
+// TestDebInstallRunPurge and TestDebLintian share it.
+var debBuild struct {
+	once    sync.Once
+	deb     string // bin/deb/glove_<version>_<arch>.deb
+	changes string // bin/deb/glove_<version>_<arch>.changes
+	err     error
+}
+
+// buildDeb runs `make deb` (dpkg-buildpackage on debian/, through
+// scripts/build-deb.sh) and returns the .deb and the .changes.
+func buildDeb(t *testing.T) (deb, changes string) {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
+	debBuild.once.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			debBuild.err = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		root := filepath.Dir(strings.TrimSpace(string(out)))
+		cmd := exec.Command("make", "-s", "deb")
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			debBuild.err = fmt.Errorf("make deb: %w\n%s", err, b)
+			return
+		}
+		debs, _ := filepath.Glob(filepath.Join(root, "bin/deb/glove_*.deb"))
+		chs, _ := filepath.Glob(filepath.Join(root, "bin/deb/glove_*.changes"))
+		if len(debs) != 1 || len(chs) != 1 {
+			debBuild.err = fmt.Errorf("bin/deb holds %v and %v, want one package and one .changes", debs, chs)
+			return
+		}
+		debBuild.deb, debBuild.changes = debs[0], chs[0]
+	})
+	if debBuild.err != nil {
+		t.Fatal(debBuild.err)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	cmd := exec.Command(filepath.Join(root, "scripts/build-deb.sh"))
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("scripts/build-deb.sh: %v\n%s", err, b)
-	}
-	debs, _ := filepath.Glob(filepath.Join(root, "bin/deb/glove_*.deb"))
-	if len(debs) != 1 {
-		t.Fatalf("bin/deb holds %v, want one package", debs)
-	}
-	return debs[0]
+	return debBuild.deb, debBuild.changes
 }
 
 // checkControlArchive: the control archive holds the control file, the
-// conffiles and exactly the maintainer scripts, each executable.
+// conffiles, the md5sums and exactly the maintainer scripts, each
+// executable.
 func checkControlArchive(t *testing.T, deb string) {
 	t.Helper()
 	tar := exec.Command("tar", "-tv")
@@ -237,7 +262,7 @@ func checkControlArchive(t *testing.T, deb string) {
 			got[name] = f[0]
 		}
 	}
-	want := map[string]string{"control": "-rw-r--r--", "conffiles": "-rw-r--r--"}
+	want := map[string]string{"control": "-rw-r--r--", "conffiles": "-rw-r--r--", "md5sums": "-rw-r--r--"}
 	for _, s := range maintainerScripts {
 		want[s] = "-rwxr-xr-x"
 	}
@@ -452,6 +477,38 @@ func checkUnit(t *testing.T) {
 	}
 	if err != nil || len(rest) != 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// checkManPages: man finds the installed pages of the command line, the
+// supervisor and a helper (an auditor's entry point), and renders one.
+func checkManPages(t *testing.T) {
+	if _, err := exec.LookPath("man"); err != nil {
+		t.Fatal("man not found (scripts/install-deps.sh test installs man-db)")
+	}
+	for _, page := range []string{"glove", "gloved", "glove-mounter"} {
+		out, err := exec.Command("man", "-w", page).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "/usr/share/man/man") {
+			t.Errorf("man -w %s: %v %q, want the package's page under /usr/share/man", page, err, out)
+		} else {
+			t.Logf("man -w %s: %s", page, strings.TrimSpace(string(out)))
+		}
+	}
+	cmd := exec.Command("man", "glove")
+	cmd.Env = append(os.Environ(), "MANPAGER=cat", "MANWIDTH=80", "LANG=C.UTF-8")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "NAME") || !strings.Contains(string(out), "glove") {
+		t.Errorf("MANPAGER=cat man glove: %v\n%s", err, out)
+	}
+}
+
+// checkCompletion: bash-completion finds the scripts by command name.
+func checkCompletion(t *testing.T) {
+	for _, c := range []string{"glove", "gloved"} {
+		p := filepath.Join("/usr/share/bash-completion/completions", c)
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v, want a 0644 file", p, err)
+		}
 	}
 }
 

@@ -4,7 +4,7 @@
 // capability table: where each executable goes and with which mode
 // (Stage), the postinst lines that give every helper its group, mode and
 // file capabilities (Postinst), and the supervisor unit's capability
-// bounding set (BoundingSet). scripts/build-deb.sh drives it through
+// bounding set (BoundingSet). debian/rules drives it through
 // cmd/glove-deb; docs/packaging.md describes the result.
 //
 // The archive itself holds every file root:root with no file capability
@@ -121,8 +121,8 @@ func BoundingSet() []string {
 
 // Stage copies every executable of the table from binDir into root (the
 // package's file tree) under prefix, with Mode: 0750 for helpers, 0755
-// otherwise, whatever the umask. Ownership is left to dpkg-deb
-// --root-owner-group.
+// otherwise, whatever the umask. Ownership is left to dpkg-deb, which
+// debhelper runs with --root-owner-group (Rules-Requires-Root: no).
 func Stage(binDir, root, prefix string) error {
 	if !filepath.IsAbs(prefix) {
 		return fmt.Errorf("stage: prefix %q is not absolute", prefix)

@@ -28,7 +28,7 @@ var helperLine = regexp.MustCompile(`^\s*glove_helper (\S+) (\S+)\s*$`)
 
 func generatedPostinst(t *testing.T) string {
 	t.Helper()
-	tmpl, err := os.ReadFile("debian/postinst.in")
+	tmpl, err := os.ReadFile("../debian/glove.postinst.in")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,40 +301,45 @@ func TestStageModes(t *testing.T) {
 }
 
 // maintainerScripts are the scripts of the package's control archive:
-// packaging/debian/NAME (postinst generated from postinst.in), each
-// installed by scripts/build-deb.sh (TestDebInstallRunPurge checks the
-// archive).
+// debian/glove.NAME (postinst generated from glove.postinst.in by
+// debian/rules), each completed by dh_installdeb at its #DEBHELPER#
+// line (TestDebInstallRunPurge checks the archive).
 var maintainerScripts = []string{"preinst", "postinst", "prerm", "postrm"}
 
-// TestMaintainerScripts keeps maintainerScripts and packaging/debian in
-// step, and checks each script's shape: POSIX sh with set -e, parsed by
-// sh -n.
+// TestMaintainerScripts keeps maintainerScripts and debian/ in step, and
+// checks each script's shape: POSIX sh with set -e, parsed by sh -n, with
+// exactly one #DEBHELPER# line on its own (where debhelper's snippets go;
+// in postinst after the configure branch, so after create_user).
 func TestMaintainerScripts(t *testing.T) {
-	ents, err := os.ReadDir("debian")
+	ents, err := os.ReadDir("../debian")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var files []string
 	for _, e := range ents {
-		files = append(files, e.Name())
+		for _, s := range []string{"preinst", "postinst", "prerm", "postrm", "config", "triggers"} {
+			if n := e.Name(); n == s || strings.HasPrefix(n, "glove."+s) || strings.HasPrefix(n, s+".") {
+				files = append(files, n)
+			}
+		}
 	}
-	want := []string{"control.in", "copyright"}
+	var want []string
 	for _, s := range maintainerScripts {
 		if s == "postinst" {
 			s = "postinst.in"
 		}
-		want = append(want, s)
+		want = append(want, "glove."+s)
 	}
 	slices.Sort(want)
 	if !slices.Equal(files, want) {
-		t.Errorf("packaging/debian holds %v, want %v (a new maintainer script: add it to maintainerScripts and scripts/build-deb.sh)", files, want)
+		t.Errorf("debian/ holds the maintainer scripts %v, want %v (a new maintainer script: add it to maintainerScripts)", files, want)
 	}
 	for _, s := range maintainerScripts {
 		text := ""
 		if s == "postinst" {
 			text = generatedPostinst(t)
 		} else {
-			b, err := os.ReadFile(filepath.Join("debian", s))
+			b, err := os.ReadFile(filepath.Join("../debian", "glove."+s))
 			if err != nil {
 				t.Error(err)
 				continue
@@ -343,6 +348,12 @@ func TestMaintainerScripts(t *testing.T) {
 		}
 		if !strings.HasPrefix(text, "#!/bin/sh\n") || !regexp.MustCompile(`(?m)^set -e$`).MatchString(text) {
 			t.Errorf("%s: want #!/bin/sh and set -e", s)
+		}
+		if n := len(regexp.MustCompile(`(?m)^#DEBHELPER#$`).FindAllString(text, -1)); n != 1 {
+			t.Errorf("%s: %d #DEBHELPER# lines, want one", s, n)
+		}
+		if s == "postinst" && strings.Index(text, "\n#DEBHELPER#\n") < strings.Index(text, "\tcreate_user\n") {
+			t.Errorf("postinst: #DEBHELPER# (systemd-sysusers) before create_user: the .package-created-* markers would miss the user it creates")
 		}
 		cmd := exec.Command("sh", "-n")
 		cmd.Stdin = strings.NewReader(text)
@@ -357,7 +368,7 @@ func TestMaintainerScripts(t *testing.T) {
 // naming the fix, exactly when the marker scripts/setup-host.sh writes is
 // there, and changes nothing.
 func TestPreinstSetupHostMarker(t *testing.T) {
-	src, err := os.ReadFile("debian/preinst")
+	src, err := os.ReadFile("../debian/glove.preinst")
 	if err != nil {
 		t.Fatal(err)
 	}

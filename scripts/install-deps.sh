@@ -14,8 +14,9 @@
 #          usermod, python3 (the demo reads JSON with it).
 #   test   (the default: `make deps`, `make lint`, `make test`) host, and
 #          what the tests and benchmarks compare with or call (bwrap,
-#          crun, runc, ip, groff for the man pages, rpmbuild and
-#          rpmlint), and staticcheck for
+#          crun, runc, ip), what the package tests use (`make deb`'s
+#          dpkg-buildpackage and debhelper, lintian, man, groff for the
+#          man pages, rpmbuild and rpmlint), and staticcheck for
 #          `make lint`.
 #
 # Debian packages come from apt-get, as root. Not root and something
@@ -67,6 +68,15 @@ if [ "$mode" = test ]; then
     [groff-base]=/usr/bin/groff # lints docs/man's pages (packaging's TestManPagesExist)
     [rpm]=/usr/bin/rpmbuild    # packaging's RPM test builds packaging/rpm/glove.spec
     [rpmlint]=/usr/bin/rpmlint # and lints the RPM
+    # The package tests (packaging/deb_test.go, lintian_test.go): make
+    # deb is dpkg-buildpackage on debian/, whose Build-Depends beyond
+    # build's are debhelper and bash-completion (dh_bash-completion);
+    # lintian judges the result; man opens the installed pages.
+    [dpkg-dev]=/usr/bin/dpkg-buildpackage
+    [debhelper]=/usr/bin/dh
+    [bash-completion]=/usr/bin/dh_bash-completion
+    [lintian]=/usr/bin/lintian
+    [man-db]=/usr/bin/man
   )
 fi
 missing=()

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Command glove-deb is what scripts/build-deb.sh asks of the capability
-// table (package packaging):
+// Command glove-deb is what debian/rules asks of the capability table
+// (package packaging):
 //
 //	glove-deb stage -bindir DIR -root DIR [-prefix /usr]
 //	    copies the built executables into the package tree, modes from the table
