@@ -8,6 +8,7 @@ package bashcomp
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -63,3 +64,37 @@ func Complete(script, function string, cases [][]string) ([][]string, error) {
 
 // quote is s as one bash word.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Kinds maps each flag to the kind of value its completion offers
+// ("file", "dir" or "own": a value of the flag's own, nothing offered),
+// from the flags of each kind; each command's completion test lists
+// its value flags this way, so a new one is a decision about its
+// completion.
+func Kinds(byKind map[string][]string) map[string]string {
+	out := map[string]string{}
+	for kind, flags := range byKind {
+		for _, f := range flags {
+			out[f] = kind
+		}
+	}
+	return out
+}
+
+// PathFixture makes, in the (temporary) directory tmp, a directory adir
+// and a file afile, and returns the directory and what completion
+// should offer after a flag of each kind: both names for a file flag,
+// the directory alone for a directory flag, nothing for a value of the
+// flag's own.
+func PathFixture(tmp string) (map[string][]string, error) {
+	if err := os.Mkdir(filepath.Join(tmp, "adir"), 0o700); err != nil {
+		return nil, fmt.Errorf("completion fixture: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "afile"), nil, 0o600); err != nil {
+		return nil, fmt.Errorf("completion fixture: %w", err)
+	}
+	return map[string][]string{
+		"file": {tmp + "/adir", tmp + "/afile"},
+		"dir":  {tmp + "/adir"},
+		"own":  nil,
+	}, nil
+}

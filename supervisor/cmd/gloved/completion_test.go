@@ -4,8 +4,6 @@ package main
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,39 +15,22 @@ import (
 // completionValue is what bash completion offers for each flag's value:
 // file names, directory names, or nothing (a value of the flag's own).
 // Every flag is here, so a new one is a decision about its completion.
-var completionValue = kinds(map[string][]string{
+var completionValue = bashcomp.Kinds(map[string][]string{
 	"file": {"session-policy", "receipt-key", "local-services", "socket"},
 	"dir":  {"session-store", "materialization-root", "runtime-dir", "libexec", "library-bundle-root"},
 	"own":  {"receipt-anchor", "allow-uid", "idempotency-retention", "idle-timeout", "line-timeout"},
 })
-
-// kinds is each flag's kind, from the flags of each kind.
-func kinds(byKind map[string][]string) map[string]string {
-	out := map[string]string{}
-	for kind, flags := range byKind {
-		for _, f := range flags {
-			out[f] = kind
-		}
-	}
-	return out
-}
 
 // TestCompletion holds packaging/completion/gloved to gloved's flag set:
 // run in bash as a Tab would, it offers exactly gloved's flags and
 // --version, and after a flag that takes a path, file or directory names.
 func TestCompletion(t *testing.T) {
 	tmp := t.TempDir()
-	if err := os.Mkdir(filepath.Join(tmp, "adir"), 0o700); err != nil {
+	offered, err := bashcomp.PathFixture(tmp)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(tmp, "afile"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string][]string{
-		"file": {tmp + "/adir", tmp + "/afile"},
-		"dir":  {tmp + "/adir"},
-		"own":  nil,
-	}
+	want := offered
 	cases := [][]string{{"gloved", "-"}}
 	wants := [][]string{{"--version"}}
 	var cfg daemon.Config

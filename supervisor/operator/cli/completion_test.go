@@ -5,8 +5,6 @@ package cli
 import (
 	"flag"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,24 +17,13 @@ import (
 // the names of files (and directories), of directories only, or a
 // value of the flag's own. Every flag that takes a value is here, so a
 // new one is a decision about its completion; boolean flags take none.
-var completionValue = kinds(map[string][]string{
+var completionValue = bashcomp.Kinds(map[string][]string{
 	"file": {"file", "policy", "plan", "receipt", "receipt-key", "key", "executable", "socket", "source"},
 	"dir": {"libexec", "session-store", "config-dir", "workspace", "directory", "search-path", "materialization-root",
 		"library-bundle-root", "read-only-path"},
 	"own": {"runtime", "template-id", "model-endpoint", "model", "key-env", "arg", "env", "alias",
 		"destination", "backend", "receipt-anchor", "anchor", "limit", "inherited-fd", "profile", "user"},
 })
-
-// kinds is each flag's kind, from the flags of each kind.
-func kinds(byKind map[string][]string) map[string]string {
-	out := map[string]string{}
-	for kind, flags := range byKind {
-		for _, f := range flags {
-			out[f] = kind
-		}
-	}
-	return out
-}
 
 // TestCompletion holds packaging/completion/glove to the command table:
 // run in bash as a Tab would, it offers exactly glove's commands, each
@@ -46,10 +33,8 @@ func kinds(byKind map[string][]string) map[string]string {
 // nothing.
 func TestCompletion(t *testing.T) {
 	tmp := t.TempDir()
-	if err := os.Mkdir(filepath.Join(tmp, "adir"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "afile"), nil, 0o600); err != nil {
+	offered, err := bashcomp.PathFixture(tmp)
+	if err != nil {
 		t.Fatal(err)
 	}
 	type check struct {
@@ -70,9 +55,9 @@ func TestCompletion(t *testing.T) {
 		profiles = append(profiles, p.ProfileID)
 	}
 	byKind := map[string]func([]string) string{
-		"file": exactly([]string{tmp + "/adir", tmp + "/afile"}),
-		"dir":  exactly([]string{tmp + "/adir"}),
-		"own":  exactly(nil),
+		"file": exactly(offered["file"]),
+		"dir":  exactly(offered["dir"]),
+		"own":  exactly(offered["own"]),
 	}
 	checks := []check{{[]string{"glove", ""}, exactly(slices.Collect(maps.Keys(commands)))}}
 	used := map[string]bool{}
