@@ -147,8 +147,11 @@ func run(args []string) int {
 		code = 1
 	}
 	// Shutdown has closed every listener Serve was given (the close
-	// ends Serve); this second close can only report that, and is
-	// kept for a Serve that ended before Shutdown registered it.
-	_ = ln.Close()
+	// ends Serve); this second close is kept for a Serve that ended
+	// before Shutdown registered it. Its error, "use of closed network
+	// connection" in the usual case, is harmless: the process exits
+	// next, which closes the descriptor anyway, and nothing durable
+	// waits on it.
+	_ = ln.Close() // harmless: see above
 	return code
 }

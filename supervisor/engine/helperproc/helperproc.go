@@ -87,7 +87,9 @@ func Start(opts Options) (*Proc, error) {
 		if kerr := cmd.Process.Kill(); kerr != nil && !errors.Is(kerr, os.ErrProcessDone) {
 			err = errors.Join(err, fmt.Errorf("kill: %w", kerr))
 		}
-		_ = cmd.Wait() // reaps it; its status is the kill above
+		// Harmless: Wait only reaps the helper killed just above; its
+		// status can only be "killed", and a failed kill is in err.
+		_ = cmd.Wait()
 		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
 	}
 	return &Proc{Name: opts.Name, Cmd: cmd, Client: &wirecall.Client{Conn: conn}, conn: conn}, nil

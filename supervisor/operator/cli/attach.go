@@ -118,7 +118,13 @@ func attachCommand(args []string, stdin *os.File, stdout, stderr io.Writer) int 
 				fmt.Fprintf(stderr, "glove: attach: output: %v%s", err, nl)
 				return ExitFail
 			}
-			_, _ = stdout.Write(o.Data)
+			// Output nobody can read (the terminal or pipe gone) ends
+			// the attachment, said once: the session keeps running and
+			// the next attach replays the last 64 KiB of its output.
+			if _, err := stdout.Write(o.Data); err != nil {
+				fmt.Fprintf(stderr, "glove: attach: write output: %v%s", err, nl)
+				return ExitFail
+			}
 		case "ended":
 			var e struct {
 				Termination string `json:"termination"`

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,5 +219,35 @@ func TestAttachTerminalSize(t *testing.T) {
 	after, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
 	if err != nil || after.Lflag != before.Lflag || after.Iflag != before.Iflag {
 		t.Errorf("terminal settings not restored (%v): lflag %#x, was %#x", err, after.Lflag, before.Lflag)
+	}
+}
+
+// failingWriter is an output nobody reads any more (a closed pipe).
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// TestAttachOutputUnwritable: output glove attach cannot write ends it
+// with exit 1 and one line saying so, not a loop that drops the
+// session's output silently.
+func TestAttachOutputUnwritable(t *testing.T) {
+	s := &attachServer{}
+	sock := s.start(t, "")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close() // input stays open: only the output failure may end it
+	var errs bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- attachCommand([]string{"--socket", sock, "s1"}, r, failingWriter{}, &errs) }()
+	select {
+	case code := <-done:
+		if code != ExitFail || !strings.Contains(errs.String(), "glove: attach: write output: broken pipe") {
+			t.Fatalf("exit %d stderr %q, want %d and the write's failure", code, errs.String(), ExitFail)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("glove attach still running after its output failed")
 	}
 }

@@ -110,7 +110,12 @@ func callCommand(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "glove: call: attach: output: %v\n", err)
 				return ExitFail
 			}
-			_, _ = stdout.Write(o.Data)
+			// As glove attach: output nobody can read ends the call; the
+			// session keeps running.
+			if _, err := stdout.Write(o.Data); err != nil {
+				fmt.Fprintf(stderr, "glove: call: attach: write output: %v\n", err)
+				return ExitFail
+			}
 		case "ended":
 			var e struct {
 				Termination string `json:"termination"`
