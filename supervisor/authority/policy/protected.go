@@ -45,6 +45,14 @@ var ErrUnprotected = errors.New("file is not protected")
 // the policy lives (the runtime directory rules apply to gloved's own
 // directories).
 func ReadProtected(path string, max int64) ([]byte, error) {
+	return ReadProtectedOwnedBy(path, max, os.Geteuid())
+}
+
+// ReadProtectedOwnedBy is ReadProtected for a file that must be owned by
+// uid rather than by the caller: root checking, before it starts the
+// service, a file the service user will read (glove setup service), by
+// the very rules gloved will apply to it.
+func ReadProtectedOwnedBy(path string, max int64, uid int) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
@@ -58,7 +66,7 @@ func ReadProtected(path string, max int64) ([]byte, error) {
 	if err := unix.Fstat(fd, &before); err != nil {
 		return nil, fmt.Errorf("read protected file %s: stat: %w", path, err)
 	}
-	if err := checkProtected(&before, max); err != nil {
+	if err := checkProtected(&before, max, uint32(uid)); err != nil {
 		return nil, fmt.Errorf("read protected file %s: %w", path, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
@@ -77,12 +85,16 @@ func ReadProtected(path string, max int64) ([]byte, error) {
 }
 
 // checkProtected applies the rules to one stat result.
-func checkProtected(st *unix.Stat_t, max int64) error {
+func checkProtected(st *unix.Stat_t, max int64, uid uint32) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("not a regular file (%s): %w", filetype.Name(st.Mode), ErrUnprotected)
 	}
-	if uid := uint32(os.Geteuid()); st.Uid != uid {
-		return fmt.Errorf("owned by uid %d, not the current uid %d: %w", st.Uid, uid, ErrUnprotected)
+	if st.Uid != uid {
+		whose := "uid"
+		if uid == uint32(os.Geteuid()) {
+			whose = "the current uid"
+		}
+		return fmt.Errorf("owned by uid %d, not %s %d: %w", st.Uid, whose, uid, ErrUnprotected)
 	}
 	if perm := st.Mode & 0o7777; perm != 0o600 {
 		return fmt.Errorf("mode %04o, want exactly 0600: %w", perm, ErrUnprotected)

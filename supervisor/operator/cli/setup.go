@@ -393,48 +393,40 @@ func checkConfigDir(dir string) error {
 // read it, so that a second run does not report "in place" for a file
 // the service would refuse; it never changes the file.
 func checkKept(path string, o setupOptions) error {
-	st, err := os.Lstat(path)
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s exists but is not a regular file (%s); not changed", path, st.Mode().Type())
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	owned := func(max int) error {
-		if int(sys.Uid) != o.uid || st.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0o600 || sys.Nlink != 1 {
-			return fmt.Errorf("%s exists but gloved would refuse it: owner uid %d, mode %04o, %d links (need %s's, 0600, one link); not changed",
-				path, sys.Uid, st.Mode().Perm(), sys.Nlink, o.user)
-		}
-		if len(data) > max {
-			return fmt.Errorf("%s exists but gloved would refuse it: %d bytes, at most %d; not changed", path, len(data), max)
-		}
-		return nil
-	}
 	switch filepath.Base(path) {
 	case setupKeyName:
-		if err := owned(store.MaxKeyBytes); err != nil {
-			return err
-		}
-		if len(data) < store.MinKeyBytes {
-			return fmt.Errorf("%s exists but gloved would refuse it: %d bytes, need %d to %d; not changed", path, len(data), store.MinKeyBytes, store.MaxKeyBytes)
-		}
-	case setupPolicyName:
-		if err := owned(policy.MaxPolicyBytes); err != nil {
-			return err
-		}
-		p, err := policy.Decode(data)
-		if err == nil {
-			err = policy.Validate(p)
+		// gloved's own reader (store.LoadKey), owner excepted: root runs
+		// this, and the key is the service user's.
+		data, err := policy.ReadProtectedOwnedBy(path, store.MaxKeyBytes, o.uid)
+		if err == nil && len(data) < store.MinKeyBytes {
+			err = fmt.Errorf("%d bytes, need %d to %d", len(data), store.MinKeyBytes, store.MaxKeyBytes)
 		}
 		if err != nil {
-			return fmt.Errorf("%s exists but gloved would refuse it: %w; not changed", path, err)
+			return fmt.Errorf("%s exists but gloved would refuse it (it must be %s's, mode 0600, one link): %w; not changed", path, o.user, err)
+		}
+	case setupPolicyName:
+		data, err := policy.ReadProtectedOwnedBy(path, policy.MaxPolicyBytes, o.uid)
+		if err == nil {
+			var p *policy.Policy
+			if p, err = policy.Decode(data); err == nil {
+				err = policy.Validate(p)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s exists but gloved would refuse it (it must be %s's, mode 0600, one link, and validate): %w; not changed", path, o.user, err)
 		}
 	case setupEnvName:
+		st, err := os.Lstat(path)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", path, err)
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s exists but is not a regular file (%s); not changed", path, st.Mode().Type())
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
 		if _, err := envAnchor(data); err != nil {
 			return fmt.Errorf("%s exists but %w; not changed", path, err)
 		}
