@@ -49,7 +49,7 @@ STATIC_CMDS := ./shim/cmd/glove-shim
 NOCGO_CMDS  := ./supervisor/cmd/gloved \
                ./helpers/mounter/cmd/glove-mounter ./helpers/cgroup/cmd/glove-cgroup \
                ./helpers/streamproxy/cmd/glove-streamproxy ./helpers/loopext4/cmd/glove-loopext4 \
-               ./helpers/loopext4format/cmd/glove-loopext4-format
+               ./helpers/loopext4format/cmd/glove-loopext4-format ./helpers/userns/cmd/glove-userns
 CMDS := $(CGO_CMDS) $(STATIC_CMDS) $(NOCGO_CMDS)
 
 # glove-shim is linked statically (libseccomp.a from libseccomp-dev,
@@ -63,7 +63,7 @@ STATIC_FLAGS := -tags netgo,osusergo -ldflags '$(LDFLAGS) -linkmode external -ex
 STATIC_TEST_FLAGS := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
 
 # Decoders of untrusted bytes and their fuzz targets: package:Target.
-FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/formatwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/authority/policy:FuzzPolicyDecode ./supervisor/authority/plan:FuzzPlanDecode ./supervisor/authority/localservice:FuzzDecode ./supervisor/state/journal:FuzzOpen ./spec:FuzzDecodeStrict ./spec:FuzzParseEgressListen ./seccomp:FuzzListenerFD ./shim:FuzzValidate ./shim:FuzzDecodePlan ./shim:FuzzCDecodePlan ./shim:FuzzCJoinParse ./shim:FuzzDecodeCacheEntry ./supervisor/service/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/authority/library:FuzzDecode ./supervisor/state/store:FuzzReplay ./supervisor/state/receipt:FuzzReplay ./supervisor/state/lease:FuzzDecode ./supervisor/service/daemon:FuzzParseConnectAddr ./supervisor/engine/egress:FuzzReceive
+FUZZ := ./helpers/wire:FuzzDecodeFrame ./helpers/wire/mountwire:FuzzDecode ./helpers/wire/loopwire:FuzzDecode ./helpers/wire/formatwire:FuzzDecode ./helpers/wire/cgwire:FuzzDecode ./helpers/wire/streamwire:FuzzDecode ./helpers/wire/userwire:FuzzDecode ./helpers/mounter:FuzzCheckTmpfs ./supervisor/authority/policy:FuzzPolicyDecode ./supervisor/authority/plan:FuzzPlanDecode ./supervisor/authority/localservice:FuzzDecode ./supervisor/state/journal:FuzzOpen ./spec:FuzzDecodeStrict ./spec:FuzzParseEgressListen ./seccomp:FuzzListenerFD ./shim:FuzzValidate ./shim:FuzzDecodePlan ./shim:FuzzCDecodePlan ./shim:FuzzCJoinParse ./shim:FuzzDecodeCacheEntry ./supervisor/service/daemon:FuzzParseRequest ./helpers/streamproxy/relay:FuzzReadFrame ./supervisor/authority/library:FuzzDecode ./supervisor/state/store:FuzzReplay ./supervisor/state/receipt:FuzzReplay ./supervisor/state/lease:FuzzDecode ./supervisor/service/daemon:FuzzParseConnectAddr ./supervisor/engine/egress:FuzzReceive
 
 .PHONY: all build install deps test lint fuzz bench bench-more demo clean deb rpm vm-lane lane-tests
 

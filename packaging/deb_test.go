@@ -435,7 +435,7 @@ func checkModes(t *testing.T, gid int) {
 		}
 	}
 	want("/etc/glove", 0o755, 0, 0)
-	for _, f := range []string{"mounter.json", "loopext4.json", "cgroup.json", "streamproxy.json"} {
+	for _, f := range []string{"mounter.json", "loopext4.json", "cgroup.json", "streamproxy.json", "userns.json"} {
 		want(filepath.Join("/etc/glove", f), 0o644, 0, 0)
 	}
 	want("/lib/systemd/system/gloved.service", 0o644, 0, 0)

@@ -20,12 +20,14 @@ import (
 	"github.com/glove-sandbox/glove/helpers/loopext4"
 	"github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/streamproxy"
+	"github.com/glove-sandbox/glove/helpers/userns"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/helpers/wire/cgwire"
 	"github.com/glove-sandbox/glove/helpers/wire/formatwire"
 	"github.com/glove-sandbox/glove/helpers/wire/loopwire"
 	"github.com/glove-sandbox/glove/helpers/wire/mountwire"
 	"github.com/glove-sandbox/glove/helpers/wire/streamwire"
+	"github.com/glove-sandbox/glove/helpers/wire/userwire"
 	"github.com/glove-sandbox/glove/packaging/manpage"
 )
 
@@ -76,12 +78,14 @@ var protocols = map[string]*wire.Protocol{
 	"helpers/wire/formatwire": formatwire.Protocol,
 	"helpers/wire/cgwire":     cgwire.Protocol,
 	"helpers/wire/streamwire": streamwire.Protocol,
+	"helpers/wire/userwire":   userwire.Protocol,
 }
 
 // boundsTypes are the helpers' bounds, by file name.
 var boundsTypes = map[string]helperkit.Config{
 	"mounter.json": &mounter.Config{}, "loopext4.json": &loopext4.Config{},
 	"cgroup.json": &cgroup.Config{}, "streamproxy.json": &streamproxy.Config{},
+	"userns.json": &userns.Config{},
 }
 
 var capMention = regexp.MustCompile(`CAP_[A-Z_]+`)

@@ -20,6 +20,7 @@ import (
 	"github.com/glove-sandbox/glove/helpers/loopext4"
 	"github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/streamproxy"
+	"github.com/glove-sandbox/glove/helpers/userns"
 )
 
 // helperLine is how the generated postinst names a helper; parsed
@@ -221,7 +222,7 @@ func TestExampleConfigs(t *testing.T) {
 	}
 	cfgs := map[string]helperkit.Config{
 		"mounter.json": &mounter.Config{}, "loopext4.json": &loopext4.Config{},
-		"cgroup.json": &cgroup.Config{}, "streamproxy.json": &streamproxy.Config{},
+		"cgroup.json": &cgroup.Config{}, "streamproxy.json": &streamproxy.Config{}, "userns.json": &userns.Config{},
 	}
 	if len(files) != len(cfgs) {
 		t.Errorf("etc/glove holds %v, want the four helpers' bounds", files)

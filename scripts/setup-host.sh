@@ -229,6 +229,11 @@ write_bounds cgroup.json \
   "{\"schema_version\":1,\"parent\":\"$cgparent\",\"max_memory_bytes\":4294967296,\"max_pids\":2048}"
 write_bounds streamproxy.json \
   '{"schema_version":1,"max_frame_bytes":16384,"max_exchange_ms":30000}'
+# glove-userns off: only a host that refuses unprivileged user namespaces
+# needs it, and its operator turns it on (docs/running.md, "Hosts that
+# refuse unprivileged user namespaces").
+write_bounds userns.json \
+  '{"schema_version":1,"enabled":false}'
 
 # (e) the cgroup parent in every mounted hierarchy (v1 and v2), delegated
 # to USER: the directory and the files that moving processes and

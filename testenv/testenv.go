@@ -208,6 +208,10 @@ func DefaultConfigs(base string) map[string]any {
 		"streamproxy.json": map[string]any{
 			"schema_version": 1, "max_frame_bytes": 16 << 10, "max_exchange_ms": 30000,
 		},
+		// On here, where the package ships it off: the tests exercise
+		// glove-userns on any host (it works where unprivileged user
+		// namespaces are allowed too).
+		"userns.json": map[string]any{"schema_version": 1, "enabled": true},
 	}
 }
 

@@ -82,6 +82,11 @@ var Table = []Entry{
 		Binary: "glove-streamproxy", Dir: DirLibexec, Helper: true, Bounds: "streamproxy.json", Protocol: "helpers/wire/streamwire",
 		Why: "none: relays bounded frames between descriptors it is given",
 	},
+	{
+		Binary: "glove-userns", Dir: DirLibexec, Helper: true, Bounds: "userns.json", Protocol: "helpers/wire/userwire",
+		Caps: []Cap{SysAdmin}, OnDemand: []Cap{SysAdmin},
+		Why: "clone(CLONE_NEWUSER), which Debian's kernel.unprivileged_userns_clone=0 refuses without it, for one empty user namespace of the service user per session, only when the operator enabled it (userns.json); once serving, effective only on the thread of that clone, for that call",
+	},
 	{Binary: "glove-shim", Dir: DirLibexec, Helper: true, Why: "none: builds the sandbox inside user namespaces it creates"},
 	{Binary: "gloved", Dir: DirBin, Why: "none: the supervisor parses remote input and so holds no capability"},
 	{Binary: "glove", Dir: DirBin, Why: "none: the operator's command line"},

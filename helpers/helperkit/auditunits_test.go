@@ -67,13 +67,16 @@ var auditGoal = ceiling{own: 800, linked: 1500}
 // (seccomp/bpf) and the owner-checked walk (trustpath), 1,910 lines
 // together, so none meets the linked goal yet. glove-loopext4-format
 // links names too since it does Create's file work and checks the image
-// name itself.
+// name itself. Issue 35's glove-userns row in captable (linked by every
+// helper) added 4 lines to each; glove-userns itself links what every
+// helper links, no more.
 var ceilings = map[string]ceiling{
-	"glove-mounter":         {own: 800, linked: 1991},
-	"glove-loopext4":        {own: 1040, linked: 2257},
-	"glove-loopext4-format": {own: 800, linked: 1983},
-	"glove-cgroup":          {own: 1066, linked: 2088},
-	"glove-streamproxy":     {own: 800, linked: 2016},
+	"glove-mounter":         {own: 800, linked: 1995},
+	"glove-loopext4":        {own: 1040, linked: 2261},
+	"glove-loopext4-format": {own: 800, linked: 1987},
+	"glove-cgroup":          {own: 1066, linked: 2092},
+	"glove-streamproxy":     {own: 800, linked: 2020},
+	"glove-userns":          {own: 800, linked: 1998},
 }
 
 // auditedExecutables are the helpers, each followed by the executables

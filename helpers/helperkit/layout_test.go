@@ -35,7 +35,7 @@ var notSystemCalls = map[string]bool{
 //     function but close(2);
 //   - unsafe imported only in files named *_unsafe.go.
 func TestHelperLayout(t *testing.T) {
-	for _, dir := range []string{"mounter", "loopext4", "loopext4format", "cgroup", "streamproxy"} {
+	for _, dir := range []string{"mounter", "loopext4", "loopext4format", "cgroup", "streamproxy", "userns"} {
 		path := filepath.Join("..", dir)
 		ents, err := os.ReadDir(path)
 		if err != nil {

@@ -14,13 +14,14 @@ import (
 	"github.com/glove-sandbox/glove/helpers/loopext4"
 	"github.com/glove-sandbox/glove/helpers/mounter"
 	"github.com/glove-sandbox/glove/helpers/streamproxy"
+	"github.com/glove-sandbox/glove/helpers/userns"
 	"github.com/glove-sandbox/glove/helpers/wire"
 	"github.com/glove-sandbox/glove/seccomp/bpf"
 	"github.com/glove-sandbox/glove/testenv"
 	"golang.org/x/sys/unix"
 )
 
-var specs = []func() helperkit.Spec{mounter.Spec, loopext4.Spec, cgroup.Spec, streamproxy.Spec}
+var specs = []func() helperkit.Spec{mounter.Spec, loopext4.Spec, cgroup.Spec, streamproxy.Spec, userns.Spec}
 
 // TestSpecsMatchTables ties each helper to the capability table and the
 // wire dispatch table, so neither can drift from the code.
@@ -118,6 +119,11 @@ func TestConfigValidation(t *testing.T) {
 		{streamproxy.Spec, `{"schema_version":1,"max_frame_bytes":16384,"max_exchange_ms":1000}`, ""},
 		{streamproxy.Spec, `{"schema_version":1,"max_frame_bytes":16385,"max_exchange_ms":1000}`, "max_frame_bytes"},
 		{streamproxy.Spec, `{"schema_version":1,"max_frame_bytes":1,"max_exchange_ms":600001}`, "max_exchange_ms"},
+		{userns.Spec, `{"schema_version":1,"enabled":false}`, ""},
+		{userns.Spec, `{"schema_version":1,"enabled":true}`, ""},
+		{userns.Spec, `{"schema_version":2,"enabled":true}`, "schema_version"},
+		{userns.Spec, `{"schema_version":1,"enabled":"yes"}`, "enabled"},
+		{userns.Spec, `{"schema_version":1,"enabled":true,"max_namespaces":3}`, "max_namespaces"},
 	}
 	for _, c := range cases {
 		s := c.spec()

@@ -25,7 +25,7 @@ import (
 )
 
 // servedHelpers are the helpers that speak the wire protocol.
-var servedHelpers = []string{"glove-mounter", "glove-loopext4", "glove-cgroup", "glove-streamproxy"}
+var servedHelpers = []string{"glove-mounter", "glove-loopext4", "glove-cgroup", "glove-streamproxy", "glove-userns"}
 
 // TestHelperSelfRestriction starts each helper as the service user and
 // checks from outside, on every thread, that it holds exactly its table

@@ -19,6 +19,7 @@ func TestMasksAndSetcapText(t *testing.T) {
 		"glove-loopext4-format": {0, ""},
 		"glove-cgroup":          {0, ""},
 		"glove-streamproxy":     {0, ""},
+		"glove-userns":          {1 << 21, "cap_sys_admin=ep"},
 		"glove-shim":            {0, ""},
 		"gloved":                {0, ""},
 		"glove":                 {0, ""},
