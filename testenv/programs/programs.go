@@ -28,7 +28,8 @@ package programs
 // "services" it prints what it has of local services (its
 // GLOVE_LOCAL_SERVICE_* variables, whether descriptor 3 is open) and, if
 // descriptor 3 is open, makes one exchange on it, with "terminal" it
-// reports its terminal (terminal below).
+// reports its terminal (terminal below), with "ids" it prints its uid
+// map and user namespace.
 const Harness = `package main
 
 import (
@@ -656,6 +657,14 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "streamwait" {
 		streamWait()
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "ids" {
+		// Its user namespace as it sees it: the uid map (one line) and
+		// the namespace's identity.
+		m, err := os.ReadFile("/proc/self/uid_map")
+		ns, nerr := os.Readlink("/proc/self/ns/user")
+		fmt.Printf("uid_map %s err=%v\nuserns %s err=%v\n", strings.Join(strings.Fields(string(m)), " "), err, ns, nerr)
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sleep" {

@@ -126,6 +126,16 @@ func (h *Handle) Spawn() (Identity, error) {
 		extra = append(extra, p.env.SeccompCache)
 		args = append(args, "--seccomp-cache-fd", strconv.Itoa(3+len(extra)-1))
 	}
+	if p.env.UserNamespace != nil {
+		ns, err := p.env.UserNamespace(l.Name)
+		if err != nil {
+			return Identity{}, fmt.Errorf("the session's user namespace: %w", err)
+		}
+		// Ours until the shim has started: closed whatever happens.
+		defer ns.Close()
+		extra = append(extra, ns)
+		args = append(args, "--userns-fd", strconv.Itoa(3+len(extra)-1))
+	}
 	joining := len(p.cgJoin) > 0
 	if joining {
 		// On a hybrid host: the v1 tasks files, beyond the preserved

@@ -25,6 +25,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
+	"github.com/glove-sandbox/glove/supervisor/engine/usermode"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"github.com/glove-sandbox/glove/supervisor/state/receipt"
 	"github.com/glove-sandbox/glove/supervisor/state/store"
@@ -440,6 +441,16 @@ func runSession(l *session.Launch, pins *session.Pins, matRoot string, stdin io.
 	// for the session's clean-up (usage, cgroup removal, image freezing).
 	env.StartHelper = func(name string) (*helperproc.Proc, error) {
 		return helperproc.StartReady(helperproc.Options{Path: filepath.Join(LibexecDir, name), Name: name, Stderr: helperLog})
+	}
+	// As gloved does (package usermode): on a host that refuses the
+	// service user a user namespace, glove-userns makes the session's, or
+	// glove run stops here with the line that fixes the host.
+	mode, err := usermode.Decide(env.StartHelper)
+	if err != nil {
+		return nil, err
+	}
+	if mode == usermode.Helper {
+		env.UserNamespace = func(id string) (*os.File, error) { return usermode.Namespace(env.StartHelper, id) }
 	}
 
 	pio := session.IO{Input: stdin, Output: stdout}

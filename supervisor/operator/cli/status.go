@@ -11,21 +11,22 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/glove-sandbox/glove/helpers/captable"
 	"github.com/glove-sandbox/glove/helpers/captable/captext"
+	"github.com/glove-sandbox/glove/helpers/helperkit"
+	"github.com/glove-sandbox/glove/helpers/userns"
 	"github.com/glove-sandbox/glove/mountinfo"
 	"github.com/glove-sandbox/glove/seccomp/notify"
+	"github.com/glove-sandbox/glove/supervisor/engine/usermode"
 	"github.com/glove-sandbox/glove/supervisor/state/journal"
 	"github.com/glove-sandbox/glove/supervisor/state/lease"
 )
@@ -58,8 +59,9 @@ type statusProbe struct {
 	mkfs        string // /usr/sbin/mkfs.ext4
 	libexec     string // the installed helpers
 	procSys     string // /proc/sys
-	// userns starts a process in a new user namespace.
-	userns func() error
+	// userns tries to create a user namespace as the service user;
+	// usernsHelper says whether glove-userns is enabled (nil) or why not.
+	userns, usernsHelper func() error
 	// selfCgroup is /proc/self/cgroup, cgroupConf glove-cgroup's bounds.
 	selfCgroup, cgroupConf string
 	// The kernel release, PID 1's name, systemd's version, this user.
@@ -80,15 +82,16 @@ type statusProbe struct {
 
 func defaultStatusProbe() statusProbe {
 	return statusProbe{
-		mountinfo:   "/proc/self/mountinfo",
-		loopControl: "/dev/loop-control",
-		mkfs:        "/usr/sbin/mkfs.ext4",
-		libexec:     LibexecDir,
-		procSys:     "/proc/sys",
-		userns:      startInUserns,
-		selfCgroup:  "/proc/self/cgroup",
-		cgroupConf:  cgroupConfPath(),
-		release:     kernelRelease, pid1: pid1Comm, systemdVersion: systemdVersion, uid: os.Geteuid,
+		mountinfo:    "/proc/self/mountinfo",
+		loopControl:  "/dev/loop-control",
+		mkfs:         "/usr/sbin/mkfs.ext4",
+		libexec:      LibexecDir,
+		procSys:      "/proc/sys",
+		userns:       serviceUserns,
+		usernsHelper: usernsEnabled(usermode.HelperConfig),
+		selfCgroup:   "/proc/self/cgroup",
+		cgroupConf:   cgroupConfPath(),
+		release:      kernelRelease, pid1: pid1Comm, systemdVersion: systemdVersion, uid: os.Geteuid,
 		openTreeAttr: openTreeAttr,
 		mountCalls:   mountCalls(),
 		storeDir:     DefaultStoreDir,
@@ -217,48 +220,79 @@ func writeStatus(r statusReport, asJSON bool, w io.Writer) int {
 	return code
 }
 
-// probeUserns starts a process in a new user namespace, and says whether
-// an unprivileged user could (root may even where the sysctls refuse
-// others).
+// probeUserns says how sessions will get their user namespace on this
+// host, as gloved decides it at start (package usermode): the service
+// user's own attempt (probed as that user when status runs as root, who
+// the switches never refuse), the switches, and glove-userns's opt-in;
+// where no mode works, the line that fixes the host.
 func (p statusProbe) probeUserns() statusItem {
 	it := statusItem{Name: "user-namespaces", Required: true}
-	err := p.userns()
-	var notes []string
-	if v, rerr := readTrim(filepath.Join(p.procSys, "kernel/unprivileged_userns_clone")); rerr == nil && v == "0" {
-		notes = append(notes, "kernel.unprivileged_userns_clone=0 refuses unprivileged users")
+	f := usermode.ReadFacts(p.procSys)
+	mode, err := usermode.Choose(f, p.userns(), p.usernsHelper)
+	var switches []string
+	for _, s := range []struct{ name, v string }{
+		{"kernel.unprivileged_userns_clone", f.UnprivilegedClone},
+		{"kernel.apparmor_restrict_unprivileged_userns", f.AppArmorRestrict},
+		{"user.max_user_namespaces", f.MaxUserNamespaces},
+	} {
+		if s.v != "" {
+			switches = append(switches, s.name+"="+s.v)
+		}
 	}
-	if v, rerr := readTrim(filepath.Join(p.procSys, "kernel/apparmor_restrict_unprivileged_userns")); rerr == nil && v == "1" {
-		notes = append(notes, "kernel.apparmor_restrict_unprivileged_userns=1 refuses unprivileged users")
-	}
-	if v, rerr := readTrim(filepath.Join(p.procSys, "user/max_user_namespaces")); rerr == nil && v == "0" {
-		notes = append(notes, "user.max_user_namespaces=0")
-	}
+	host := " (" + strings.Join(switches, ", ") + ")"
+	var r *usermode.Refusal
 	switch {
+	case errors.As(err, &r):
+		it.Detail, it.Fix = r.Reason+host, r.Fix
 	case err != nil:
-		it.Detail = "cannot create one: " + err.Error()
-	case len(notes) > 0:
-		it.Detail = "created one as uid " + strconv.Itoa(os.Geteuid()) + ", but " + strings.Join(notes, "; ")
+		it.Detail = err.Error() + host
+	case mode == usermode.Helper:
+		it.OK = true
+		it.Detail = "mode glove-userns: it makes each session's user namespace; no mount lock (the host refuses nested user namespaces)" + host
 	default:
 		it.OK = true
-		it.Detail = "created one (uid map of one id)"
-	}
-	if len(notes) > 0 && err != nil {
-		it.Detail += " (" + strings.Join(notes, "; ") + ")"
+		it.Detail = "mode unprivileged: glove-shim creates them" + host
 	}
 	return it
 }
 
-// startInUserns runs /bin/true in a new user namespace mapping the
-// caller's uid and gid onto 0.
-func startInUserns() error {
-	cmd := exec.Command("/bin/true")
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 syscall.CLONE_NEWUSER,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
-		GidMappingsEnableSetgroups: false,
+// serviceUserns probes as the service user: the packaged "glove" when
+// status runs as root, else the caller.
+func serviceUserns() error {
+	if os.Geteuid() != 0 {
+		return usermode.Probe()
 	}
-	return cmd.Run()
+	u, err := user.Lookup("glove")
+	if err != nil {
+		return fmt.Errorf("no service user glove to probe for: %w", err)
+	}
+	uid, uerr := strconv.ParseUint(u.Uid, 10, 32)
+	gid, gerr := strconv.ParseUint(u.Gid, 10, 32)
+	if uerr != nil || gerr != nil {
+		return fmt.Errorf("service user glove: uid %q gid %q", u.Uid, u.Gid)
+	}
+	return usermode.ProbeAs(uint32(uid), uint32(gid))
+}
+
+// usernsEnabled reads glove-userns's opt-in from its bounds file: nil
+// when it says "enabled": true. Status does not run the helper (its
+// caller need not be in the service group); the helper item checks the
+// executable and its capability.
+func usernsEnabled(path string) func() error {
+	return func() error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("glove-userns's bounds: %w", err)
+		}
+		var c userns.Config
+		if err := helperkit.DecodeStrict(b, &c); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if !c.Enabled {
+			return fmt.Errorf("glove-userns is not enabled in %s", path)
+		}
+		return nil
+	}
 }
 
 // probeLandlock reports the ABI and what glove-shim's ruleset lacks at

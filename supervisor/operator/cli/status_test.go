@@ -115,6 +115,7 @@ func fakeProbe(t *testing.T, mountinfo string) statusProbe {
 		libexec:        filepath.Join(dir, "no-libexec"),
 		procSys:        filepath.Join(dir, "no-proc-sys"),
 		userns:         func() error { return nil },
+		usernsHelper:   func() error { return errors.New("glove-userns is not enabled in /etc/glove/userns.json") },
 		selfCgroup:     filepath.Join(dir, "no-self-cgroup"),
 		cgroupConf:     filepath.Join(dir, "no-cgroup.json"),
 		release:        func() string { return "6.1.0-30-cloud-amd64" },
@@ -240,8 +241,8 @@ func TestStatusForcedFailures(t *testing.T) {
 		}
 	}
 
-	// A sysctl refusing unprivileged users fails the item even when the
-	// probe (as root) could create a namespace.
+	// Debian's switch refusing the service user: not ready, with the fix,
+	// until glove-userns is enabled; then ready in the glove-userns mode.
 	p = fakeProbe(t, otherLine+v2Line)
 	if err := os.MkdirAll(filepath.Join(p.procSys, "kernel"), 0o755); err != nil {
 		t.Fatal(err)
@@ -249,8 +250,46 @@ func TestStatusForcedFailures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(p.procSys, "kernel/unprivileged_userns_clone"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if it := item(t, p.run(), "user-namespaces"); it.OK || !strings.Contains(it.Detail, "unprivileged_userns_clone=0") {
-		t.Fatalf("ok %v detail %q", it.OK, it.Detail)
+	p.userns = func() error { return errors.New("unshare: unshare failed: Operation not permitted") }
+	if it := item(t, p.run(), "user-namespaces"); it.OK || !strings.Contains(it.Detail, "unprivileged_userns_clone=0") || !strings.Contains(it.Fix, "userns.json") {
+		t.Fatalf("helper off: ok %v detail %q fix %q", it.OK, it.Detail, it.Fix)
+	}
+	p.usernsHelper = func() error { return nil }
+	if it := item(t, p.run(), "user-namespaces"); !it.OK || !strings.Contains(it.Detail, "mode glove-userns") {
+		t.Fatalf("helper on: ok %v detail %q", it.OK, it.Detail)
+	}
+	// No user namespace for anyone: not ready, whatever the helper says.
+	if err := os.MkdirAll(filepath.Join(p.procSys, "user"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.procSys, "user/max_user_namespaces"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if it := item(t, p.run(), "user-namespaces"); it.OK || !strings.Contains(it.Detail, "max_user_namespaces=0") || !strings.Contains(it.Fix, "sysctl") {
+		t.Fatalf("max 0: ok %v detail %q fix %q", it.OK, it.Detail, it.Fix)
+	}
+}
+
+// TestUsernsEnabled reads glove-userns's opt-in strictly.
+func TestUsernsEnabled(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		`{"schema_version":1,"enabled":true}`:       "",
+		`{"schema_version":1,"enabled":false}`:      "not enabled",
+		`{"schema_version":1,"enabled":true,"x":1}`: "unknown",
+		`{"schema_version":1,"enabled":"true"}`:     "enabled",
+	} {
+		p := filepath.Join(dir, "userns.json")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := usernsEnabled(p)()
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+	if err := usernsEnabled(filepath.Join(dir, "none.json"))(); err == nil {
+		t.Errorf("a missing file counts as enabled")
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/authority/localservice"
 	"github.com/glove-sandbox/glove/supervisor/authority/policy"
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
+	"github.com/glove-sandbox/glove/supervisor/engine/usermode"
 	"github.com/glove-sandbox/glove/supervisor/internal/cgleaf"
 	"github.com/glove-sandbox/glove/supervisor/internal/ownpaths"
 	"github.com/glove-sandbox/glove/supervisor/state/lease"
@@ -108,6 +109,9 @@ type Daemon struct {
 	// store (O_PATH), made and opened once at start-up, passed to every
 	// shim, closed at shutdown (openSeccompCache).
 	seccompCache *os.File
+	// userMode is how sessions get their user namespace (package
+	// usermode): glove-shim creates it, or glove-userns makes it.
+	userMode string
 	// libraries is the pinned library bundle root (--library-bundle-root),
 	// opened once at start-up; without it, plans with library
 	// projections are refused.
@@ -261,6 +265,16 @@ func New(cfg Config) (*Daemon, error) {
 		if err := d.checkRuntime(); err != nil {
 			return nil, err
 		}
+		// Before any session (recovery's included): a host where no
+		// mode works refuses gloved's start with the line that fixes it,
+		// rather than failing every session at glove-shim's first clone.
+		if d.userMode, err = usermode.Decide(d.startHelper); err != nil {
+			return nil, fmt.Errorf("sessions: %w", err)
+		}
+		if m := testUserMode(); m != "" {
+			d.userMode = m
+		}
+		d.log.WithFields(logrus.Fields{"event": "user_namespaces", "mode": d.userMode}).Info("how sessions get their user namespace")
 		if err := d.openOwnState(); err != nil {
 			return nil, err
 		}

@@ -25,3 +25,9 @@ func testStoreNow() func() time.Time { return nil }
 // reads the heap as the last collection left it (faults_testing.go
 // collects first, so that the memory test compares live heaps).
 func testGCBeforeStatus() bool { return false }
+
+// testUserMode is "" in every production build: the user-namespace mode
+// is the host's (package usermode). faults_testing.go lets a test force
+// the glove-userns mode on a host that does not need it, to run sessions
+// through glove-userns where the lane's hardened cell is not at hand.
+func testUserMode() string { return "" }

@@ -151,3 +151,10 @@ func init() {
 		runtime.MemProfileRate = 1
 	}
 }
+
+// testUserModeVar, when set, is the user-namespace mode a gloved built
+// with the glove_testfaults tag uses, whatever the host allows
+// (usermode.Helper: sessions through glove-userns on any host).
+const testUserModeVar = "GLOVED_TEST_USERNS_MODE"
+
+func testUserMode() string { return os.Getenv(testUserModeVar) }

@@ -19,6 +19,7 @@ import (
 	"github.com/glove-sandbox/glove/supervisor/engine/helperproc"
 	"github.com/glove-sandbox/glove/supervisor/engine/materialize"
 	"github.com/glove-sandbox/glove/supervisor/engine/session"
+	"github.com/glove-sandbox/glove/supervisor/engine/usermode"
 	"github.com/glove-sandbox/glove/supervisor/internal/ownpaths"
 	"github.com/glove-sandbox/glove/supervisor/state/journal"
 	"github.com/glove-sandbox/glove/supervisor/state/lease"
@@ -467,6 +468,22 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	// (loopext4.json materialization_root), which it checks by identity.
 	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
 		MaterializationRoot: d.cfg.MaterializationRoot, SeccompCache: d.seccompCache, ServeServices: serveServices}
+	if d.userMode == usermode.Helper {
+		env.UserNamespace = func(id string) (*os.File, error) {
+			ns, err := usermode.Namespace(d.startHelper, id)
+			if err != nil {
+				return nil, err
+			}
+			// The namespace's identity in gloved's log: the inode
+			// /proc/PID/ns/user of the session's processes names.
+			var st unix.Stat_t
+			if err := unix.Fstat(int(ns.Fd()), &st); err != nil {
+				return nil, errors.Join(fmt.Errorf("fstat the session's user namespace: %w", err), ns.Close())
+			}
+			d.log.WithFields(logrus.Fields{"event": "user_namespace", "session_id": id, "inode": st.Ino}).Info("glove-userns made the session's user namespace")
+			return ns, nil
+		}
+	}
 	// Helpers of the session's own: each serves one request at a time
 	// on one connection, and sessions stay isolated (pool.go: a pooled
 	// helper is given to one session only). The session holds the pool
