@@ -43,7 +43,11 @@ import (
 //     its stoppedBy;
 //   - with the test-layers shim and every layer off ("base"): a case must
 //     be stopped exactly when base is true, so a case that claims a layer
-//     stops it also shows that the attack works when nothing does.
+//     stops it also shows that the attack works when nothing does;
+//   - all of the above again with --userns-fd (configurations "userns-"),
+//     in a user namespace made for the shim as glove-userns makes one:
+//     the same verdicts, but that mountlock alone gives exactly the
+//     base's, since the mount lock (user namespace 2) cannot exist there.
 //
 // Layers (shim.Layers): mountlock, seccomp, landlock, caps, procmask. The
 // base, which nothing switches off: the seven namespaces, pivot_root, the
@@ -275,23 +279,42 @@ type attackConfig struct {
 	only  string // the one layer on; "" with all: production or base
 	prod  bool
 	layer bool // a layers-shim run (only or base)
+	// userns runs the shim with --userns-fd, in a user namespace made
+	// for it as glove-userns makes one (makeUserns): there is no user
+	// namespace 2, so the mountlock layer cannot exist.
+	userns bool
 }
 
+// attackConfigs are the table's configurations: production, each layer
+// alone and none, by default and again with --userns-fd ("userns-").
 func attackConfigs() []attackConfig {
-	cs := []attackConfig{{name: "production", prod: true}}
-	for _, l := range shim.Layers {
-		cs = append(cs, attackConfig{name: "only-" + l, only: l, layer: true})
+	var cs []attackConfig
+	for _, userns := range []bool{false, true} {
+		prefix := ""
+		if userns {
+			prefix = "userns-"
+		}
+		cs = append(cs, attackConfig{name: prefix + "production", prod: true, userns: userns})
+		for _, l := range shim.Layers {
+			cs = append(cs, attackConfig{name: prefix + "only-" + l, only: l, layer: true, userns: userns})
+		}
+		cs = append(cs, attackConfig{name: prefix + "base", layer: true, userns: userns})
 	}
-	return append(cs, attackConfig{name: "base", layer: true})
+	return cs
 }
 
-// expectStopped is the table's claim for c in configuration cfg.
+// expectStopped is the table's claim for c in configuration cfg. With
+// --userns-fd, production must still stop every case, every layer alone
+// but mountlock gives its verdicts of the default mode, and mountlock
+// alone gives exactly the base's: the layer does not exist there.
 func (c attackCase) expectStopped(cfg attackConfig) bool {
 	switch {
 	case c.control:
 		return false
 	case cfg.prod:
 		return true
+	case cfg.userns && cfg.only == shim.LayerMountLock:
+		return c.base
 	case cfg.only != "":
 		return c.base || slices.Contains(c.stoppedBy, cfg.only)
 	}
@@ -333,7 +356,7 @@ func TestAttackTable(t *testing.T) {
 			for _, c := range attackCases {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
-					res := runAttack(t, e, probeDir, shims[cfg.layer], cfg.env(), c)
+					res := runAttack(t, e, probeDir, shims[cfg.layer], cfg, c)
 					mu.Lock()
 					if results[c.name] == nil {
 						results[c.name] = map[string]attackResult{}
@@ -370,7 +393,7 @@ func attackReport(configs []attackConfig, results map[string]map[string]attackRe
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-22s", "case")
 	for _, cfg := range configs {
-		fmt.Fprintf(&b, " %-15s", cfg.name)
+		fmt.Fprintf(&b, " %-*s", max(15, len(cfg.name)), cfg.name)
 	}
 	b.WriteString("\n")
 	for _, c := range attackCases {
@@ -383,7 +406,7 @@ func attackReport(configs []attackConfig, results map[string]map[string]attackRe
 					cell += "(!)"
 				}
 			}
-			fmt.Fprintf(&b, " %-15s", cell)
+			fmt.Fprintf(&b, " %-*s", max(15, len(cfg.name)), cell)
 		}
 		b.WriteString("\n")
 	}
@@ -399,10 +422,11 @@ func buildProbe(t *testing.T, e *testenv.Env) string {
 	return filepath.Dir(e.Tool(t, testenv.ToolAttackProbe))
 }
 
-// runAttack runs one case in one configuration and returns the verdict.
-func runAttack(t *testing.T, e *testenv.Env, probeDir, shimPath string, env []string, c attackCase) attackResult {
+// runAttack runs one case in one configuration with the shim at shimPath
+// and returns the verdict.
+func runAttack(t *testing.T, e *testenv.Env, probeDir, shimPath string, cfg attackConfig, c attackCase) attackResult {
 	t.Helper()
-	return runAttackWith(t, e, probeDir, attackRuntime{path: shimPath, env: env}, c)
+	return runAttackWith(t, e, probeDir, attackRuntime{path: shimPath, env: cfg.env(), userns: cfg.userns}, c)
 }
 
 // attackRuntime is the OCI runtime a case runs under: glove-shim, or runc
@@ -413,6 +437,9 @@ type attackRuntime struct {
 	global []string // flags before "run"
 	id     string   // container id; "attack" when empty
 	edit   func(*specs.Spec)
+	// userns passes a user namespace made for the run (makeUserns) with
+	// --userns-fd, at the first descriptor after the case's own.
+	userns bool
 }
 
 func runAttackWith(t *testing.T, e *testenv.Env, probeDir string, rt attackRuntime, c attackCase) attackResult {
@@ -431,12 +458,17 @@ func runAttackWith(t *testing.T, e *testenv.Env, probeDir string, rt attackRunti
 	if r.preserve > 0 {
 		args = append(args, "--preserve-fds", strconv.Itoa(r.preserve))
 	}
+	extra := r.extra
+	if rt.userns {
+		extra = append(slices.Clip(extra), makeUserns(t, e, goodUserns(e)))
+		args = append(args, "--userns-fd", strconv.Itoa(2+len(extra)))
+	}
 	id := rt.id
 	if id == "" {
 		id = "attack"
 	}
 	args = append(args, id)
-	out, code := shimRun(t, e, rt.path, args, rt.env, r.extra, r.stdin)
+	out, code := shimRun(t, e, rt.path, args, rt.env, extra, r.stdin)
 	if !strings.Contains(out, "RAN "+c.name+"\n") {
 		t.Fatalf("%s did not run (no case may pass only because it failed to run): exit %d\n%s", c.name, code, out)
 	}

@@ -44,6 +44,16 @@
 // clearing read-only fails with EPERM and unmounting with EINVAL. Stage 2
 // exists only to cross that line before the program runs.
 //
+// With --userns-fd N (hosts whose kernel refuses unprivileged user
+// namespaces) user namespace 1 is not new: stage 0 checks that N is a
+// user namespace of the effective uid and a child of its own
+// (checkUserns), the waiter joins it, closes N and checks its maps (0 to
+// the service user's ids alone, setgroups denied), and clones stage 1
+// without NEWUSER and without writing maps. Such kernels let nobody nest
+// a user namespace, so stage 2 is cloned without NEWUSER|NEWNS, as with
+// the mountlock layer off: no mount lock in that mode, and the other
+// layers stop what it stops (the attack table's userns- configurations).
+//
 // Why clone flags and not unshare: unshare(CLONE_NEWUSER) fails in a
 // multi-threaded process, and every Go program is one. The waiter and
 // stage 1 have one thread and clone the next stage with a raw clone; no

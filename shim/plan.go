@@ -88,6 +88,17 @@ type Plan struct {
 	// connections, or sending descriptors to the supervisor).
 	EgressHandoffFD int
 	EgressPorts     []uint16
+	// UsernsFD, when not 0, is --userns-fd: the descriptor, beyond the
+	// preserved range, of a user namespace made for the service user
+	// (glove-userns; stage 0 checked it: checkUserns). Stage 0's waiter
+	// joins it and closes it before it clones stage 1, which it then
+	// clones without CLONE_NEWUSER and without writing maps: user
+	// namespace 1 is this one. Stage 1 then starts stage 2 without a
+	// user namespace 2 (no mount lock), as the kernels that need this
+	// mode allow no nested user namespace (docs/hardened-hosts-measured.md,
+	// "Consequences"). Neither stage 1, stage 2 nor the program ever
+	// holds the descriptor.
+	UsernsFD int
 }
 
 // RootEntry is one entry of a tmpfs root: a symbolic link to Link, or an

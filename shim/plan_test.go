@@ -385,19 +385,23 @@ func TestParseRun(t *testing.T) {
 		preserve int
 		sync     int
 		cache    int
+		userns   int
 		id       string
 	}{
-		{[]string{"--bundle", "/b", "x"}, "/b", 0, -1, -1, "x"},
-		{[]string{"-b", "/b", "--preserve-fds", "2", "x"}, "/b", 2, -1, -1, "x"},
-		{[]string{"--bundle=/b", "--preserve-fds=3", "id-1.a_b"}, "/b", 3, -1, -1, "id-1.a_b"},
-		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "x"}, ".", 2, 5, -1, "x"},
-		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "--seccomp-cache-fd", "6", "x"}, ".", 2, 5, 6, "x"},
-		{[]string{"--seccomp-cache-fd=3", "x"}, ".", 0, -1, 3, "x"},
-		{[]string{"x"}, ".", 0, -1, -1, "x"},
+		{[]string{"--bundle", "/b", "x"}, "/b", 0, -1, -1, -1, "x"},
+		{[]string{"-b", "/b", "--preserve-fds", "2", "x"}, "/b", 2, -1, -1, -1, "x"},
+		{[]string{"--bundle=/b", "--preserve-fds=3", "id-1.a_b"}, "/b", 3, -1, -1, -1, "id-1.a_b"},
+		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "x"}, ".", 2, 5, -1, -1, "x"},
+		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "--seccomp-cache-fd", "6", "x"}, ".", 2, 5, 6, -1, "x"},
+		{[]string{"--seccomp-cache-fd=3", "x"}, ".", 0, -1, 3, -1, "x"},
+		{[]string{"--userns-fd", "3", "x"}, ".", 0, -1, -1, 3, "x"},
+		{[]string{"--userns-fd=9", "x"}, ".", 0, -1, -1, 9, "x"},
+		{[]string{"--preserve-fds", "2", "--sync-fd", "5", "--seccomp-cache-fd", "6", "--userns-fd", "7", "x"}, ".", 2, 5, 6, 7, "x"},
+		{[]string{"x"}, ".", 0, -1, -1, -1, "x"},
 	}
 	for _, g := range good {
 		r, err := parseRun(g.args)
-		if err != nil || r.bundle != g.bundle || r.preserve != g.preserve || r.syncFD != g.sync || r.cacheFD != g.cache || r.id != g.id {
+		if err != nil || r.bundle != g.bundle || r.preserve != g.preserve || r.syncFD != g.sync || r.cacheFD != g.cache || r.usernsFD != g.userns || r.id != g.id {
 			t.Errorf("parseRun(%q) = %+v %v", g.args, r, err)
 		}
 	}
@@ -411,6 +415,11 @@ func TestParseRun(t *testing.T) {
 		{"--seccomp-cache-fd", "2", "id"}, {"--preserve-fds", "2", "--seccomp-cache-fd", "4", "id"},
 		{"--seccomp-cache-fd", "x", "id"}, {"--seccomp-cache-fd", "5", "--seccomp-cache-fd", "6", "id"},
 		{"--sync-fd", "5", "--seccomp-cache-fd", "5", "id"}, {"--seccomp-cache-fd", "id"},
+		{"--userns-fd", "0", "id"}, {"--userns-fd", "2", "id"}, {"--preserve-fds", "2", "--userns-fd", "4", "id"},
+		{"--userns-fd=4", "--preserve-fds=2", "id"}, {"--userns-fd", "x", "id"}, {"--userns-fd", "-3", "id"},
+		{"--userns-fd", "03", "id"}, {"--userns-fd", "1028", "id"}, {"--userns-fd=", "id"}, {"--userns-fd", "id"},
+		{"--userns-fd", "5", "--userns-fd", "6", "id"}, {"--userns-fd=5", "--userns-fd=5", "id"},
+		{"--sync-fd", "5", "--userns-fd", "5", "id"}, {"--seccomp-cache-fd", "6", "--userns-fd=6", "id"},
 	}
 	for _, a := range bad {
 		if _, err := parseRun(a); err == nil {
@@ -420,7 +429,9 @@ func TestParseRun(t *testing.T) {
 }
 
 func TestMainUsage(t *testing.T) {
-	for _, args := range [][]string{{"glove-shim"}, {"glove-shim", "create", "x"}, {"glove-shim", "--version", "x"}, {"glove-shim", "run"}} {
+	for _, args := range [][]string{{"glove-shim"}, {"glove-shim", "create", "x"}, {"glove-shim", "--version", "x"}, {"glove-shim", "run"},
+		{"glove-shim", "run", "--userns-fd", "2", "x"}, {"glove-shim", "run", "--userns-fd", "5", "--sync-fd", "5", "x"},
+		{"glove-shim", "--cgroup-join", "5:7", "run", "--sync-fd", "5", "--userns-fd", "7", "x"}} {
 		if got := Main(args); got != ExitUsage {
 			t.Errorf("Main(%q) = %d, want %d", args, got, ExitUsage)
 		}

@@ -26,7 +26,7 @@ import (
 // would turn into a wrong sandbox: it refuses anything the encoder would
 // not have written, and any string holding a NUL (FuzzDecodePlan checks
 // that what it accepts encodes back to the same bytes).
-const planMagic = "glove-plan-4\n"
+const planMagic = "glove-plan-5\n"
 
 // encodePlan is the plan's binary form (see planMagic).
 func encodePlan(p *Plan) []byte {
@@ -117,6 +117,7 @@ func encodePlan(p *Plan) []byte {
 	for _, port := range p.EgressPorts {
 		e.uint(uint64(port))
 	}
+	e.int(p.UsernsFD)
 	return e.b
 }
 

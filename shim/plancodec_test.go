@@ -92,6 +92,7 @@ func TestPlanCodecValidated(t *testing.T) {
 	umask := uint32(0o22)
 	p.Process.Umask = &umask
 	p.UserBudgets = map[string]int{"max_user_namespaces": 7, "max_inotify_watches": 100}
+	p.UsernsFD = 7
 	for _, prog := range [][]byte{nil, {}, bytes.Repeat([]byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f}, 300)} {
 		p.Process.Seccomp = prog
 		got, err := decodePlan(encodePlan(p))
@@ -163,6 +164,7 @@ func planRefusals(t testing.TB) []planRefusal {
 		for _, p := range ports {
 			e.uint(p)
 		}
+		e.int(0) // UsernsFD
 		return e.b
 	}
 	budgets := func(names ...string) []byte { return budgetsEgress(nil, names...) }
@@ -194,8 +196,8 @@ func planRefusals(t testing.TB) []planRefusal {
 		{"nothing", nil},
 		{"JSON", []byte(`{"PreserveFDs":0}`)},
 		{"magic only", []byte(planMagic)},
-		{"wrong magic", append([]byte("glove-plan-5\n"), empty[m:]...)},
-		{"previous magic", append([]byte("glove-plan-3\n"), empty[m:]...)},
+		{"wrong magic", append([]byte("glove-plan-6\n"), empty[m:]...)},
+		{"previous magic", append([]byte("glove-plan-4\n"), empty[m:]...)},
 		{"trailing byte", append(append([]byte{}, empty...), 0)},
 		{"unsigned not shortest", with(m+1, 0x80)},      // Hostname length 0 as 0x80 0x00
 		{"signed not shortest", set(m, 0x80)},           // PreserveFDs 0x80 0x00 ...
@@ -208,6 +210,9 @@ func planRefusals(t testing.TB) []planRefusal {
 		{"NUL in a string", budgets("a\x00b")},
 		{"egress port 0", budgetsEgress([]uint64{0})},
 		{"egress port over 16 bits", budgetsEgress([]uint64{65536})},
+		// UsernsFD, the last field, 0 as 0x80 0x00.
+		{"userns descriptor not shortest", append(append([]byte{}, empty[:len(empty)-1]...), 0x80, 0)},
+		{"userns descriptor missing", empty[:len(empty)-1]},
 	}
 	for i := range good {
 		cases = append(cases, planRefusal{fmt.Sprintf("truncated at %d", i), good[:i]})

@@ -130,6 +130,7 @@ func decodePlan(b []byte) (*Plan, error) {
 			p.EgressPorts[i] = uint16(v)
 		}
 	}
+	p.UsernsFD = d.int()
 	if d.err == nil && len(d.b) > 0 {
 		d.err = fmt.Errorf("%w: %d bytes after the last field", errPlan, len(d.b))
 	}

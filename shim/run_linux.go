@@ -88,7 +88,7 @@ func Main(args []string) int {
 				err = ra.checkJoin(join)
 			}
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim [--cgroup-join S:T1,T2] run --bundle DIR [--preserve-fds N] [--sync-fd N] [--seccomp-cache-fd N] ID\n", err)
+				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim [--cgroup-join S:T1,T2] run --bundle DIR [--preserve-fds N] [--sync-fd N] [--seccomp-cache-fd N] [--userns-fd N] ID\n", err)
 				return ExitUsage
 			}
 			code, err := run(ra)
@@ -105,9 +105,9 @@ func Main(args []string) int {
 
 // runFlags are the flags of `run`, each taking a value (the next
 // argument, or after "="): runc's --bundle (-b) and --preserve-fds,
-// Glove's --sync-fd and --seccomp-cache-fd. docs/man/glove-shim.8 is
-// checked against them (man_test.go).
-var runFlags = []string{"--bundle", "-b", "--preserve-fds", "--sync-fd", "--seccomp-cache-fd"}
+// Glove's --sync-fd, --seccomp-cache-fd and --userns-fd.
+// docs/man/glove-shim.8 is checked against them (man_test.go).
+var runFlags = []string{"--bundle", "-b", "--preserve-fds", "--sync-fd", "--seccomp-cache-fd", "--userns-fd"}
 
 // runArgs is the parsed command line of `run`.
 type runArgs struct {
@@ -126,14 +126,21 @@ type runArgs struct {
 	// gloved opens once and passes to every shim. -1 when absent: the
 	// profile is compiled at every start.
 	cacheFD int
-	id      string
+	// usernsFD, Glove's too, is a descriptor beyond the preserved range
+	// of a user namespace made for this shim (by glove-userns, on a host
+	// where the kernel lets no unprivileged process create one): stage
+	// 0's waiter joins it and creates the other six namespaces in it
+	// instead of creating user namespace 1 itself (checkUserns says
+	// which namespace is accepted). -1 when absent.
+	usernsFD int
+	id       string
 }
 
 // parseRun parses runc's `run` subset: --bundle/-b DIR, --preserve-fds N
-// (both also as --flag=value), Glove's --sync-fd N and --seccomp-cache-fd
-// N, and one container id.
+// (both also as --flag=value), Glove's --sync-fd N, --seccomp-cache-fd N
+// and --userns-fd N, and one container id.
 func parseRun(args []string) (runArgs, error) {
-	r := runArgs{syncFD: -1, cacheFD: -1}
+	r := runArgs{syncFD: -1, cacheFD: -1, usernsFD: -1}
 	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -157,7 +164,7 @@ func parseRun(args []string) (runArgs, error) {
 				value = args[i]
 			}
 			switch name {
-			case "--preserve-fds", "--sync-fd", "--seccomp-cache-fd":
+			case "--preserve-fds", "--sync-fd", "--seccomp-cache-fd", "--userns-fd":
 				n, perr := strconv.Atoi(value)
 				if perr != nil || n < 0 || n > maxPreserveFDs+3 || strconv.Itoa(n) != value {
 					return r, fmt.Errorf("%s %q: want a number 0..%d", name, value, maxPreserveFDs)
@@ -166,6 +173,8 @@ func parseRun(args []string) (runArgs, error) {
 					r.syncFD = n
 				} else if name == "--seccomp-cache-fd" {
 					r.cacheFD = n
+				} else if name == "--userns-fd" {
+					r.usernsFD = n
 				} else if n > maxPreserveFDs {
 					return r, fmt.Errorf("%s %q: want a number 0..%d", name, value, maxPreserveFDs)
 				} else {
@@ -198,6 +207,12 @@ func parseRun(args []string) (runArgs, error) {
 	}
 	if r.cacheFD >= 0 && r.cacheFD == r.syncFD {
 		return r, fmt.Errorf("--seccomp-cache-fd %d: also the --sync-fd", r.cacheFD)
+	}
+	if r.usernsFD >= 0 && r.usernsFD < 3+r.preserve {
+		return r, fmt.Errorf("--userns-fd %d: must lie beyond stdio and the preserved range 3..%d", r.usernsFD, 2+r.preserve)
+	}
+	if r.usernsFD >= 0 && (r.usernsFD == r.syncFD || r.usernsFD == r.cacheFD) {
+		return r, fmt.Errorf("--userns-fd %d: also the --sync-fd or the --seccomp-cache-fd", r.usernsFD)
 	}
 	if r.bundle == "" {
 		r.bundle = "."
@@ -243,8 +258,8 @@ func (r runArgs) checkJoin(join []int) error {
 		return fmt.Errorf("%s: S %d is not the --sync-fd", argJoin, join[0])
 	}
 	for _, t := range join[1:] {
-		if t < 3+r.preserve || t == r.cacheFD {
-			return fmt.Errorf("%s: T %d lies in the preserved range 3..%d or is the --seccomp-cache-fd", argJoin, t, 2+r.preserve)
+		if t < 3+r.preserve || t == r.cacheFD || t == r.usernsFD {
+			return fmt.Errorf("%s: T %d lies in the preserved range 3..%d or is the --seccomp-cache-fd or the --userns-fd", argJoin, t, 2+r.preserve)
 		}
 	}
 	return nil
@@ -280,6 +295,8 @@ func run(ra runArgs) (int, error) {
 	// further than this process; so do --sync-fd and --seccomp-cache-fd
 	// (threat: the seccomp cache's directory in a sandbox would let it
 	// poison the filter of later sandboxes, see seccompcache.go).
+	// --userns-fd goes on to the waiter alone (execWaiter), which closes
+	// it before stage 1 exists.
 	if err := unix.CloseRange(uint(3+preserve), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, fmt.Errorf("close_range: %w", err)
 	}
@@ -308,6 +325,11 @@ func run(ra runArgs) (int, error) {
 		}
 		cache = c
 	}
+	if ra.usernsFD >= 0 {
+		if err := checkUserns(ra.usernsFD); err != nil {
+			return 0, fmt.Errorf("--userns-fd %d: %w", ra.usernsFD, err)
+		}
+	}
 	for fd := 3; fd < 3+preserve; fd++ {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 			return 0, fmt.Errorf("--preserve-fds %d: descriptor %d: %w", preserve, fd, err)
@@ -334,6 +356,9 @@ func run(ra runArgs) (int, error) {
 	p, err := Validate(s, preserve, uint32(os.Getuid()), uint32(os.Getgid()))
 	if err != nil {
 		return 0, err
+	}
+	if ra.usernsFD >= 0 {
+		p.UsernsFD = ra.usernsFD
 	}
 	if p.Off, err = layersFromEnvironment(); err != nil {
 		return 0, err
@@ -423,8 +448,9 @@ func run(ra runArgs) (int, error) {
 // the runtime dying for want of a thread) and a round trip to the
 // runtime's signal thread for each signal it catches, about 3 ms a start
 // together (docs/shim-startup.md, "Stage 0's waiter in C"). Every
-// descriptor but the preserved ones and the plan's is close-on-exec. It
-// returns only the reason the waiter could not be executed.
+// descriptor but the preserved ones, the plan's and --userns-fd's is
+// close-on-exec. It returns only the reason the waiter could not be
+// executed.
 func execWaiter(p *Plan) error {
 	plan := encodePlan(p)
 	fd, err := unix.MemfdCreate("glove-plan", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
@@ -460,6 +486,12 @@ func execWaiter(p *Plan) error {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("plan: keep the descriptor across execve: %w", err)
+	}
+	if p.UsernsFD != 0 {
+		if _, err := unix.FcntlInt(uintptr(p.UsernsFD), unix.F_SETFD, 0); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("--userns-fd %d: keep the descriptor across execve: %w", p.UsernsFD, err)
+		}
 	}
 	err = unix.Exec("/proc/self/exe", []string{"glove-shim", argStage0, strconv.Itoa(fd)}, []string{})
 	unix.Close(fd)

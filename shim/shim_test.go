@@ -735,39 +735,7 @@ func TestShimSharesBudgets(t *testing.T) {
 	for sc.Scan() && sc.Text() != "ready" {
 		limits = append(limits, sc.Text())
 	}
-	stage1 := stage1Of(t, cmd.Process.Pid, &stderr)
-	checked := 0
-	for _, name := range []string{"max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces", "max_net_namespaces",
-		"max_ipc_namespaces", "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
-		"max_inotify_instances", "max_inotify_watches", "max_fanotify_groups", "max_fanotify_marks"} {
-		host, err := os.ReadFile("/proc/sys/user/" + name)
-		if errors.Is(err, os.ErrNotExist) {
-			t.Logf("%s: not in this kernel", name)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(host)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command("nsenter", "--preserve-credentials", "--user=/proc/"+strconv.Itoa(stage1)+"/ns/user",
-			"cat", "/proc/sys/user/"+name).CombinedOutput()
-		if err != nil {
-			t.Fatalf("read %s in user namespace 1: %v: %s", name, err, out)
-		}
-		want := strconv.Itoa(max(n/33, 1))
-		got := strings.TrimSpace(string(out))
-		if got != want {
-			t.Errorf("%s in user namespace 1 is %s, want %s (host %d / 33)", name, got, want, n)
-		}
-		t.Logf("%s: host %d, user namespace 1 %s", name, n, got)
-		checked++
-	}
-	if checked < 10 {
-		t.Errorf("only %d counts checked", checked)
-	}
+	checkSharedBudgets(t, stage1Of(t, cmd.Process.Pid, &stderr))
 	for _, c := range []struct {
 		res  int
 		name string
@@ -800,6 +768,48 @@ func TestShimSharesBudgets(t *testing.T) {
 	done = true
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
+	}
+}
+
+// checkSharedBudgets reads, from outside, every per-user count of
+// /proc/sys/user in the user namespace of stage1 (user namespace 1):
+// each must be the host's divided by 33, at least 1.
+func checkSharedBudgets(t *testing.T, stage1 int) {
+	t.Helper()
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Fatalf("nsenter (util-linux) is needed to read user namespace 1's limits: %v", err)
+	}
+	checked := 0
+	for _, name := range []string{"max_user_namespaces", "max_mnt_namespaces", "max_pid_namespaces", "max_net_namespaces",
+		"max_ipc_namespaces", "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces",
+		"max_inotify_instances", "max_inotify_watches", "max_fanotify_groups", "max_fanotify_marks"} {
+		host, err := os.ReadFile("/proc/sys/user/" + name)
+		if errors.Is(err, os.ErrNotExist) {
+			t.Logf("%s: not in this kernel", name)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(host)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("nsenter", "--preserve-credentials", "--user=/proc/"+strconv.Itoa(stage1)+"/ns/user",
+			"cat", "/proc/sys/user/"+name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("read %s in user namespace 1: %v: %s", name, err, out)
+		}
+		want := strconv.Itoa(max(n/33, 1))
+		got := strings.TrimSpace(string(out))
+		if got != want {
+			t.Errorf("%s in user namespace 1 is %s, want %s (host %d / 33)", name, got, want, n)
+		}
+		t.Logf("%s: host %d, user namespace 1 %s", name, n, got)
+		checked++
+	}
+	if checked < 10 {
+		t.Errorf("only %d counts checked", checked)
 	}
 }
 

@@ -124,6 +124,7 @@ func Decode(b []byte) (*shim.Plan, error) {
 	for _, port := range unsafe.Slice(cp.egress_ports, cp.negress_ports) {
 		p.EgressPorts = append(p.EgressPorts, uint16(port))
 	}
+	p.UsernsFD = int(cp.userns_fd)
 	return p, nil
 }
 

@@ -17,7 +17,7 @@
 
 #include "plan.h"
 
-static const char plan_magic[] = "glove-plan-4\n";
+static const char plan_magic[] = "glove-plan-5\n";
 
 struct gp_alloc {
 	struct gp_alloc *next;
@@ -343,6 +343,7 @@ int glove_plan_decode(const unsigned char *b, size_t n, struct glove_plan *p, ch
 		p->egress_ports[i] = (uint16_t)v;
 	}
 	p->negress_ports = k;
+	p->userns_fd = dint(&d);
 	if (!d.failed && d.n > 0)
 		dfail(&d, "%zu bytes after the last field", d.n);
 	if (d.failed) {

@@ -98,6 +98,7 @@ struct glove_plan {
 	int64_t egress_handoff_fd; /* 0: none; see shim.Plan */
 	size_t negress_ports;
 	uint16_t *egress_ports;
+	int64_t userns_fd; /* 0: none; see shim.Plan */
 	struct gp_alloc *allocs;
 };
 

@@ -7,7 +7,9 @@
  * `glove-shim --glove-stage0 N`; the constructor in cstage.c runs this
  * before the Go runtime. It clones stage 1 into the seven new namespaces,
  * where the child runs stage 1 itself (s1_main) without executing
- * anything, then forwards signals to it and exits with its status.
+ * anything, then forwards signals to it and exits with its status. With
+ * --userns-fd the user namespace is not new: the waiter joins the one
+ * the plan names (join_userns) and clones stage 1 into the six others.
  *
  * Why: a Go process that waits in the session pays for what it needs to
  * stay there (docs/shim-startup.md, "Stage 0's waiter in C"): idle
@@ -25,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <sched.h>
@@ -79,7 +82,8 @@ static void stage1_run(void *arg, int sync, int ctl)
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		_exit(1);
 	/* The parent writes the ID maps, then one byte: until then this
-	 * process has no identity in its new user namespace. */
+	 * process has no identity in its new user namespace. (With
+	 * --userns-fd there is no new one, and no map: the byte alone.) */
 	do
 		r = read(sync, &go, 1);
 	while (r < 0 && errno == EINTR);
@@ -88,10 +92,90 @@ static void stage1_run(void *arg, int sync, int ctl)
 	s1_main(a->p, ctl, a->orig);
 }
 
+/* userns_file_is reads a file of /proc/self (a few bytes) and says
+ * whether it holds exactly want. */
+static int userns_file_is(const char *path, const char *want, char *got, size_t gotlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		s0_fail("--userns-fd: open %s: %s", path, gp_errno(errno));
+	n = s1_read_small(fd, got, gotlen);
+	if (n < 0) {
+		int er = errno;
+
+		close(fd);
+		s0_fail("--userns-fd: read %s: %s", path, gp_errno(er));
+	}
+	if (close(fd) != 0)
+		s0_fail("--userns-fd: close %s: %s", path, gp_errno(errno));
+	return strcmp(got, want) == 0;
+}
+
+/* join_userns makes the waiter a member of the user namespace of
+ * --userns-fd (made for the service user by glove-userns, on a host whose
+ * kernel lets no unprivileged process create one), and closes the
+ * descriptor: stage 1, which the waiter clones next, and everything after
+ * it never hold it. Stage 0's Go part checked the namespace's type, owner
+ * and parent (shim/userns_linux.go: checkUserns); what only its inside
+ * shows is checked here, each failure one line and exit 125 before any
+ * process of the sandbox exists:
+ *
+ *  - the waiter is uid and gid 0 there (in each of the real, effective
+ *    and saved ids): a namespace whose maps are missing leaves it the
+ *    overflow ids, and nothing of the sandbox would have an identity;
+ *  - uid_map and gid_map are exactly one line, 0 mapped to the service
+ *    user's uid and gid, length 1, compared with the kernel's own format
+ *    (kernel/user_namespace.c, "%10u %10u %10u\n"). Threat: a map wider
+ *    than one id, or onto another user's id, would give the sandbox's
+ *    root the files of that id on the host;
+ *  - setgroups is "deny". Threat: the sandbox's root dropping a
+ *    supplementary group that a host file denies access to (the maps of
+ *    a namespace glove-shim makes itself always deny it).
+ *
+ * The number comes from the plan, which is data: it must lie beyond the
+ * preserved descriptors, which belong to the program, and not be the
+ * plan's own. */
+static void join_userns(const struct glove_plan *p, int planfd)
+{
+	char want[64], got[256];
+	uid_t r, ef, sv;
+	gid_t gr, ge, gs;
+	int fd;
+
+	if (p->userns_fd < 3 + p->preserve_fds || p->userns_fd > GLOVE_MAX_FD || p->userns_fd == planfd)
+		s0_fail("--userns-fd %" PRId64 ": plan does not match the stage arguments", p->userns_fd);
+	fd = (int)p->userns_fd;
+	/* The waiter has one thread and its own file system information,
+	 * as setns(CLONE_NEWUSER) requires; it gains every capability in
+	 * that namespace, and none outside it. */
+	if (setns(fd, CLONE_NEWUSER) != 0)
+		s0_fail("--userns-fd %d: setns: %s", fd, gp_errno(errno));
+	if (close(fd) != 0)
+		s0_fail("--userns-fd %d: close: %s", fd, gp_errno(errno));
+	if (getresuid(&r, &ef, &sv) != 0 || getresgid(&gr, &ge, &gs) != 0)
+		s0_fail("--userns-fd %d: read the ids: %s", fd, gp_errno(errno));
+	if (r != 0 || ef != 0 || sv != 0 || gr != 0 || ge != 0 || gs != 0)
+		s0_fail("--userns-fd %d: uid %u and gid %u in the user namespace, not 0: its maps are missing or do not map the service user (uid %" PRIu32
+			", gid %" PRIu32 ")",
+			fd, (unsigned)ef, (unsigned)ge, p->host_uid, p->host_gid);
+	snprintf(want, sizeof(want), "%10u %10u %10u\n", 0U, (unsigned)p->host_uid, 1U);
+	if (!userns_file_is("/proc/self/uid_map", want, got, sizeof(got)))
+		s0_fail("--userns-fd %d: uid_map is not one line mapping 0 to uid %" PRIu32 " alone, length 1", fd, p->host_uid);
+	snprintf(want, sizeof(want), "%10u %10u %10u\n", 0U, (unsigned)p->host_gid, 1U);
+	if (!userns_file_is("/proc/self/gid_map", want, got, sizeof(got)))
+		s0_fail("--userns-fd %d: gid_map is not one line mapping 0 to gid %" PRIu32 " alone, length 1", fd, p->host_gid);
+	if (!userns_file_is("/proc/self/setgroups", "deny\n", got, sizeof(got)))
+		s0_fail("--userns-fd %d: setgroups is not denied in the user namespace", fd);
+}
+
 /* start_stage1 clones stage 1 into the seven new namespaces. Its root in
  * user namespace 1 is the service user on the host, and nothing else is
- * mapped. It returns stage 1's pid once the program is executing, or -1
- * with the reason in e. */
+ * mapped. With --userns-fd the waiter is in user namespace 1 already
+ * (join_userns, whose maps it checked): stage 1 is cloned into the six
+ * other new namespaces, and no map is written. It returns stage 1's pid
+ * once the program is executing, or -1 with the reason in e. */
 static pid_t start_stage1(struct glove_plan *p, ksigset orig, char *e)
 {
 	struct stage1_arg a = { .p = p, .orig = orig };
@@ -102,7 +186,13 @@ static pid_t start_stage1(struct glove_plan *p, ksigset orig, char *e)
 		.name = "stage 1", .run = stage1_run, .arg = &a,
 	};
 	int mine;
-	pid_t pid = s1_start_child(&c, &mine, e);
+	pid_t pid;
+
+	if (p->userns_fd != 0) {
+		c.flags &= ~(unsigned long)CLONE_NEWUSER;
+		c.map = 0;
+	}
+	pid = s1_start_child(&c, &mine, e);
 
 	if (pid >= 0 && close(mine) != 0) {
 		s1_err(e, "stage 1: close the control socket: %s", gp_errno(errno));
@@ -138,6 +228,8 @@ void glove_stage0(int argc, char **argv)
 		s0_fail("close the plan: %s", gp_errno(errno));
 	if (block_err != 0)
 		s0_fail("block signals: %s", gp_errno(block_err));
+	if (p.userns_fd != 0)
+		join_userns(&p, planfd);
 	pid = start_stage1(&p, orig, e);
 	if (pid < 0)
 		s0_fail("%s", e);

@@ -4,8 +4,10 @@
  * cloned it into (user, mount, pid, net, ipc, uts, cgroup). It shares
  * the per-user budgets, builds the mount tree (mount.c), pivots, names
  * the host, brings lo up, then starts stage 2 in a new user and mount
- * namespace, forwards signals to it, reaps every process that ends in
- * the sandbox and exits with the program's status.
+ * namespace (in its own with --userns-fd: start_stage2), forwards
+ * signals to it, reaps every process that ends in the sandbox and exits
+ * with the program's status. With --userns-fd, user namespace 1 is the
+ * one stage 0's waiter joined, which another process made.
  *
  * It runs from the constructor in cstage.c, before the Go runtime
  * exists, and never returns: no Go start-up is paid for PID 1, and PID 1
@@ -542,13 +544,24 @@ static void stage2_run(void *arg, int sync, int ctl)
  * program unmounting a mask or a bind to reveal what is below, or
  * clearing a read-only attribute), unless the mountlock layer is off in a
  * test build. The sandbox user and group map to user namespace 1's root,
- * which is the invoking user on the host, and to nothing else. */
+ * which is the invoking user on the host, and to nothing else.
+ *
+ * With --userns-fd (the plan's userns_fd) there is no user namespace 2:
+ * the kernels that need that mode (Debian's unprivileged_userns_clone=0)
+ * let nobody create a user namespace nested in user namespace 1
+ * (docs/hardened-hosts-measured.md, "Consequences", 1). Stage 2 then
+ * starts as with the mountlock layer off, in stage 1's namespaces, as uid
+ * 0 of user namespace 1, and the other layers stop what the lock would
+ * (SECURITY.md, "The sandbox"; the attack table's --userns-fd variant).
+ * The plan decides it, not a clone that failed: a kernel that would
+ * allow the nesting builds the same sandbox in this mode as one that
+ * does not. */
 static pid_t start_stage2(const struct glove_plan *p, ksigset orig, int *mine, char *e)
 {
 	struct stage2_arg a = { .p = p, .orig = orig };
 	struct s1_child c = { .flags = SIGCHLD, .name = "stage 2", .run = stage2_run, .arg = &a };
 
-	if (!gp_off(p, GLOVE_LAYER_MOUNTLOCK)) {
+	if (!gp_off(p, GLOVE_LAYER_MOUNTLOCK) && p->userns_fd == 0) {
 		c.flags |= CLONE_NEWUSER | CLONE_NEWNS;
 		c.map = 1;
 		c.uid_in = p->uid;
