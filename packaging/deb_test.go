@@ -116,6 +116,16 @@ func TestDebInstallRunPurge(t *testing.T) {
 	t.Run("unit verifies", func(t *testing.T) { checkUnit(t) })
 	t.Run("man pages", func(t *testing.T) { checkManPages(t) })
 	t.Run("bash completion", func(t *testing.T) { checkCompletion(t) })
+	t.Run("apparmor", func(t *testing.T) {
+		// dh_apparmor's postinst makes the profile's local include (the
+		// operator's additions); loading is the VM lane's hardened
+		// cell's to show (AppArmor 4 there).
+		for _, p := range []string{"/etc/apparmor.d/glove-shim", "/etc/apparmor.d/local/glove-shim"} {
+			if _, err := os.Lstat(p); err != nil {
+				t.Errorf("after dpkg -i: %v", err)
+			}
+		}
+	})
 	t.Run("session", func(t *testing.T) { runSession(t, v2, uid, gid) })
 
 	if t.Failed() {
@@ -137,7 +147,7 @@ func TestDebInstallRunPurge(t *testing.T) {
 			t.Errorf("after purge: %s is left", p)
 		}
 	}
-	for _, p := range []string{"/etc/glove", "/run/glove", "/var/lib/glove/store", "/var/lib/glove/materialization"} {
+	for _, p := range []string{"/etc/glove", "/run/glove", "/var/lib/glove/store", "/var/lib/glove/materialization", "/etc/apparmor.d/local/glove-shim"} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("after purge: %s is left", p)
 		}

@@ -219,7 +219,7 @@ func checkRPMModes(t *testing.T, pkg string) {
 // checkRPMFiles: the package holds the .deb's files (the unit in
 // /usr/lib/systemd/system, the documentation in rpm's places), the man
 // pages and bash completion scripts the tree has, and nothing else; the
-// example bounds are %config(noreplace).
+// example bounds and the AppArmor profiles are %config(noreplace).
 func checkRPMFiles(t *testing.T, pkg, repo string) {
 	want := []string{
 		"/etc/glove",
@@ -245,6 +245,15 @@ func checkRPMFiles(t *testing.T, pkg, repo string) {
 		want = append(want, p)
 		conf[p] = true
 	}
+	profiles, err := filepath.Glob(filepath.Join(repo, "packaging/apparmor/*"))
+	if err != nil || len(profiles) == 0 {
+		t.Fatalf("packaging/apparmor/*: %v %v", profiles, err)
+	}
+	for _, f := range profiles {
+		p := "/etc/apparmor.d/" + filepath.Base(f)
+		want = append(want, p)
+		conf[p] = true
+	}
 	for _, sec := range []string{"1", "8"} {
 		man, err := filepath.Glob(filepath.Join(repo, "docs/man/*."+sec))
 		if err != nil {
@@ -267,7 +276,7 @@ func checkRPMFiles(t *testing.T, pkg, repo string) {
 		got = append(got, path)
 		isConf := strings.Contains(flags, "c") && strings.Contains(flags, "n")
 		if conf[path] != isConf {
-			t.Errorf("%s: file flags %q; want %%config(noreplace) exactly for the example bounds", path, flags)
+			t.Errorf("%s: file flags %q; want %%config(noreplace) exactly for the example bounds and the AppArmor profiles", path, flags)
 		}
 	}
 	sort.Strings(got)

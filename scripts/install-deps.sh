@@ -75,6 +75,7 @@ if [ "$mode" = test ]; then
     [dpkg-dev]=/usr/bin/dpkg-buildpackage
     [debhelper]=/usr/bin/dh
     [bash-completion]=/usr/bin/dh_bash-completion
+    [dh-apparmor]=/usr/bin/dh_apparmor # loads glove-shim's AppArmor profiles in postinst
     [lintian]=/usr/bin/lintian
     [man-db]=/usr/bin/man
   )

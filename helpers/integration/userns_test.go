@@ -23,10 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// usernsRequest is the one request glove-userns grants: root inside is
-// the service user, nothing else is mapped.
+// usernsRequest is the request glove-userns grants: one id inside (here
+// the sandbox's user of Glove's bundles, 1000) is the service user,
+// nothing else is mapped.
 func usernsRequest(env *testenv.Env, session string) *userwire.CreateRequest {
-	return &userwire.CreateRequest{Session: session, UIDOutside: uint32(env.UID), UIDCount: 1, GIDOutside: uint32(env.GID), GIDCount: 1}
+	return &userwire.CreateRequest{Session: session, UIDInside: 1000, UIDOutside: uint32(env.UID), UIDCount: 1,
+		GIDInside: 1000, GIDOutside: uint32(env.GID), GIDCount: 1}
 }
 
 // usernsQuiet checks, from outside, that the helper holds no capability
@@ -62,7 +64,7 @@ func childrenOf(t *testing.T, pid int) []string {
 
 // TestUsernsCreate asks glove-userns for a namespace and checks it from
 // outside: a user namespace, child of the initial one, owned by the
-// service user, mapping 0 to the service uid and gid only, setgroups
+// service user, mapping 1000 to the service uid and gid only, setgroups
 // denied; joinable by the service user with no capability. Between and
 // after requests the helper holds no effective capability and no child;
 // a second Create on the connection ends it with the protocol status.
@@ -112,7 +114,7 @@ func TestUsernsCreate(t *testing.T) {
 	}
 
 	// Joined by the service user, without any capability, as glove-shim's
-	// waiter will: root inside, the one-id maps, setgroups denied.
+	// waiter will: 1000 inside, the one-id maps, setgroups denied.
 	cmd := exec.Command("nsenter", "--preserve-credentials", "--user=/proc/self/fd/3", "sh", "-c",
 		"id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map /proc/self/setgroups")
 	cmd.ExtraFiles = []*os.File{ns}
@@ -122,7 +124,7 @@ func TestUsernsCreate(t *testing.T) {
 		t.Fatalf("join as the service user: %v\n%s", err, out)
 	}
 	got := strings.Fields(string(out))
-	want := []string{"0", "0", "0", fmt.Sprint(env.UID), "1", "0", fmt.Sprint(env.GID), "1", "deny"}
+	want := []string{"1000", "1000", "1000", fmt.Sprint(env.UID), "1", "1000", fmt.Sprint(env.GID), "1", "deny"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("inside the namespace: %q, want %q", got, want)
 	}
@@ -151,13 +153,13 @@ func TestUsernsRefusals(t *testing.T) {
 		wantMsg string
 	}{
 		{"not enabled", good, true, "not enabled"},
-		{"uid inside not 0", with(func(q *userwire.CreateRequest) { q.UIDInside = 1 }), false, "uid map"},
+		{"uid inside -1", with(func(q *userwire.CreateRequest) { q.UIDInside = ^uint32(0) }), false, "uid map"},
 		{"uid of another user", with(func(q *userwire.CreateRequest) { q.UIDOutside = 0 }), false, "uid map"},
 		{"uid range of two", with(func(q *userwire.CreateRequest) { q.UIDCount = 2 }), false, "uid map"},
 		{"empty uid map", with(func(q *userwire.CreateRequest) { q.UIDCount = 0 }), false, "uid map"},
 		{"gid of another group", with(func(q *userwire.CreateRequest) { q.GIDOutside = 0 }), false, "gid map"},
 		{"gid range of 65536", with(func(q *userwire.CreateRequest) { q.GIDCount = 65536 }), false, "gid map"},
-		{"gid inside not 0", with(func(q *userwire.CreateRequest) { q.GIDInside = 7 }), false, "gid map"},
+		{"gid inside -1", with(func(q *userwire.CreateRequest) { q.GIDInside = ^uint32(0) }), false, "gid map"},
 		{"session not an identifier", with(func(q *userwire.CreateRequest) { q.Session = "../x" }), false, "session"},
 	}
 	for _, c := range cases {

@@ -15,6 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// noID is (uid_t)-1, which no map may name.
+const noID = ^uint32(0)
+
 // server is one helper process's single Create.
 type server struct {
 	cfg      *Config
@@ -38,17 +41,21 @@ func (s *server) create(_ uint32, q *userwire.CreateRequest, _ []*os.File) (*use
 	if !names.Name(q.Session) {
 		return nil, nil, refuse("session %q is not a session identifier", q.Session)
 	}
-	if q.UIDInside != 0 || q.UIDOutside != s.uid || q.UIDCount != 1 {
-		return nil, nil, refuse("uid map %d %d %d: only \"0 %d 1\" (root inside is the service user, nothing else) is made", q.UIDInside, q.UIDOutside, q.UIDCount, s.uid)
+	// One id, the service user's: the sandbox's user (the bundle's
+	// process.user, 1000 in Glove's bundles) is the service user on the
+	// host, and nothing else is mapped. -1 is no id (the kernel's
+	// "invalid" uid).
+	if q.UIDInside == noID || q.UIDOutside != s.uid || q.UIDCount != 1 {
+		return nil, nil, refuse("uid map %d %d %d: only \"ID %d 1\" (one id inside, the service user outside) is made", q.UIDInside, q.UIDOutside, q.UIDCount, s.uid)
 	}
-	if q.GIDInside != 0 || q.GIDOutside != s.gid || q.GIDCount != 1 {
-		return nil, nil, refuse("gid map %d %d %d: only \"0 %d 1\" is made", q.GIDInside, q.GIDOutside, q.GIDCount, s.gid)
+	if q.GIDInside == noID || q.GIDOutside != s.gid || q.GIDCount != 1 {
+		return nil, nil, refuse("gid map %d %d %d: only \"ID %d 1\" is made", q.GIDInside, q.GIDOutside, q.GIDCount, s.gid)
 	}
 	h, err := s.hold()
 	if err != nil {
 		return nil, nil, err
 	}
-	ns, ino, err := s.fill(h.pid)
+	ns, ino, err := s.fill(h.pid, q)
 	if err = errors.Join(err, h.end()); err != nil {
 		if ns >= 0 {
 			err = closeJoin(err, ns)
@@ -86,15 +93,15 @@ func (s *server) hold() (*holder, error) {
 
 // fill opens the holder's user namespace and writes setgroups "deny" and
 // the two maps, then checks the namespace is the service user's.
-func (s *server) fill(pid int) (ns int, ino uint64, err error) {
+func (s *server) fill(pid int, q *userwire.CreateRequest) (ns int, ino uint64, err error) {
 	dir := strconv.Itoa(pid)
 	if ns, err = openAt(s.proc, dir+"/ns/user", unix.O_RDONLY); err != nil {
 		return -1, 0, fmt.Errorf("userns: open the namespace: %w", err)
 	}
 	for _, w := range []struct{ file, text string }{
 		{"setgroups", "deny"}, // before gid_map: an unprivileged gid map needs it
-		{"uid_map", fmt.Sprintf("0 %d 1\n", s.uid)},
-		{"gid_map", fmt.Sprintf("0 %d 1\n", s.gid)},
+		{"uid_map", fmt.Sprintf("%d %d 1\n", q.UIDInside, s.uid)},
+		{"gid_map", fmt.Sprintf("%d %d 1\n", q.GIDInside, s.gid)},
 	} {
 		if err := writeAt(s.proc, dir+"/"+w.file, w.text); err != nil {
 			return ns, 0, fmt.Errorf("userns: write %s: %w", w.file, err)

@@ -15,7 +15,7 @@
 // turning this on gives one back to the service user alone).
 //
 // What a subverted supervisor gains through it: user namespaces owned by
-// the service user, children of the initial one, mapping only the
+// the service user, children of the initial one, mapping one id onto the
 // service user's own uid and gid: what an unrestricted host gives every
 // user. The helper writes no other map and has no way to: the kernel lets
 // a process without CAP_SETUID/CAP_SETGID map only its own ids, and the

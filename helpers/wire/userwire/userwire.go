@@ -23,10 +23,11 @@ const MaxSessionLen = 64
 // CreateRequest names the session the namespace is for (written into the
 // helper's log line, nothing else) and the two maps the namespace is to
 // get, each one extent: Inside, Outside, Count as in
-// /proc/PID/uid_map. The helper accepts exactly one map: 0 onto its own
-// uid (gid), count 1. The request says it anyway so that a supervisor
-// that asks for anything else is refused in words, not silently given the
-// one map.
+// /proc/PID/uid_map. The helper accepts exactly one map each: one id
+// inside (the sandbox's user, any id but -1) onto its own uid (gid),
+// count 1. The request says the outside id and count anyway so that a
+// supervisor that asks for anything else is refused in words, not
+// silently given the one map.
 type CreateRequest struct {
 	Session    string `wire:"64"`
 	UIDInside  uint32

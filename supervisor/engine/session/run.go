@@ -120,12 +120,13 @@ type Env struct {
 	ServeServices func(h ServiceHandles) (stop func() error, err error)
 	// UserNamespace, set in the glove-userns mode (package usermode: a
 	// host whose kernel refuses the service user a user namespace),
-	// makes the session's user namespace 1 (glove-userns's Create) just
-	// before the shim starts; the shim joins it (--userns-fd) instead of
+	// makes the session's user namespace 1 (glove-userns's Create),
+	// mapping the sandbox's uid and gid (the bundle's) onto the service
+	// user, just before the shim starts; the shim joins it (--userns-fd) instead of
 	// creating one. Spawn passes it beyond the preserved range, so the
 	// program never gets it, and closes its own copy once the shim has
 	// started or failed to.
-	UserNamespace func(session string) (*os.File, error)
+	UserNamespace func(session string, uid, gid uint32) (*os.File, error)
 }
 
 // guard applies Env.Guard to the host tree of mount target open at fd.

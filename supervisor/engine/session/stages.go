@@ -127,7 +127,9 @@ func (h *Handle) Spawn() (Identity, error) {
 		args = append(args, "--seccomp-cache-fd", strconv.Itoa(3+len(extra)-1))
 	}
 	if p.env.UserNamespace != nil {
-		ns, err := p.env.UserNamespace(l.Name)
+		// The bundle's one mapping (spec.Build): the sandbox's user onto
+		// the service user; glove-shim refuses any other.
+		ns, err := p.env.UserNamespace(l.Name, SandboxUID, SandboxGID)
 		if err != nil {
 			return Identity{}, fmt.Errorf("the session's user namespace: %w", err)
 		}

@@ -15,16 +15,18 @@ import (
 
 // Namespace asks a glove-userns, started by start (ready: it has answered
 // Hello), for session's user namespace, and ends the helper: one helper
-// process per namespace. The maps asked for are the caller's own uid and
-// gid (the service user's, the helper's too). The descriptor is checked
+// process per namespace. The maps asked for are uid and gid inside (the
+// sandbox's user: glove-shim requires the bundle's mappings exactly) onto
+// the caller's own uid and gid (the service user's, the helper's too). The descriptor is checked
 // before it is returned: a user namespace, owned by the caller's uid,
 // the one the reply names. The caller closes it.
-func Namespace(start func(name string) (*helperproc.Proc, error), session string) (*os.File, error) {
+func Namespace(start func(name string) (*helperproc.Proc, error), session string, uid, gid uint32) (*os.File, error) {
 	p, err := start("glove-userns")
 	if err != nil {
 		return nil, err
 	}
-	q := &userwire.CreateRequest{Session: session, UIDOutside: uint32(os.Getuid()), UIDCount: 1, GIDOutside: uint32(os.Getgid()), GIDCount: 1}
+	q := &userwire.CreateRequest{Session: session, UIDInside: uid, UIDOutside: uint32(os.Getuid()), UIDCount: 1,
+		GIDInside: gid, GIDOutside: uint32(os.Getgid()), GIDCount: 1}
 	r, files, err := wirecall.Call(userwire.Create, p.Client, q, nil)
 	if cerr := p.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("glove-userns exit: %w", cerr))
@@ -76,7 +78,7 @@ func checkNamespace(f *os.File, ino uint64) error {
 // closed at once).
 func Decide(start func(name string) (*helperproc.Proc, error)) (string, error) {
 	return Choose(ReadFacts("/proc/sys"), Probe(), func() error {
-		ns, err := Namespace(start, "startup-probe")
+		ns, err := Namespace(start, "startup-probe", 0, 0)
 		if err != nil {
 			return err
 		}

@@ -450,7 +450,9 @@ func runSession(l *session.Launch, pins *session.Pins, matRoot string, stdin io.
 		return nil, err
 	}
 	if mode == usermode.Helper {
-		env.UserNamespace = func(id string) (*os.File, error) { return usermode.Namespace(env.StartHelper, id) }
+		env.UserNamespace = func(id string, uid, gid uint32) (*os.File, error) {
+			return usermode.Namespace(env.StartHelper, id, uid, gid)
+		}
 	}
 
 	pio := session.IO{Input: stdin, Output: stdout}

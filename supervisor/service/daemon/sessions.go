@@ -469,8 +469,8 @@ func (d *Daemon) startSession(_ *conn, k *call, ps *startParams) (any, *Error) {
 	env := &session.Env{ShimPath: filepath.Join(d.cfg.Libexec, "glove-shim"), RuntimeDir: d.cfg.MaterializationRoot,
 		MaterializationRoot: d.cfg.MaterializationRoot, SeccompCache: d.seccompCache, ServeServices: serveServices}
 	if d.userMode == usermode.Helper {
-		env.UserNamespace = func(id string) (*os.File, error) {
-			ns, err := usermode.Namespace(d.startHelper, id)
+		env.UserNamespace = func(id string, uid, gid uint32) (*os.File, error) {
+			ns, err := usermode.Namespace(d.startHelper, id, uid, gid)
 			if err != nil {
 				return nil, err
 			}
