@@ -27,6 +27,11 @@ root_size=4G   # sparse; the agent installs glove and makes loop images in it
 root="$out/root"
 
 pkgs=$(grep -v '^\s*\(#\|$\)' "$here/packages" | paste -sd, -)
+# The cell's own packages (vmlane/cells, packages=; run.sh passes them and
+# keys the cached image on them).
+if [ -n "${VMLANE_EXTRA_PACKAGES:-}" ]; then
+  pkgs="$pkgs,$VMLANE_EXTRA_PACKAGES"
+fi
 
 # mmdebstrap's root mode bind-mounts /dev, /proc and /sys into the root
 # while it works. A private mount namespace makes those mounts vanish with

@@ -54,13 +54,22 @@ mirror=${VMLANE_MIRROR:-http://deb.debian.org/debian}
 mem=${VMLANE_MEM:-2048} smp=${VMLANE_SMP:-2}
 boot_timeout=${VMLANE_BOOT_TIMEOUT:-180}
 
-# The matrix: name, userspace suite, kernel suite (vmlane/cells).
-declare -A cell_suite cell_ksuite
+# The matrix: name, userspace suite, kernel suite (vmlane/cells), then
+# options: packages=a,b (more packages in the cell's image), append=x,y
+# (more kernel command line, one word each).
+declare -A cell_suite cell_ksuite cell_packages cell_append
 all_cells=()
 while read -r name suite ksuite rest; do
   case $name in ''|'#'*) continue ;; esac
-  [ -n "$ksuite" ] && [ -z "$rest" ] || die "vmlane/cells: bad line: $name $suite $ksuite $rest"
-  cell_suite[$name]=$suite cell_ksuite[$name]=$ksuite
+  [ -n "$ksuite" ] || die "vmlane/cells: bad line: $name $suite $ksuite $rest"
+  cell_suite[$name]=$suite cell_ksuite[$name]=$ksuite cell_packages[$name]='' cell_append[$name]=''
+  for opt in $rest; do
+    case $opt in
+      packages=?*) cell_packages[$name]=${opt#packages=} ;;
+      append=?*) cell_append[$name]=${opt#append=} ;;
+      *) die "vmlane/cells: $name: unknown option $opt" ;;
+    esac
+  done
   all_cells+=("$name")
 done < "$here/cells"
 if [ -n "$cells" ]; then
@@ -192,7 +201,7 @@ ensure_image() {
     echo "cannot resolve $ksuite's linux-image-cloud-amd64 (apt-get update failed?)" > "$tmp/$cell/image-error"
     return 1
   fi
-  key=$( { printf 'suite=%s\nkernel-suite=%s\n%s\n' "$suite" "$ksuite" "$kpkgs"
+  key=$( { printf 'suite=%s\nkernel-suite=%s\n%s\npackages=%s\n' "$suite" "$ksuite" "$kpkgs" "${cell_packages[$cell]}"
            cat "$here/packages" "$here/build-image.sh" "$here"/image/*; } | sha256sum | cut -c1-16)
   if [ -f "$dir/key" ] && [ "$(cat "$dir/key")" = "$key" ] && [ -f "$dir/root.img" ] && [ -f "$dir/vmlinuz" ]; then
     echo "$prog: $cell: cached image $key ($(grep ^kernel= "$dir/info" | cut -d= -f2), checked in $(secs $(($(now_ms) - t0))) s)"
@@ -206,7 +215,8 @@ ensure_image() {
   (cd "$dl" && suite_apt apt-get "$ksuite" download -qq -o APT::Sandbox::User=root $kpkgs >/dev/null) || {
     echo "apt-get download ${kpkgs//$'\n'/ } from $ksuite failed" > "$tmp/$cell/image-error"; return 1; }
   mkdir "$new/out"
-  "$here/build-image.sh" "$suite" "$mirror" "$new/out" "$dl"/*.deb > "$new/build.log" 2>&1 || {
+  VMLANE_EXTRA_PACKAGES=${cell_packages[$cell]} \
+    "$here/build-image.sh" "$suite" "$mirror" "$new/out" "$dl"/*.deb > "$new/build.log" 2>&1 || {
     mkdir -p "$out/$cell"
     cp "$new/build.log" "$out/$cell/build.log"
     { echo "vmlane/build-image.sh failed; its last 40 lines ($out/$cell/build.log):"
@@ -256,7 +266,7 @@ boot_once() {
     -accel tcg,tb-size=256 -cpu max,-erms \
     -m "$mem" -smp "$smp" -display none -nic none -serial "file:$d/serial.log" \
     -kernel "$img/vmlinuz" \
-    -append "root=/dev/nvme0n1 rootwait rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 ${VMLANE_APPEND:-}" \
+    -append "root=/dev/nvme0n1 rootwait rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 ${cell_append[$cell]//,/ } ${VMLANE_APPEND:-}" \
     -drive "if=none,id=root,file=$d/root.qcow2,format=qcow2,cache=unsafe" \
     -drive "if=none,id=lane,file=$d/lane.img,format=raw" \
     -device nvme,drive=root,serial=glove-root \

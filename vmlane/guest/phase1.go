@@ -48,7 +48,12 @@ const (
 func (a *Agent) phase1() bool {
 	a.Check("kernel-tests", nil, a.checkKernelTests)
 	a.Check("install", nil, a.checkInstall)
-	a.Check("operator-files", []string{"install"}, a.checkOperatorFiles)
+	files := []string{"install"}
+	if a.cell() == HardenedCell {
+		a.Check("hardened-host", []string{"install"}, a.checkHardenedHost)
+		files = append(files, "hardened-host")
+	}
+	a.Check("operator-files", files, a.checkOperatorFiles)
 	a.Check("unit-start", []string{"operator-files"}, a.checkUnitStart)
 	a.Check("cgroup-leaf", []string{"unit-start"}, a.checkCgroupLeaf)
 	a.Check("status", []string{"install"}, a.checkStatus)
@@ -812,6 +817,17 @@ func (a *Agent) hostAgrees(ev *Evidence, it StatusItem) (string, error) {
 		return desc, nil
 	case name == "user-namespaces" || strings.Contains(name, "userns"):
 		r := Run(ev, RunOpts{As: a.Cred(), Timeout: 30 * time.Second}, a.self, "probe-userns")
+		if a.cell() == HardenedCell {
+			// The switch refuses the glove user; glove-userns, enabled
+			// by the operator (hardened-host), makes the sessions'.
+			switch {
+			case r.OK():
+				return "the glove user created one", errors.New("the glove user created a user namespace: kernel.unprivileged_userns_clone=0 is not in force")
+			case !strings.Contains(it.Detail, "mode glove-userns"):
+				return "the glove user cannot create one", fmt.Errorf("status says %q, not the glove-userns mode", it.Detail)
+			}
+			return "the glove user cannot create one; status: the glove-userns mode", nil
+		}
 		if !r.OK() {
 			return "", fmt.Errorf("the glove user cannot create a user namespace: %s", r.Brief())
 		}
