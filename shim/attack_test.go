@@ -45,9 +45,16 @@ import (
 //     be stopped exactly when base is true, so a case that claims a layer
 //     stops it also shows that the attack works when nothing does;
 //   - all of the above again with --userns-fd (configurations "userns-"),
-//     in a user namespace made for the shim as glove-userns makes one:
-//     the same verdicts, but that mountlock alone gives exactly the
-//     base's, since the mount lock (user namespace 2) cannot exist there.
+//     in a user namespace made for the shim as glove-userns makes one,
+//     mapping the bundle's process.user: the same verdicts, but that
+//     mountlock alone gives exactly the base's, since the mount lock
+//     (user namespace 2) cannot exist there. Production runs the
+//     bundle's uid 1000, as Glove's bundles are, and again a bundle of
+//     uid 0 ("userns-production-uid0"); the layer runs a bundle of uid
+//     0, so that the program is uid 0 of user namespace 1 there too, as
+//     it is in the default mode with mountlock off (a program of another
+//     uid loses every capability at its execve, whatever the caps layer
+//     says, and the table would not show what each layer stops alone).
 //
 // Layers (shim.Layers): mountlock, seccomp, landlock, caps, procmask. The
 // base, which nothing switches off: the seven namespaces, pivot_root, the
@@ -283,6 +290,9 @@ type attackConfig struct {
 	// for it as glove-userns makes one (makeUserns): there is no user
 	// namespace 2, so the mountlock layer cannot exist.
 	userns bool
+	// uid0 gives the bundle process.user 0:0 (and mappings of 0), which
+	// the namespace of userns then maps.
+	uid0 bool
 }
 
 // attackConfigs are the table's configurations: production, each layer
@@ -295,10 +305,13 @@ func attackConfigs() []attackConfig {
 			prefix = "userns-"
 		}
 		cs = append(cs, attackConfig{name: prefix + "production", prod: true, userns: userns})
-		for _, l := range shim.Layers {
-			cs = append(cs, attackConfig{name: prefix + "only-" + l, only: l, layer: true, userns: userns})
+		if userns {
+			cs = append(cs, attackConfig{name: prefix + "production-uid0", prod: true, userns: true, uid0: true})
 		}
-		cs = append(cs, attackConfig{name: prefix + "base", layer: true, userns: userns})
+		for _, l := range shim.Layers {
+			cs = append(cs, attackConfig{name: prefix + "only-" + l, only: l, layer: true, userns: userns, uid0: userns})
+		}
+		cs = append(cs, attackConfig{name: prefix + "base", layer: true, userns: userns, uid0: userns})
 	}
 	return cs
 }
@@ -426,7 +439,14 @@ func buildProbe(t *testing.T, e *testenv.Env) string {
 // and returns the verdict.
 func runAttack(t *testing.T, e *testenv.Env, probeDir, shimPath string, cfg attackConfig, c attackCase) attackResult {
 	t.Helper()
-	return runAttackWith(t, e, probeDir, attackRuntime{path: shimPath, env: cfg.env(), userns: cfg.userns}, c)
+	rt := attackRuntime{path: shimPath, env: cfg.env(), userns: cfg.userns}
+	if cfg.uid0 {
+		rt.edit = func(s *specs.Spec) {
+			s.Process.User.UID, s.Process.User.GID = 0, 0
+			s.Linux.UIDMappings[0].ContainerID, s.Linux.GIDMappings[0].ContainerID = 0, 0
+		}
+	}
+	return runAttackWith(t, e, probeDir, rt, c)
 }
 
 // attackRuntime is the OCI runtime a case runs under: glove-shim, or runc
@@ -460,7 +480,9 @@ func runAttackWith(t *testing.T, e *testenv.Env, probeDir string, rt attackRunti
 	}
 	extra := r.extra
 	if rt.userns {
-		extra = append(slices.Clip(extra), makeUserns(t, e, goodUserns(e)))
+		// Mapping the bundle's process.user, as gloved asks glove-userns
+		// to: the program is that uid in user namespace 1.
+		extra = append(slices.Clip(extra), makeUserns(t, e, usernsFor(e, r.b.Spec.Process.User)))
 		args = append(args, "--userns-fd", strconv.Itoa(2+len(extra)))
 	}
 	id := rt.id

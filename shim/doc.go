@@ -47,12 +47,16 @@
 // With --userns-fd N (hosts whose kernel refuses unprivileged user
 // namespaces) user namespace 1 is not new: stage 0 checks that N is a
 // user namespace of the effective uid and a child of its own
-// (checkUserns), the waiter joins it, closes N and checks its maps (0 to
-// the service user's ids alone, setgroups denied), and clones stage 1
-// without NEWUSER and without writing maps. Such kernels let nobody nest
-// a user namespace, so stage 2 is cloned without NEWUSER|NEWNS, as with
-// the mountlock layer off: no mount lock in that mode, and the other
-// layers stop what it stops (the attack table's userns- configurations).
+// (checkUserns), the waiter joins it, closes N and checks its maps
+// (process.user's uid and gid to the service user's alone, as the
+// bundle's linux.uidMappings and gidMappings say; setgroups denied), and
+// clones stage 1 without NEWUSER and without writing maps: stage 1 is
+// process.user's ids there, with every capability, and the program has
+// the ids and sees the owners it has in the default mode. Such kernels
+// let nobody nest a user namespace, so stage 2 is cloned without
+// NEWUSER|NEWNS, as with the mountlock layer off: no mount lock in that
+// mode, and the other layers stop what it stops (the attack table's
+// userns- configurations).
 //
 // Why clone flags and not unshare: unshare(CLONE_NEWUSER) fails in a
 // multi-threaded process, and every Go program is one. The waiter and

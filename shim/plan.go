@@ -51,8 +51,8 @@ const (
 type Plan struct {
 	PreserveFDs  int
 	Hostname     string
-	UID, GID     uint32 // the program's ids in user namespace 2
-	HostUID      uint32 // the service user that namespace 1's root maps to
+	UID, GID     uint32 // the program's ids in user namespace 2 (1 with UsernsFD)
+	HostUID      uint32 // the service user that namespace 1's root (UID with UsernsFD) maps to
 	HostGID      uint32
 	RootReadonly bool
 	// RootTmpfs builds the root from a detached tmpfs rather than a
@@ -90,15 +90,56 @@ type Plan struct {
 	EgressPorts     []uint16
 	// UsernsFD, when not 0, is --userns-fd: the descriptor, beyond the
 	// preserved range, of a user namespace made for the service user
-	// (glove-userns; stage 0 checked it: checkUserns). Stage 0's waiter
-	// joins it and closes it before it clones stage 1, which it then
-	// clones without CLONE_NEWUSER and without writing maps: user
-	// namespace 1 is this one. Stage 1 then starts stage 2 without a
-	// user namespace 2 (no mount lock), as the kernels that need this
-	// mode allow no nested user namespace (docs/hardened-hosts-measured.md,
-	// "Consequences"). Neither stage 1, stage 2 nor the program ever
-	// holds the descriptor.
+	// (glove-userns; stage 0 checked it: checkUserns), mapping UID and
+	// GID alone to HostUID and HostGID, as the bundle's own mappings do.
+	// Stage 0's waiter joins it, checks its maps and closes it before it
+	// clones stage 1, which it then clones without CLONE_NEWUSER and
+	// without writing maps: user namespace 1 is this one, and stage 1 is
+	// UID and GID there, with every capability. Stage 1 then starts
+	// stage 2 without a user namespace 2 (no mount lock), as the kernels
+	// that need this mode allow no nested user namespace
+	// (docs/hardened-hosts-measured.md, "Consequences"). Neither stage 1,
+	// stage 2 nor the program ever holds the descriptor. Set by
+	// joinUserns.
 	UsernsFD int
+}
+
+// joinUserns makes p the plan of a sandbox whose user namespace 1 is the
+// one of descriptor fd (--userns-fd), which maps UID and GID to the
+// service user, where the namespace stage 0's waiter makes itself maps 0.
+// Every id the plan gives stage 1 in user namespace 1's terms is
+// translated so that it names the same host id as in the default mode:
+// a devpts's gid= (the only id a plan carries: fsconfig reads it in the
+// mounter's user namespace, user namespace 1) has 0 and GID exchanged. 0,
+// the sandbox group on the host in the default mode, becomes GID, which
+// is that group here; GID, which no id maps to in the default mode (and
+// fsconfig refuses there), becomes 0, which none maps to here; any other
+// id is mapped in neither. Threat: the pts nodes given a group other
+// than the one the bundle's gid names, or a bundle that the default mode
+// refuses running in this one.
+func (p *Plan) joinUserns(fd int) {
+	p.UsernsFD = fd
+	for i := range p.Mounts {
+		m := &p.Mounts[i]
+		if m.Kind != kindDevpts {
+			continue
+		}
+		for j := range m.Config {
+			if m.Config[j][0] != "gid" {
+				continue
+			}
+			n, err := strconv.ParseUint(m.Config[j][1], 10, 32)
+			switch {
+			case err != nil:
+				// Cannot be: Validate accepted it (isUint). Left as
+				// it is, fsconfig would refuse it in both modes.
+			case n == 0:
+				m.Config[j][1] = strconv.FormatUint(uint64(p.GID), 10)
+			case n == uint64(p.GID):
+				m.Config[j][1] = "0"
+			}
+		}
+	}
 }
 
 // RootEntry is one entry of a tmpfs root: a symbolic link to Link, or an

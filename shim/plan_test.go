@@ -118,6 +118,63 @@ func TestValidateAccepts(t *testing.T) {
 	}
 }
 
+// TestJoinUserns: with --userns-fd the plan carries the descriptor, and
+// a devpts's gid= names the same host group as in the default mode: 0
+// and process.user's gid exchanged (user namespace 1 maps that gid where
+// the default mode's maps 0), every other id and every other option
+// kept; a bundle whose gid is 0 keeps 0.
+func TestJoinUserns(t *testing.T) {
+	for _, c := range []struct {
+		gid       uint32
+		opt, want string
+	}{
+		{1000, "gid=0", "1000"},
+		{1000, "gid=1000", "0"},
+		{1000, "gid=00", "1000"},
+		{1000, "gid=5", "5"},
+		{0, "gid=0", "0"},
+		{0, "gid=5", "5"},
+	} {
+		s := goodSpec()
+		s.Process.User.GID = c.gid
+		s.Linux.GIDMappings[0].ContainerID = c.gid
+		for i := range s.Mounts {
+			if s.Mounts[i].Type == "devpts" {
+				s.Mounts[i].Options = append(s.Mounts[i].Options, c.opt)
+			}
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"size=1m", "mode=1777"}})
+		p, err := Validate(s, 2, hostUID, hostGID)
+		if err != nil {
+			t.Fatalf("gid %d, %s: Validate: %v", c.gid, c.opt, err)
+		}
+		before := slices.Clone(p.Mounts)
+		for i := range before {
+			before[i].Config = slices.Clone(before[i].Config)
+		}
+		p.joinUserns(7)
+		if p.UsernsFD != 7 {
+			t.Errorf("UsernsFD %d, want 7", p.UsernsFD)
+		}
+		gids := 0
+		for i, m := range p.Mounts {
+			for j, kv := range m.Config {
+				want := before[i].Config[j]
+				if m.Kind == kindDevpts && kv[0] == "gid" {
+					want[1] = c.want
+					gids++
+				}
+				if kv != want {
+					t.Errorf("gid %d, %s: %s %s: %q, want %q", c.gid, c.opt, m.Kind, m.Destination, kv, want)
+				}
+			}
+		}
+		if gids != 1 {
+			t.Errorf("gid %d, %s: %d devpts gid= in the plan, want 1", c.gid, c.opt, gids)
+		}
+	}
+}
+
 // TestValidateAcceptsSpecBuild checks that what package spec writes for
 // gloved is a bundle glove-shim runs.
 func TestValidateAcceptsSpecBuild(t *testing.T) {

@@ -358,7 +358,7 @@ func run(ra runArgs) (int, error) {
 		return 0, err
 	}
 	if ra.usernsFD >= 0 {
-		p.UsernsFD = ra.usernsFD
+		p.joinUserns(ra.usernsFD)
 	}
 	if p.Off, err = layersFromEnvironment(); err != nil {
 		return 0, err

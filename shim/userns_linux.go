@@ -19,8 +19,9 @@ import (
 // user namespace (threat: a namespace nested in another one, whose
 // ancestors someone else may have mapped and can reach from outside).
 // The waiter then checks what only the namespace's inside shows: that its
-// maps make it uid and gid 0 there, mapped to the service user's ids
-// alone, with setgroups denied (shim/cstage/stage0.c, join_userns).
+// maps make it process.user's uid and gid there, mapped to the service
+// user's ids alone, with setgroups denied (shim/cstage/stage0.c,
+// join_userns).
 func checkUserns(fd int) error {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/glove-sandbox/glove/testenv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,10 +30,19 @@ type usernsSpec struct {
 	setgroups      string
 }
 
-// goodUserns is what glove-userns makes for the service user: the one-id
-// maps of its uid and gid, setgroups denied.
+// goodUserns is what glove-userns makes for the service user and a
+// bundle of the test environment (process.user testenv.SandboxUID and
+// SandboxGID): the one-id maps of those ids onto the service user's,
+// setgroups denied.
 func goodUserns(e *testenv.Env) usernsSpec {
-	return usernsSpec{uidMap: fmt.Sprintf("0 %d 1\n", e.UID), gidMap: fmt.Sprintf("0 %d 1\n", e.GID), setgroups: "deny"}
+	return usernsFor(e, specs.User{UID: testenv.SandboxUID, GID: testenv.SandboxGID})
+}
+
+// usernsFor is what glove-userns makes for the service user and a bundle
+// whose process.user is u: u's uid and gid mapped onto the service
+// user's, one id each, setgroups denied.
+func usernsFor(e *testenv.Env, u specs.User) usernsSpec {
+	return usernsSpec{uidMap: fmt.Sprintf("%d %d 1\n", u.UID, e.UID), gidMap: fmt.Sprintf("%d %d 1\n", u.GID, e.GID), setgroups: "deny"}
 }
 
 // makeUserns makes a user namespace the way glove-userns does
@@ -132,8 +142,9 @@ func nsIno(t *testing.T, f *os.File) uint64 {
 // TestShimUsernsFD runs a real bundle in a user namespace made for the
 // shim (--userns-fd), as gloved will on a host whose kernel refuses
 // unprivileged user namespaces, and checks from outside: the program
-// runs, as uid 0 of the namespace passed, whose maps inside are the
-// service user's one-id maps; stage 0's waiter, stage 1 and the program
+// runs, as process.user's uid and gid (1000) in the namespace passed,
+// whose maps inside are those ids' one-id maps onto the service user's,
+// as the bundle's mappings say; stage 0's waiter, stage 1 and the program
 // are all in that namespace, and the program shares stage 1's mount
 // namespace (there is no user namespace 2, so no mount lock); no process
 // of the sandbox holds the descriptor while the program runs; stage 1
@@ -202,7 +213,8 @@ func TestShimUsernsFD(t *testing.T) {
 	for sc.Scan() && sc.Text() != "ready" {
 		inside = append(inside, strings.Join(strings.Fields(sc.Text()), " "))
 	}
-	want := []string{fmt.Sprintf("0 %d 1", e.UID), fmt.Sprintf("0 %d 1", e.GID), "0", "0"}
+	want := []string{fmt.Sprintf("%d %d 1", testenv.SandboxUID, e.UID), fmt.Sprintf("%d %d 1", testenv.SandboxGID, e.GID),
+		strconv.Itoa(testenv.SandboxUID), strconv.Itoa(testenv.SandboxGID)}
 	if !slices.Equal(inside, want) {
 		t.Fatalf("inside: uid_map, gid_map, uid, gid %q, want %q; stderr %s", inside, want, stderr.String())
 	}
@@ -289,9 +301,10 @@ func TestShimUsernsFD(t *testing.T) {
 }
 
 // TestShimUsernsFDRefuses: a --userns-fd that is not a user namespace of
-// the service user, a child of its own, with the one-id maps of its ids
-// and setgroups denied, ends the shim with 125 and one line naming what
-// is wrong, before the program runs; a number in stdio or the preserved
+// the service user, a child of its own, mapping the bundle's process.user
+// (1000:1000) onto the service user's ids alone, one id each, with
+// setgroups denied, ends the shim with 125 and one line naming what is
+// wrong, before the program runs; a number in stdio or the preserved
 // range is a usage error (2 and the usage line).
 func TestShimUsernsFDRefuses(t *testing.T) {
 	e := testenv.Get(t)
@@ -346,21 +359,28 @@ func TestShimUsernsFDRefuses(t *testing.T) {
 		{name: "nested", file: with(func(s *usernsSpec) { *s = usernsSpec{nested: true} }),
 			want: "a user namespace nested in another one, not a child of this process's user namespace", skip: nestedSkip},
 		{name: "no maps", file: with(func(s *usernsSpec) { s.uidMap, s.gidMap = "", "" }),
-			want: "uid 65534 and gid 65534 in the user namespace, not 0: its maps are missing"},
+			want: fmt.Sprintf("uid 65534 and gid 65534 in the user namespace, not process.user's 1000 and 1000: it must map process.user's ids to the service user's (uid %d, gid %d) alone", e.UID, e.GID)},
 		{name: "no gid map", file: with(func(s *usernsSpec) { s.gidMap = "" }),
-			want: "uid 0 and gid 65534 in the user namespace, not 0: its maps are missing"},
-		{name: "uid map onto another uid", file: with(func(s *usernsSpec) { s.uidMap = "0 65534 1\n" }),
-			want: "uid 65534 and gid 0 in the user namespace, not 0"},
-		{name: "uid map of two ids", file: with(func(s *usernsSpec) { s.uidMap = fmt.Sprintf("0 %d 2\n", e.UID) }),
-			want: fmt.Sprintf("uid_map is not one line mapping 0 to uid %d alone, length 1", e.UID)},
-		{name: "uid map with host root", file: with(func(s *usernsSpec) { s.uidMap = fmt.Sprintf("0 %d 1\n1 0 1\n", e.UID) }),
-			want: fmt.Sprintf("uid_map is not one line mapping 0 to uid %d alone, length 1", e.UID)},
-		{name: "gid map of two ids", file: with(func(s *usernsSpec) { s.gidMap = fmt.Sprintf("0 %d 2\n", e.GID) }),
-			want: fmt.Sprintf("gid_map is not one line mapping 0 to gid %d alone, length 1", e.GID)},
-		{name: "gid map with host root", file: with(func(s *usernsSpec) { s.gidMap = fmt.Sprintf("0 %d 1\n1 0 1\n", e.GID) }),
-			want: fmt.Sprintf("gid_map is not one line mapping 0 to gid %d alone, length 1", e.GID)},
+			want: "uid 1000 and gid 65534 in the user namespace, not process.user's 1000 and 1000"},
+		// Root inside for a bundle whose user is 1000: refused, not run
+		// as root.
+		{name: "maps 0, process.user is 1000", file: with(func(s *usernsSpec) {
+			s.uidMap, s.gidMap = fmt.Sprintf("0 %d 1\n", e.UID), fmt.Sprintf("0 %d 1\n", e.GID)
+		}), want: "uid 0 and gid 0 in the user namespace, not process.user's 1000 and 1000"},
+		{name: "maps the uid alone to 0", file: with(func(s *usernsSpec) { s.uidMap = fmt.Sprintf("0 %d 1\n", e.UID) }),
+			want: "uid 0 and gid 1000 in the user namespace, not process.user's 1000 and 1000"},
+		{name: "uid map onto another uid", file: with(func(s *usernsSpec) { s.uidMap = "1000 65534 1\n" }),
+			want: "uid 65534 and gid 1000 in the user namespace, not process.user's 1000 and 1000"},
+		{name: "uid map of two ids", file: with(func(s *usernsSpec) { s.uidMap = fmt.Sprintf("1000 %d 2\n", e.UID) }),
+			want: fmt.Sprintf(`uid_map "1000 %d 2" is not one line mapping process.user's uid 1000 to uid %d alone, length 1`, e.UID, e.UID)},
+		{name: "uid map with host root", file: with(func(s *usernsSpec) { s.uidMap = fmt.Sprintf("1000 %d 1\n0 0 1\n", e.UID) }),
+			want: fmt.Sprintf(`uid_map "1000 %d 1; 0 0 1" is not one line mapping process.user's uid 1000 to uid %d alone, length 1`, e.UID, e.UID)},
+		{name: "gid map of two ids", file: with(func(s *usernsSpec) { s.gidMap = fmt.Sprintf("1000 %d 2\n", e.GID) }),
+			want: fmt.Sprintf(`gid_map "1000 %d 2" is not one line mapping process.user's gid 1000 to gid %d alone, length 1`, e.GID, e.GID)},
+		{name: "gid map with host root", file: with(func(s *usernsSpec) { s.gidMap = fmt.Sprintf("1000 %d 1\n0 0 1\n", e.GID) }),
+			want: fmt.Sprintf(`gid_map "1000 %d 1; 0 0 1" is not one line mapping process.user's gid 1000 to gid %d alone, length 1`, e.GID, e.GID)},
 		{name: "setgroups allowed", file: with(func(s *usernsSpec) { s.setgroups = "" }),
-			want: "setgroups is not denied in the user namespace"},
+			want: `setgroups is "allow", not denied in the user namespace`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -395,5 +415,126 @@ func TestShimUsernsFDRefuses(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(b.Workspace, "ran")); err == nil {
 		t.Error("the program ran")
+	}
+}
+
+// viewScript prints what the program sees of its identity and of the
+// owners of the sandbox's files: its ids and capabilities, and the
+// owner, group, mode and type of the root's entries, /dev's, /dev/pts's
+// (a pts opened first, so that one exists), its working directory, /tmp,
+// the workspace, a file and a directory it makes in /tmp and the
+// workspace, its own and PID 1's /proc entries, and a few that belong to
+// the sandbox's network and IPC namespaces.
+const viewScript = `set -e
+echo "id $(id -u):$(id -g) groups $(id -G)"
+grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | tr -s ' \t' ' '
+exec 3<>/dev/ptmx
+touch /tmp/f /workspace/f
+mkdir /tmp/d /workspace/d
+stat -c '%n %F %u:%g %a' / /* /dev/* /dev/pts /dev/pts/* /tmp/* /workspace/* "$PWD" /proc/1 /proc/self/ /proc/self/fd /proc/sys/kernel/hostname /proc/sys/net/ipv4/ip_forward /proc/sys/kernel/msgmax /proc/sys/fs/mqueue/queues_max /proc/net/dev /sys/class/net/lo/mtu
+`
+
+// TestShimUsernsFDSameView runs the same bundles in the default mode and
+// with --userns-fd (a namespace mapping the bundle's process.user, as
+// gloved asks glove-userns for it) and compares what the program sees
+// (viewScript): its ids, its capabilities and the owners of the
+// sandbox's files must be the same in both, for Glove's own identity
+// (1000:1000), for a bundle of uid 0 and for a devpts given gid=0 (the
+// plan's one id in user namespace 1's terms: shim.Plan.joinUserns).
+//
+// One difference is allowed, only for the files the kernel gives to uid
+// and gid 0 of user namespace 1, and only in one shape: the program's
+// own ids on one side, the overflow ids (65534, "not mapped") on the
+// other, type and mode the same.
+//   - The devpts's root directory and the sysctls of the sandbox's
+//     network and IPC namespaces (owners looked up when the file is
+//     first seen): in the default mode user namespace 1's 0 is the
+//     service user, whom user namespace 2 shows the program as its own
+//     ids; with --userns-fd user namespace 1 maps no 0 unless the
+//     bundle's uid is 0, so a program of uid 1000 sees 65534 there, as
+//     for every other file it does not own.
+//   - /proc/net and the network devices in /sys (owners fixed when the
+//     network namespace is made): in the default mode it is made in
+//     the same clone as user namespace 1, before its maps exist, so
+//     they are the overflow ids; with --userns-fd the maps exist by
+//     then, and a bundle of uid 0 sees them as its own.
+//
+// Glove's bundles (1000) see the first difference alone.
+func TestShimUsernsFDSameView(t *testing.T) {
+	e := testenv.Get(t)
+	testenv.CheckLeaks(t, e.UID)
+	nsRootOwned := []string{"/dev/pts ", "/proc/sys/net/", "/proc/sys/kernel/msgmax ", "/proc/sys/fs/mqueue/", "/proc/net/", "/sys/class/net/"}
+	for _, c := range []struct {
+		name   string
+		user   specs.User
+		devpts string // an option added to /dev/pts
+	}{
+		{name: "1000", user: specs.User{UID: testenv.SandboxUID, GID: testenv.SandboxGID}},
+		{name: "0", user: specs.User{UID: 0, GID: 0}},
+		{name: "devpts gid=0", user: specs.User{UID: testenv.SandboxUID, GID: testenv.SandboxGID}, devpts: "gid=0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(userns bool) []string {
+				b := e.NewBundle(t)
+				b.Spec.Process.User = c.user
+				b.Spec.Linux.UIDMappings[0].ContainerID = c.user.UID
+				b.Spec.Linux.GIDMappings[0].ContainerID = c.user.GID
+				devpts := 0
+				for i := range b.Spec.Mounts {
+					if b.Spec.Mounts[i].Type == "devpts" && c.devpts != "" {
+						b.Spec.Mounts[i].Options = append(b.Spec.Mounts[i].Options, c.devpts)
+						devpts++
+					}
+				}
+				if c.devpts != "" && devpts != 1 {
+					t.Fatalf("%d devpts mounts in the bundle, want 1", devpts)
+				}
+				b.Spec.Process.Args = []string{"/bin/sh", "-c", viewScript}
+				b.Write(t)
+				r := testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}}
+				if userns {
+					r.Args = []string{"run", "--bundle", b.Dir, "--userns-fd", "3", "t"}
+					r.ExtraFiles = []*os.File{makeUserns(t, e, usernsFor(e, c.user))}
+				}
+				res := e.RunAs(t, r)
+				if res.Code != 0 || res.Stderr != "" {
+					t.Fatalf("--userns-fd %v: exit %d, stderr %q, stdout:\n%s", userns, res.Code, res.Stderr, res.Stdout)
+				}
+				// Seen from the host: what the program made in the
+				// workspace is the service user's.
+				for _, n := range []string{"f", "d"} {
+					var st unix.Stat_t
+					if err := unix.Lstat(filepath.Join(b.Workspace, n), &st); err != nil || int(st.Uid) != e.UID || int(st.Gid) != e.GID {
+						t.Errorf("--userns-fd %v: the workspace's %s on the host: %d:%d (%v), want the service user's %d:%d", userns, n, st.Uid, st.Gid, err, e.UID, e.GID)
+					}
+				}
+				return strings.Split(strings.TrimSuffix(res.Stdout, "\n"), "\n")
+			}
+			def, got := run(false), run(true)
+			wantID := fmt.Sprintf("id %d:%d groups %d", c.user.UID, c.user.GID, c.user.GID)
+			if len(def) == 0 || def[0] != wantID {
+				t.Errorf("default mode: %q, want %q first", def, wantID)
+			}
+			if len(got) != len(def) {
+				t.Fatalf("--userns-fd: %d lines, the default mode %d:\n%s\n\n%s", len(got), len(def), strings.Join(got, "\n"), strings.Join(def, "\n"))
+			}
+			self := fmt.Sprintf(" %d:%d ", c.user.UID, c.user.GID)
+			for i := range def {
+				if got[i] == def[i] {
+					continue
+				}
+				allowed := false
+				for _, prefix := range nsRootOwned {
+					allowed = allowed || strings.HasPrefix(def[i], prefix) &&
+						(strings.Contains(def[i], self) && got[i] == strings.Replace(def[i], self, " 65534:65534 ", 1) ||
+							strings.Contains(got[i], self) && def[i] == strings.Replace(got[i], self, " 65534:65534 ", 1))
+				}
+				if !allowed {
+					t.Errorf("--userns-fd: %q, the default mode: %q", got[i], def[i])
+					continue
+				}
+				t.Logf("user namespace 1's 0's (allowed): --userns-fd %q, the default mode %q", got[i], def[i])
+			}
+		})
 	}
 }

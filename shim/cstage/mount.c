@@ -2,7 +2,8 @@
 /*
  * The privileged calls of stage 1: every mount of the sandbox is made
  * here, from descriptors, in mount namespace 1 (owned by user namespace
- * 1, whose root is the invoking user). Rerun shim's TestShim* and
+ * 1, whose root is the invoking user; with --userns-fd, whose one mapped
+ * uid, process.user's, is). Rerun shim's TestShim* and
  * TestAttack* after any change to the order of these calls.
  *
  * glibc 2.36 (Debian 12) declares no wrapper for openat2, and its mount

@@ -9,7 +9,8 @@
  * where the child runs stage 1 itself (s1_main) without executing
  * anything, then forwards signals to it and exits with its status. With
  * --userns-fd the user namespace is not new: the waiter joins the one
- * the plan names (join_userns) and clones stage 1 into the six others.
+ * the plan names (join_userns), which maps process.user's ids, and
+ * clones stage 1 into the six others.
  *
  * Why: a Go process that waits in the session pays for what it needs to
  * stay there (docs/shim-startup.md, "Stage 0's waiter in C"): idle
@@ -93,15 +94,19 @@ static void stage1_run(void *arg, int sync, int ctl)
 }
 
 /* userns_file_is reads a file of /proc/self (a few bytes) and says
- * whether it holds exactly want. */
-static int userns_file_is(const char *path, const char *want, char *got, size_t gotlen)
+ * whether it holds exactly want. shown receives what it holds on one
+ * line, for a message: each run of blanks one space, the lines joined by
+ * "; " (cut at shownlen). */
+static int userns_file_is(const char *path, const char *want, char *shown, size_t shownlen)
 {
+	char raw[256];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t i, o = 0;
 	ssize_t n;
 
 	if (fd < 0)
 		s0_fail("--userns-fd: open %s: %s", path, gp_errno(errno));
-	n = s1_read_small(fd, got, gotlen);
+	n = s1_read_small(fd, raw, sizeof(raw));
 	if (n < 0) {
 		int er = errno;
 
@@ -110,7 +115,22 @@ static int userns_file_is(const char *path, const char *want, char *got, size_t 
 	}
 	if (close(fd) != 0)
 		s0_fail("--userns-fd: close %s: %s", path, gp_errno(errno));
-	return strcmp(got, want) == 0;
+	for (i = 0; raw[i] != 0 && o + 3 < shownlen; i++) {
+		int blank = raw[i] == ' ' || raw[i] == '\t';
+
+		if (raw[i] == '\n') {
+			if (raw[i + 1] != 0 && o > 0) {
+				shown[o++] = ';';
+				shown[o++] = ' ';
+			}
+		} else if (!blank) {
+			shown[o++] = raw[i];
+		} else if (o > 0 && shown[o - 1] != ' ' && raw[i + 1] != '\n' && raw[i + 1] != 0) {
+			shown[o++] = ' ';
+		}
+	}
+	shown[o] = 0;
+	return strcmp(raw, want) == 0;
 }
 
 /* join_userns makes the waiter a member of the user namespace of
@@ -120,19 +140,36 @@ static int userns_file_is(const char *path, const char *want, char *got, size_t 
  * it never hold it. Stage 0's Go part checked the namespace's type, owner
  * and parent (shim/userns_linux.go: checkUserns); what only its inside
  * shows is checked here, each failure one line and exit 125 before any
- * process of the sandbox exists:
+ * process of the sandbox exists.
  *
- *  - the waiter is uid and gid 0 there (in each of the real, effective
- *    and saved ids): a namespace whose maps are missing leaves it the
- *    overflow ids, and nothing of the sandbox would have an identity;
- *  - uid_map and gid_map are exactly one line, 0 mapped to the service
- *    user's uid and gid, length 1, compared with the kernel's own format
- *    (kernel/user_namespace.c, "%10u %10u %10u\n"). Threat: a map wider
- *    than one id, or onto another user's id, would give the sandbox's
- *    root the files of that id on the host;
- *  - setgroups is "deny". Threat: the sandbox's root dropping a
- *    supplementary group that a host file denies access to (the maps of
- *    a namespace glove-shim makes itself always deny it).
+ * The namespace must map exactly what the bundle's linux.uidMappings and
+ * gidMappings say (stage 0 accepts one entry each or none, and the entry
+ * must be process.user's id onto the service user's, length 1):
+ * process.user's uid (UID) to the service user's uid, its gid (GID) to
+ * the service user's gid. The waiter then is UID and GID there, and so
+ * are stage 1, stage 2 and the program, which has the ids and sees the
+ * owners of its files it has in the default mode, where they are those
+ * of user namespace 2 (UID onto user namespace 1's 0, the service user).
+ * Threat: a namespace mapping 0 gives the program uid 0 whatever
+ * process.user says, and a program that behaves differently as root
+ * (claude-code refuses --dangerously-skip-permissions there) runs unlike
+ * in the default mode. So:
+ *
+ *  - the waiter is UID and GID there (in each of the real, effective and
+ *    saved ids): a namespace whose maps are missing leaves it the
+ *    overflow ids, one mapping another id leaves it that id;
+ *  - uid_map and gid_map are exactly one line, UID and GID mapped to the
+ *    service user's uid and gid, length 1, compared with the kernel's own
+ *    format (kernel/user_namespace.c, "%10u %10u %10u\n"). Threat: a map
+ *    wider than one id, or onto another user's id, would give the sandbox
+ *    the files of that id on the host;
+ *  - setgroups is "deny". Threat: the sandbox dropping a supplementary
+ *    group that a host file denies access to (the maps of a namespace
+ *    glove-shim makes itself always deny it).
+ *
+ * After setns the waiter holds every capability in the namespace,
+ * whatever its uid there, and stage 1 inherits them through clone; no
+ * execve lies between, which would drop them from a uid other than 0.
  *
  * The number comes from the plan, which is data: it must lie beyond the
  * preserved descriptors, which belong to the program, and not be the
@@ -156,25 +193,30 @@ static void join_userns(const struct glove_plan *p, int planfd)
 		s0_fail("--userns-fd %d: close: %s", fd, gp_errno(errno));
 	if (getresuid(&r, &ef, &sv) != 0 || getresgid(&gr, &ge, &gs) != 0)
 		s0_fail("--userns-fd %d: read the ids: %s", fd, gp_errno(errno));
-	if (r != 0 || ef != 0 || sv != 0 || gr != 0 || ge != 0 || gs != 0)
-		s0_fail("--userns-fd %d: uid %u and gid %u in the user namespace, not 0: its maps are missing or do not map the service user (uid %" PRIu32
-			", gid %" PRIu32 ")",
-			fd, (unsigned)ef, (unsigned)ge, p->host_uid, p->host_gid);
-	snprintf(want, sizeof(want), "%10u %10u %10u\n", 0U, (unsigned)p->host_uid, 1U);
+	if (r != p->uid || ef != p->uid || sv != p->uid || gr != p->gid || ge != p->gid || gs != p->gid)
+		s0_fail("--userns-fd %d: uid %u and gid %u in the user namespace, not process.user's %" PRIu32 " and %" PRIu32
+			": it must map process.user's ids to the service user's (uid %" PRIu32 ", gid %" PRIu32 ") alone",
+			fd, (unsigned)ef, (unsigned)ge, p->uid, p->gid, p->host_uid, p->host_gid);
+	snprintf(want, sizeof(want), "%10u %10u %10u\n", (unsigned)p->uid, (unsigned)p->host_uid, 1U);
 	if (!userns_file_is("/proc/self/uid_map", want, got, sizeof(got)))
-		s0_fail("--userns-fd %d: uid_map is not one line mapping 0 to uid %" PRIu32 " alone, length 1", fd, p->host_uid);
-	snprintf(want, sizeof(want), "%10u %10u %10u\n", 0U, (unsigned)p->host_gid, 1U);
+		s0_fail("--userns-fd %d: uid_map \"%s\" is not one line mapping process.user's uid %" PRIu32 " to uid %" PRIu32
+			" alone, length 1",
+			fd, got, p->uid, p->host_uid);
+	snprintf(want, sizeof(want), "%10u %10u %10u\n", (unsigned)p->gid, (unsigned)p->host_gid, 1U);
 	if (!userns_file_is("/proc/self/gid_map", want, got, sizeof(got)))
-		s0_fail("--userns-fd %d: gid_map is not one line mapping 0 to gid %" PRIu32 " alone, length 1", fd, p->host_gid);
+		s0_fail("--userns-fd %d: gid_map \"%s\" is not one line mapping process.user's gid %" PRIu32 " to gid %" PRIu32
+			" alone, length 1",
+			fd, got, p->gid, p->host_gid);
 	if (!userns_file_is("/proc/self/setgroups", "deny\n", got, sizeof(got)))
-		s0_fail("--userns-fd %d: setgroups is not denied in the user namespace", fd);
+		s0_fail("--userns-fd %d: setgroups is \"%s\", not denied in the user namespace", fd, got);
 }
 
 /* start_stage1 clones stage 1 into the seven new namespaces. Its root in
  * user namespace 1 is the service user on the host, and nothing else is
  * mapped. With --userns-fd the waiter is in user namespace 1 already
- * (join_userns, whose maps it checked): stage 1 is cloned into the six
- * other new namespaces, and no map is written. It returns stage 1's pid
+ * (join_userns, whose maps it checked), as process.user's uid and gid
+ * there with every capability: stage 1 is cloned into the six other new
+ * namespaces, and no map is written. It returns stage 1's pid
  * once the program is executing, or -1 with the reason in e. */
 static pid_t start_stage1(struct glove_plan *p, ksigset orig, char *e)
 {

@@ -145,7 +145,10 @@ ssize_t s1_read_small(int fd, char *buf, size_t max)
  * the same kind of count). A new user namespace starts unlimited
  * (bounded by its ancestors only); stage 1 holds CAP_SYS_RESOURCE in it,
  * and the files under /proc/sys/user are those of the opener's user
- * namespace. Stage 0 computed the shares in its own namespace
+ * namespace. The kernel lets whoever holds that capability there write
+ * them, whatever its uid (kernel/ucount.c: set_permissions), so this
+ * works with --userns-fd too, where stage 1 is process.user's uid.
+ * Stage 0 computed the shares in its own namespace
  * (readBudgetShares); the plan lists them by name, sorted. Stage 2's own
  * user and mount namespaces are the first charged against these shares.
  * Each value is read back: a write the kernel took only in part would
@@ -228,9 +231,10 @@ static int lo_up(char *e)
  * sending the supervisor descriptors of its choice). The supervisor
  * accepts on them from the host's side; each accepted connection stays
  * in this namespace, and nothing of the host's network is reachable from
- * here. The sandbox's root (uid 0 of user namespace 1, this process)
- * binds the port: the program, uid 0 of namespace 2 without capability,
- * could not take a port below 1024 from it, and finds this one taken. */
+ * here. This process binds the port, holding every capability in user
+ * namespace 1, which owns the network namespace: the program, without
+ * capability, could not take a port below 1024 from it, and finds this
+ * one taken. */
 static int egress_listen(const struct glove_plan *p, char *e)
 {
 	int fds[8], n = 0, er, i, sock = (int)p->egress_handoff_fd, ok = -1;
@@ -550,9 +554,13 @@ static void stage2_run(void *arg, int sync, int ctl)
  * the kernels that need that mode (Debian's unprivileged_userns_clone=0)
  * let nobody create a user namespace nested in user namespace 1
  * (docs/hardened-hosts-measured.md, "Consequences", 1). Stage 2 then
- * starts as with the mountlock layer off, in stage 1's namespaces, as uid
- * 0 of user namespace 1, and the other layers stop what the lock would
- * (SECURITY.md, "The sandbox"; the attack table's --userns-fd variant).
+ * starts as with the mountlock layer off, in stage 1's namespaces, with
+ * stage 1's ids and capabilities: process.user's uid and gid, the only
+ * ids user namespace 1 maps there (stage0.c: join_userns), so the
+ * program has the ids, and sees the owners, it has in user namespace 2
+ * in the default mode; gp_stage2 drops the capabilities as there. The
+ * other layers stop what the lock would (SECURITY.md, "The sandbox"; the
+ * attack table's --userns-fd variant).
  * The plan decides it, not a clone that failed: a kernel that would
  * allow the nesting builds the same sandbox in this mode as one that
  * does not. */
