@@ -76,7 +76,7 @@ var ceilings = map[string]ceiling{
 	"glove-loopext4-format": {own: 800, linked: 1987},
 	"glove-cgroup":          {own: 1066, linked: 2092},
 	"glove-streamproxy":     {own: 800, linked: 2020},
-	"glove-userns":          {own: 800, linked: 1998},
+	"glove-userns":          {own: 800, linked: 1999},
 }
 
 // auditedExecutables are the helpers, each followed by the executables
