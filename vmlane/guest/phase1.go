@@ -815,7 +815,7 @@ func (a *Agent) hostAgrees(ev *Evidence, it StatusItem) (string, error) {
 			}
 		}
 		return desc, nil
-	case name == "user-namespaces" || strings.Contains(name, "userns"):
+	case name == "user-namespaces":
 		r := Run(ev, RunOpts{As: a.Cred(), Timeout: 30 * time.Second}, a.self, "probe-userns")
 		if a.cell() == HardenedCell {
 			// The switch refuses the glove user; glove-userns, enabled
