@@ -4,6 +4,8 @@ package packaging
 
 import (
 	"os"
+
+	"github.com/glove-sandbox/glove/packaging/apparmor"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -15,7 +17,13 @@ import (
 // apparmorProfiles are the shipped AppArmor profile files.
 func apparmorProfiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("apparmor/*")
+	all, err := filepath.Glob("apparmor/*")
+	var files []string
+	for _, f := range all {
+		if !strings.HasSuffix(f, ".go") { // the embedding package
+			files = append(files, f)
+		}
+	}
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no profile in packaging/apparmor: %v", err)
 	}
@@ -42,10 +50,14 @@ func TestAppArmorProfilesParse(t *testing.T) {
 	if major, _ := strconv.Atoi(string(m[1])); major < 4 {
 		t.Skipf("apparmor_parser %s is older than 4.0, which the userns rule needs (the VM lane's hardened cell has 4.1)", strings.TrimSpace(string(out)))
 	}
-	for _, f := range apparmorProfiles(t) {
-		if out, err := exec.Command(parser, "-Q", "-K", f).CombinedOutput(); err != nil {
-			t.Errorf("apparmor_parser -Q -K %s: %v\n%s", f, err, out)
-		}
+	// The embedded copy (TestAppArmorEmbedded holds it to the file): the
+	// VM lane's guests have no source tree.
+	f := filepath.Join(t.TempDir(), "glove-shim")
+	if err := os.WriteFile(f, []byte(apparmor.ShimProfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(parser, "-Q", "-K", f).CombinedOutput(); err != nil {
+		t.Errorf("apparmor_parser -Q -K %s: %v\n%s", f, err, out)
 	}
 }
 
@@ -55,10 +67,7 @@ func TestAppArmorProfilesParse(t *testing.T) {
 // glove-sandbox, which may not, and glove-sandbox keeps itself for what
 // the program executes.
 func TestAppArmorProfileRules(t *testing.T) {
-	b, err := os.ReadFile("apparmor/glove-shim")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := []byte(apparmor.ShimProfile)
 	profiles := map[string]string{}
 	var name string
 	for _, l := range strings.Split(string(b), "\n") {
@@ -92,5 +101,25 @@ func TestAppArmorProfileRules(t *testing.T) {
 	}
 	if regexp.MustCompile(`[pc]x\b|\bux\b`).MatchString(sandbox) || !strings.Contains(sandbox, "rwlkmix,") {
 		t.Errorf("glove-sandbox must keep itself (ix) for what the program executes:\n%s", sandbox)
+	}
+	if !strings.Contains(apparmor.ShimProfile, "profile glove-shim "+apparmor.InstalledShim+" ") {
+		t.Errorf("glove-shim's profile does not attach to %s", apparmor.InstalledShim)
+	}
+}
+
+// TestAppArmorEmbedded: the profiles built into package apparmor are the
+// shipped file, and it is the only profile file (the package and the RPM
+// install packaging/apparmor/glove-shim by name).
+func TestAppArmorEmbedded(t *testing.T) {
+	files := apparmorProfiles(t)
+	if len(files) != 1 || filepath.Base(files[0]) != "glove-shim" {
+		t.Fatalf("packaging/apparmor holds %v; debian/rules and the RPM spec install glove-shim alone", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != apparmor.ShimProfile {
+		t.Errorf("package apparmor's copy differs from %s", files[0])
 	}
 }
