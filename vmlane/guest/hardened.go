@@ -128,3 +128,97 @@ func (a *Agent) checkHardenedHost(ev *Evidence) error {
 	}
 	return f.err()
 }
+
+// DenyCapsProfile is what Ubuntu's kernel gives a process without a
+// profile that creates a user namespace (its unprivileged_userns
+// profile: every capability denied), attached to glove-shim in its
+// package profile's place: the lane's kernel (Debian 13's) mediates
+// AppArmor's rules but has no such automatic move, so the cell loads it.
+const DenyCapsProfile = `abi <abi/4.0>,
+include <tunables/global>
+profile glove-shim /usr/{,local/}libexec/glove/glove-shim flags=(attach_disconnected,mediate_deleted) {
+  userns,
+  audit deny capability,
+  network, unix, signal, ptrace, mqueue, mount, umount, remount, pivot_root, dbus, io_uring,
+  /{,**} rwlkmix,
+}
+`
+
+// gloveRunLabel is the documented glove run command with a program that
+// prints its AppArmor label.
+const gloveRunLabel = `systemd-run --unit=glove-run --uid=glove --gid=glove -p Delegate=yes --collect --wait --pipe --same-dir /usr/bin/glove run -- cat /proc/self/attr/current`
+
+// checkHardenedAppArmor reproduces Ubuntu 24.04's rule where the lane's
+// kernel can: with Debian's switch lifted (an Ubuntu host has none), glove
+// run works under the package's profile and its program runs under
+// glove-sandbox; with glove-shim's profile replaced by one that denies
+// every capability (what Ubuntu gives a profile-less process), glove run
+// fails with one line and glove status names AppArmor and the fix; the fix
+// (the package's profile loaded again) makes both work. The switch is put
+// back at the end, and glove status is in the glove-userns mode again.
+func (a *Agent) checkHardenedAppArmor(ev *Evidence) (err error) {
+	var f faults
+	const sw = "/proc/sys/kernel/unprivileged_userns_clone"
+	dir := filepath.Join(DataDir, "run-ws")
+	run := func() Result {
+		r := Run(ev, RunOpts{Dir: dir, Timeout: 180 * time.Second}, "sh", "-c", gloveRunLabel)
+		Run(ev, RunOpts{}, "systemctl", "reset-failed", "glove-run.service")
+		return r
+	}
+	status := func() usernsItem {
+		r := Run(ev, RunOpts{As: a.Cred(), Timeout: 120 * time.Second}, "/usr/bin/glove", "status", "--json")
+		var rep struct {
+			Items []usernsItem `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+			ev.Printf("glove status --json: %v", err)
+		}
+		for _, it := range rep.Items {
+			if it.Name == "user-namespaces" {
+				return it
+			}
+		}
+		return usernsItem{Name: "(none)"}
+	}
+	if err := os.WriteFile(sw, []byte("1\n"), 0o644); err != nil {
+		return fmt.Errorf("lift %s: %w", sw, err)
+	}
+	defer func() {
+		var back faults
+		if werr := os.WriteFile(sw, []byte("0\n"), 0o644); werr != nil {
+			back.add("put %s back to 0: %v", sw, werr)
+		}
+		if it := status(); !it.OK || !strings.Contains(it.Detail, "mode glove-userns") {
+			back.add("glove status with the switch back: %+v, want the glove-userns mode", it)
+		}
+		err = errors.Join(err, back.err())
+	}()
+	if r := run(); !r.OK() || !strings.Contains(r.Stdout, "glove-sandbox (enforce)") {
+		f.add("glove run under the package's profile: %s; want the program under glove-sandbox", r.Brief())
+	}
+	if it := status(); !it.OK || !strings.Contains(it.Detail, "mode unprivileged") {
+		f.add("glove status with the switch lifted: %+v, want the unprivileged mode", it)
+	}
+	deny := filepath.Join(DataDir, "files", "glove-shim-deny-caps")
+	if err := os.WriteFile(deny, []byte(DenyCapsProfile), 0o644); err != nil {
+		return err
+	}
+	if r := Run(ev, RunOpts{}, "apparmor_parser", "-r", "-K", deny); !r.OK() {
+		return fmt.Errorf("load the capability-denying profile: %s", r.Brief())
+	}
+	r := run()
+	if r.OK() || r.Code != 125 {
+		f.add("glove run under a profile denying every capability: %s; want exit 125", r.Brief())
+	}
+	if it := status(); it.OK || !strings.Contains(it.Detail, "AppArmor") || !strings.Contains(it.Fix, "apparmor_parser -r /etc/apparmor.d/glove-shim") {
+		f.add("glove status under the capability-denying profile: %+v; want not ready, naming AppArmor, the fix reloading the package's profile", it)
+	}
+	// The fix status names.
+	if r := Run(ev, RunOpts{}, "apparmor_parser", "-r", "/etc/apparmor.d/glove-shim"); !r.OK() {
+		return fmt.Errorf("reload the package's profile: %s", r.Brief())
+	}
+	if r := run(); !r.OK() || !strings.Contains(r.Stdout, "glove-sandbox (enforce)") {
+		f.add("glove run after the fix: %s", r.Brief())
+	}
+	return f.err()
+}

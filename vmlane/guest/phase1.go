@@ -68,6 +68,9 @@ func (a *Agent) phase1() bool {
 	a.Check("retained", []string{"unit-start"}, a.checkRetained)
 	a.Check("stream", []string{"unit-start"}, a.checkStream)
 	a.Check("glove-run", []string{"operator-files"}, a.checkGloveRun)
+	if a.cell() == HardenedCell {
+		a.Check("apparmor", []string{"glove-run", "hardened-host"}, a.checkHardenedAppArmor)
+	}
 	if !a.Check("reboot-prep", []string{"unit-start"}, a.checkRebootPrep) {
 		// Nothing to recover: phase 2 without a reboot.
 		a.logf("reboot-prep did not pass: phase 2 without a reboot")
