@@ -219,6 +219,25 @@ func (a *Agent) checkPurge(ev *Evidence) error {
 	if r := Run(ev, RunOpts{}, "getent", "passwd", "glove"); r.OK() {
 		f.add("user glove left: %s", strings.TrimSpace(r.Stdout))
 	}
+	if a.cell() == HardenedCell {
+		// The AppArmor profiles left the kernel (postrm, on remove) and
+		// their files the disk (dpkg's conffile purge, dh_apparmor's
+		// local include).
+		profiles, err := os.ReadFile("/sys/kernel/security/apparmor/profiles")
+		if err != nil {
+			f.add("AppArmor's loaded profiles: %v", err)
+		}
+		for _, p := range []string{"glove-shim (", "glove-sandbox ("} {
+			if strings.Contains(string(profiles), p) {
+				f.add("AppArmor profile %s...) is still loaded after purge", p)
+			}
+		}
+		for _, p := range []string{"/etc/apparmor.d/glove-shim", "/etc/apparmor.d/local/glove-shim"} {
+			if _, err := os.Lstat(p); err == nil {
+				f.add("%s is left after purge", p)
+			}
+		}
+	}
 	if r := Run(ev, RunOpts{}, "getent", "group", "glove"); r.OK() != a.st.PreGroup {
 		f.add("group glove present=%v after purge, before the install present=%v (%s)", r.OK(), a.st.PreGroup, strings.TrimSpace(r.Stdout))
 	}
