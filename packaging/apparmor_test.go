@@ -63,9 +63,9 @@ func TestAppArmorProfilesParse(t *testing.T) {
 
 // TestAppArmorProfileRules holds glove-shim's profile to its purpose by
 // reading it (a parser cannot say what a profile is for): glove-shim may
-// create user namespaces, the program it executes changes to
-// glove-sandbox, which may not, and glove-sandbox keeps itself for what
-// the program executes.
+// create user namespaces, the program it executes gets glove-sandbox
+// stacked (no_new_privs allows no other transition), which may not, and
+// glove-sandbox keeps itself for what the program executes.
 func TestAppArmorProfileRules(t *testing.T) {
 	b := []byte(apparmor.ShimProfile)
 	profiles := map[string]string{}
@@ -91,7 +91,7 @@ func TestAppArmorProfileRules(t *testing.T) {
 	if shim == "" || sandbox == "" {
 		t.Fatalf("want profiles glove-shim and glove-sandbox, have %v", profiles)
 	}
-	for _, want := range []string{"userns,\n", "px -> glove-sandbox,\n", "/usr/{,local/}libexec/glove/glove-shim ix,\n"} {
+	for _, want := range []string{"userns,\n", "px -> &glove-sandbox,\n", "/usr/{,local/}libexec/glove/glove-shim ix,\n"} {
 		if !strings.Contains(shim, want) {
 			t.Errorf("glove-shim's profile lacks %q", want)
 		}

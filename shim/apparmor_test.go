@@ -47,7 +47,7 @@ func requireAppArmorUserns(t *testing.T) string {
 }
 
 // loadShimProfile loads the package's profiles attached to the shim at
-// path, and unloads them when the test ends.
+// path (an AppArmor path expression), and unloads them when the test ends.
 func loadShimProfile(t *testing.T, parser, path string) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "glove-shim")
@@ -88,7 +88,8 @@ func allowNesting(t *testing.T) {
 // (packaging/apparmor/glove-shim) on a kernel that enforces them, attached
 // to this test's shims:
 //   - the sandbox is built under profile glove-shim (the positive controls
-//     of the attack table run), and its program runs under glove-sandbox;
+//     of the attack table run), and its program runs under glove-sandbox
+//     stacked on it;
 //   - with every layer of the shim off but the profiles (the table's base
 //     configuration), the program's unshare(CLONE_NEWUSER) and clone with
 //     it succeed without the profiles and are refused with them: the
@@ -111,8 +112,9 @@ func TestShimAppArmor(t *testing.T) {
 			t.Fatalf("%s without the profiles, every layer off: stopped (%s); the baseline must succeed for the profile's effect to show", c.name, r.evidence)
 		}
 	}
-	loadShimProfile(t, parser, layers)
-	loadShimProfile(t, parser, prod)
+	// One load for both shims (the profiles have one name each): the
+	// attachment an alternation of the two paths.
+	loadShimProfile(t, parser, "{"+layers+","+prod+"}")
 	for _, cfg := range []struct {
 		shim string
 		cfg  attackConfig
