@@ -44,8 +44,9 @@ func TestMain(m *testing.M) {
 // a filter that makes the Landlock ABI version query answer N when it is
 // "landlock-abi=N" (an older kernel's ABI, as every stage sees it; the
 // other Landlock calls reach this kernel, which accepts what an older
-// one would), and with one that refuses new user namespaces when it is
-// wrapNoUserns (a host that refuses them, hardened_test.go).
+// one would), with one that refuses new user namespaces when it is
+// wrapNoUserns (a host that refuses them, hardened_test.go), and with one
+// that refuses every mount when it is wrapNoMount (probe_test.go).
 const wrapEnv = "GLOVE_SHIM_TEST_WRAP"
 
 func wrapExec(mode string, argv []string) int {
@@ -73,6 +74,11 @@ func wrapExec(mode string, argv []string) int {
 		}
 	case wrapNoUserns:
 		if err := loadNoUserns(); err != nil {
+			fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
+			return 2
+		}
+	case wrapNoMount:
+		if err := loadNoMount(); err != nil {
 			fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
 			return 2
 		}
@@ -106,6 +112,25 @@ func loadNoUserns() error {
 		return err
 	}
 	return f.Load() // sets no_new_privs first, as the shim does anyway
+}
+
+// wrapNoMount is the wrapper mode that refuses every way of making or
+// changing a mount with EPERM, as an AppArmor profile without mount
+// rules does (probe_test.go).
+const wrapNoMount = "no-mount"
+
+// loadNoMount loads, on this thread, the filter of wrapNoMount.
+func loadNoMount() error {
+	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	if err != nil {
+		return err
+	}
+	for _, sc := range []int{unix.SYS_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSMOUNT, unix.SYS_MOVE_MOUNT, unix.SYS_OPEN_TREE, unix.SYS_MOUNT_SETATTR} {
+		if err := f.AddRule(libseccomp.ScmpSyscall(sc), libseccomp.ActErrno.SetReturnCode(int16(unix.EPERM))); err != nil {
+			return err
+		}
+	}
+	return f.Load() // sets no_new_privs first
 }
 
 // inheritedFiles is the descriptor table a child of this wrapper gets:
