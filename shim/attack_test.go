@@ -56,6 +56,14 @@ import (
 //     uid loses every capability at its execve, whatever the caps layer
 //     says, and the table would not show what each layer stops alone).
 //
+// On a host that refuses unprivileged user namespaces (noUserns: Debian's
+// kernel.unprivileged_userns_clone=0, hardened_test.go) the default mode
+// cannot start: the table runs its userns- configurations alone, and
+// shows once, before them, that a run without --userns-fd is refused
+// (exit 125 and the line naming the refused clone; the report says so).
+// There the kernel itself refuses every nested user namespace, so the
+// base stops unshare-userns and clone-newuser.
+//
 // Layers (shim.Layers): mountlock, seccomp, landlock, caps, procmask. The
 // base, which nothing switches off: the seven namespaces, pivot_root, the
 // spec's mount flags, no_new_privs, close-on-exec of undeclared
@@ -168,8 +176,11 @@ var attackCases = []attackCase{
 	{name: "mountinfo-host-path", threat: "read the bundle root's host path (the service user's run directory) from /proc/self/mountinfo or /proc/1/mountinfo", base: true, setup: tmpfsRootPathHidden,
 		runcDiffers: "runc roots the sandbox at a bind of root.path, whose host path mountinfo shows"},
 	// Namespaces.
-	{name: "unshare-userns", threat: "unshare(CLONE_NEWUSER)", stoppedBy: []string{atkSC}},
-	{name: "clone-newuser", threat: "clone(CLONE_NEWUSER)", stoppedBy: []string{atkSC}},
+	// A kernel that refuses unprivileged user namespaces refuses them to
+	// anyone in a user namespace, even its root with every capability
+	// there: the base stops both (hostUserns.kernel).
+	{name: "unshare-userns", threat: "unshare(CLONE_NEWUSER)", stoppedBy: []string{atkSC}, base: hostUserns.kernel},
+	{name: "clone-newuser", threat: "clone(CLONE_NEWUSER)", stoppedBy: []string{atkSC}, base: hostUserns.kernel},
 	{name: "setns-pid1-mnt", threat: "setns into PID 1's mount namespace (/proc/1/ns/mnt) and unmount there", stoppedBy: []string{atkML, atkSC, atkLL, atkCP}, setup: revealed},
 	{name: "setns-undeclared-net", threat: "setns into the host's network namespace through an undeclared descriptor 7, then connect to a host listener", base: true, setup: hostNetNS},
 	// Processes.
@@ -364,6 +375,13 @@ func TestAttackTable(t *testing.T) {
 	var mu sync.Mutex
 	results := map[string]map[string]attackResult{} // case → config → result
 	configs := attackConfigs()
+	refused := ""
+	if noUserns(t) {
+		configs = slices.DeleteFunc(configs, func(cfg attackConfig) bool { return !cfg.userns })
+		t.Run("default-mode-refused", func(t *testing.T) {
+			refused = defaultModeRefused(t, e, shims[false], e.NewBundle(t))
+		})
+	}
 	for _, cfg := range configs {
 		t.Run(cfg.name, func(t *testing.T) {
 			for _, c := range attackCases {
@@ -387,6 +405,9 @@ func TestAttackTable(t *testing.T) {
 		})
 	}
 	report := attackReport(configs, results)
+	if refused != "" {
+		report += "This host refuses unprivileged user namespaces: the default mode (no --userns-fd) did not start, " + refused + "\n"
+	}
 	t.Log("\n" + report)
 	if p := os.Getenv(reportEnvVar); p != "" {
 		if err := os.WriteFile(p, []byte(report), 0o644); err != nil {

@@ -6,6 +6,12 @@
 //
 //	glove-shim run --bundle DIR [--preserve-fds N] ID
 //
+// and one command of Glove's own, glove-shim probe: the user-namespace
+// steps of a start alone (a new user and mount namespace, its maps, a
+// private mount tree and a tmpfs, a nested user namespace), each
+// printed as it passes or fails, for gloved's choice of how sessions get
+// their user namespace (shim/cstage/probe.c; docs/shim.md).
+//
 // # Stages
 //
 //	stage 0 (host: the service user, no capability)

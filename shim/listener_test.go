@@ -190,7 +190,7 @@ func TestShimSeccompListener(t *testing.T) {
 		paths, err := serveConnects(pair[0], 2)
 		done <- served{paths, err}
 	}()
-	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
+	r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
 		ExtraFiles: []*os.File{theirs}, Timeout: 20 * time.Second})
 	want := "ran\nsocket <nil>\nconnect connection refused\nran\nsocket <nil>\nconnect <nil>\nreply pong <nil>\nfd3-closed\n"
 	if r.Code != 0 || r.Stdout != want {
@@ -227,7 +227,7 @@ func TestShimSeccompListenerLayerOff(t *testing.T) {
 		}
 		return err
 	})
-	r := e.RunAs(t, testenv.ShimRun{Shim: e.LayersShim(t), Env: []string{"GLOVE_SHIM_TEST_LAYERS_OFF=" + "seccomp"},
+	r := runShim(t, e, testenv.ShimRun{Shim: e.LayersShim(t), Env: []string{"GLOVE_SHIM_TEST_LAYERS_OFF=" + "seccomp"},
 		Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"}, ExtraFiles: []*os.File{theirs}, Timeout: 20 * time.Second})
 	if r.Code != 0 {
 		t.Errorf("exit %d stderr %q", r.Code, r.Stderr)
@@ -277,7 +277,7 @@ func TestShimSeccompListenerRefusesNonSocket(t *testing.T) {
 		{"unconnected", uf, "not connected"},
 		{"datagram", df, "type 2"},
 	} {
-		r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
+		r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
 			ExtraFiles: []*os.File{c.f}})
 		if r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 ||
 			!strings.Contains(r.Stderr, "linux.seccomp.listenerPath: descriptor 3:") || !strings.Contains(r.Stderr, c.want) {

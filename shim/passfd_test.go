@@ -45,7 +45,7 @@ func TestShimPassedDescriptorOneHolder(t *testing.T) {
 		}
 		return err
 	})
-	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
+	r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
 		ExtraFiles: []*os.File{theirs}, Timeout: 20 * time.Second})
 	if r.Code != 0 {
 		t.Errorf("exit %d stderr %q", r.Code, r.Stderr)

@@ -488,7 +488,8 @@ func TestParseRun(t *testing.T) {
 func TestMainUsage(t *testing.T) {
 	for _, args := range [][]string{{"glove-shim"}, {"glove-shim", "create", "x"}, {"glove-shim", "--version", "x"}, {"glove-shim", "run"},
 		{"glove-shim", "run", "--userns-fd", "2", "x"}, {"glove-shim", "run", "--userns-fd", "5", "--sync-fd", "5", "x"},
-		{"glove-shim", "--cgroup-join", "5:7", "run", "--sync-fd", "5", "--userns-fd", "7", "x"}} {
+		{"glove-shim", "--cgroup-join", "5:7", "run", "--sync-fd", "5", "--userns-fd", "7", "x"},
+		{"glove-shim", "probe", "x"}, {"glove-shim", "probe", ""}, {"glove-shim", "--cgroup-join", "5:7", "probe"}} {
 		if got := Main(args); got != ExitUsage {
 			t.Errorf("Main(%q) = %d, want %d", args, got, ExitUsage)
 		}
@@ -500,11 +501,17 @@ func TestMainUsage(t *testing.T) {
 // shim/cstage runs for a command line of exactly one argument, before the
 // Go runtime (Main is called here without it), and stage 2 is C code
 // stage 1 runs in its child; there is no Go stage left to fall back on.
+// `glove-shim probe` is likewise the constructor's alone.
 func TestMainStagesAreC(t *testing.T) {
 	for _, args := range [][]string{{"glove-shim", argStage0}, {"glove-shim", argStage0, "3", "4"}} {
 		if got := Main(args); got != ExitFailed {
 			t.Errorf("Main(%q) = %d, want %d", args, got, ExitFailed)
 		}
+	}
+	// The probe is C too (shim/cstage/probe.c): reaching Go, it fails as
+	// a probe does, 1.
+	if got := Main([]string{"glove-shim", argProbe}); got != 1 {
+		t.Errorf("Main(probe) = %d, want 1", got)
 	}
 }
 

@@ -41,6 +41,21 @@ const argStage0 = "--glove-stage0"
 // command.
 const argJoin = "--cgroup-join"
 
+// argProbe is `glove-shim probe`: the user-namespace steps of a start
+// alone, as the calling user, which the constructor in shim/cstage
+// (probe.c) runs before the Go runtime starts for exactly that command
+// line and ends with 0 (every step passed) or 1. gloved, glove run and
+// glove status learn from it whether glove-shim itself may build a
+// sandbox on this host, under whatever confines it here (AppArmor).
+const argProbe = "probe"
+
+// runUsage is the command line of run, which its usage errors show;
+// usageLine is glove-shim's, shown for any other.
+const (
+	runUsage  = "usage: glove-shim [--cgroup-join S:T1,T2] run --bundle DIR [--preserve-fds N] [--sync-fd N] [--seccomp-cache-fd N] [--userns-fd N] ID"
+	usageLine = "usage: glove-shim run --bundle DIR [--preserve-fds N] ID | glove-shim probe | glove-shim --version"
+)
+
 // Layer names (see layers.go): each protection the attack table switches
 // off on its own in a test build.
 const (
@@ -82,13 +97,22 @@ func Main(args []string) int {
 				fmt.Println("glove-shim dev")
 				return 0
 			}
+		case argProbe:
+			if len(args) != 2 {
+				fmt.Fprintf(os.Stderr, "glove-shim: probe takes no argument\n%s\n", usageLine)
+				return ExitUsage
+			}
+			// Only without shim/cstage linked in (Main called from a
+			// test): the probe is C code the constructor runs.
+			fmt.Fprintln(os.Stderr, "glove-shim: probe runs before the Go runtime (shim/cstage); this command line reached Go")
+			return 1
 		case "run":
 			ra, err := parseRun(args[2:])
 			if err == nil && join != nil {
 				err = ra.checkJoin(join)
 			}
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "glove-shim: %v\nusage: glove-shim [--cgroup-join S:T1,T2] run --bundle DIR [--preserve-fds N] [--sync-fd N] [--seccomp-cache-fd N] [--userns-fd N] ID\n", err)
+				fmt.Fprintf(os.Stderr, "glove-shim: %v\n%s\n", err, runUsage)
 				return ExitUsage
 			}
 			code, err := run(ra)
@@ -99,7 +123,7 @@ func Main(args []string) int {
 			return code
 		}
 	}
-	fmt.Fprintln(os.Stderr, "usage: glove-shim run --bundle DIR [--preserve-fds N] ID | glove-shim --version")
+	fmt.Fprintln(os.Stderr, usageLine)
 	return ExitUsage
 }
 

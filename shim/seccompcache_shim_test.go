@@ -67,7 +67,7 @@ func TestShimSeccompCache(t *testing.T) {
 		if err := wr.Close(); err != nil {
 			t.Fatal(err)
 		}
-		return e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"),
+		return runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"),
 			Args: []string{"run", "--bundle", b.Dir, "--sync-fd", "3", "--seccomp-cache-fd", cacheFD, "t"}, ExtraFiles: []*os.File{rd, df}})
 	}
 	run := func() testenv.ShimResult { return runWith("4") }

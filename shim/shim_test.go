@@ -40,11 +40,13 @@ func TestMain(m *testing.M) {
 // wrapEnv makes the test binary a wrapper that executes its arguments,
 // after a seccomp filter that answers ENOSYS to landlock_create_ruleset
 // when the value is "no-landlock" (a kernel without Landlock, as every
-// stage and the program see it), with no filter when it is "none", and
-// with a filter that makes the Landlock ABI version query answer N when
-// it is "landlock-abi=N" (an older kernel's ABI, as every stage sees it;
-// the other Landlock calls reach this kernel, which accepts what an
-// older one would).
+// stage and the program see it), with no filter when it is "none", with
+// a filter that makes the Landlock ABI version query answer N when it is
+// "landlock-abi=N" (an older kernel's ABI, as every stage sees it; the
+// other Landlock calls reach this kernel, which accepts what an older
+// one would), with one that refuses new user namespaces when it is
+// wrapNoUserns (a host that refuses them, hardened_test.go), and with one
+// that refuses every mount when it is wrapNoMount (probe_test.go).
 const wrapEnv = "GLOVE_SHIM_TEST_WRAP"
 
 func wrapExec(mode string, argv []string) int {
@@ -70,6 +72,16 @@ func wrapExec(mode string, argv []string) int {
 			fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
 			return 2
 		}
+	case wrapNoUserns:
+		if err := loadNoUserns(); err != nil {
+			fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
+			return 2
+		}
+	case wrapNoMount:
+		if err := loadNoMount(); err != nil {
+			fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
+			return 2
+		}
 	case "none":
 	default:
 		fmt.Fprintln(os.Stderr, "wrap: unknown mode", mode)
@@ -78,6 +90,75 @@ func wrapExec(mode string, argv []string) int {
 	err := syscall.Exec(argv[0], argv, []string{})
 	fmt.Fprintln(os.Stderr, "wrap: exec:", err)
 	return 2
+}
+
+// loadNoUserns loads, on this thread, the filter of wrapNoUserns: clone
+// and unshare with CLONE_NEWUSER in their flags fail with EPERM, as on a
+// kernel with Debian's kernel.unprivileged_userns_clone=0, and clone3
+// with ENOSYS, since a filter cannot read the flags it points to (glibc,
+// Go and util-linux then use clone).
+func loadNoUserns() error {
+	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	if err != nil {
+		return err
+	}
+	newuser := []libseccomp.ScmpCondition{{Argument: 0, Op: libseccomp.CompareMaskedEqual, Operand1: unix.CLONE_NEWUSER, Operand2: unix.CLONE_NEWUSER}}
+	for _, sc := range []int{unix.SYS_CLONE, unix.SYS_UNSHARE} {
+		if err := f.AddRuleConditional(libseccomp.ScmpSyscall(sc), libseccomp.ActErrno.SetReturnCode(int16(unix.EPERM)), newuser); err != nil {
+			return err
+		}
+	}
+	if err := f.AddRule(libseccomp.ScmpSyscall(unix.SYS_CLONE3), libseccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))); err != nil {
+		return err
+	}
+	return f.Load() // sets no_new_privs first, as the shim does anyway
+}
+
+// wrapNoMount is the wrapper mode that refuses every way of making or
+// changing a mount with EPERM, as an AppArmor profile without mount
+// rules does (probe_test.go).
+const wrapNoMount = "no-mount"
+
+// loadNoMount loads, on this thread, the filter of wrapNoMount.
+func loadNoMount() error {
+	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	if err != nil {
+		return err
+	}
+	for _, sc := range []int{unix.SYS_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSMOUNT, unix.SYS_MOVE_MOUNT, unix.SYS_OPEN_TREE, unix.SYS_MOUNT_SETATTR} {
+		if err := f.AddRule(libseccomp.ScmpSyscall(sc), libseccomp.ActErrno.SetReturnCode(int16(unix.EPERM))); err != nil {
+			return err
+		}
+	}
+	return f.Load() // sets no_new_privs first
+}
+
+// inheritedFiles is the descriptor table a child of this wrapper gets:
+// standard input, output and error, and every descriptor this process
+// inherited (not close-on-exec: what its caller passed, such as a
+// --userns-fd), each at its own number; the runtime's own descriptors
+// are close-on-exec and stay here.
+func inheritedFiles() ([]uintptr, error) {
+	files := []uintptr{0, 1, 2}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, err
+	}
+	for _, ent := range ents {
+		fd, err := strconv.Atoi(ent.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue // the directory's own descriptor, gone; or the runtime's
+		}
+		for len(files) <= fd {
+			files = append(files, ^uintptr(0)) // closed in the child
+		}
+		files[fd] = uintptr(fd)
+	}
+	return files, nil
 }
 
 // wrapLandlockABI runs argv in a child whose Landlock ABI version query
@@ -109,7 +190,12 @@ func wrapLandlockABI(abi string, argv []string) int {
 		fmt.Fprintln(os.Stderr, "wrap: seccomp:", err)
 		return 2
 	}
-	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: []string{}, Files: []uintptr{0, 1, 2}})
+	files, err := inheritedFiles()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wrap: descriptors:", err)
+		return 2
+	}
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: []string{}, Files: files})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wrap: exec:", err)
 		return 2
@@ -159,7 +245,7 @@ func TestShimLandlockABIs(t *testing.T) {
 			b := e.NewBundle(t)
 			b.Spec.Process.Args = []string{"/bin/sh", "-c", `echo ok > /workspace/w && echo wrote; if kill -0 1 2>/dev/null; then echo signal-pid1; else echo no-signal-pid1; fi`}
 			b.Write(t)
-			r := e.RunAs(t, testenv.ShimRun{
+			r := runShim(t, e, testenv.ShimRun{
 				Shim: wrapper,
 				Args: []string{e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t"},
 				Env:  []string{wrapEnv + "=landlock-abi=" + strconv.Itoa(abi)},
@@ -189,7 +275,7 @@ func TestShimRefusesWithoutLandlock(t *testing.T) {
 			b := e.NewBundle(t)
 			b.Spec.Process.Args = []string{"/bin/sh", "-c", "echo ran > /workspace/ran"}
 			b.Write(t)
-			r := e.RunAs(t, testenv.ShimRun{
+			r := runShim(t, e, testenv.ShimRun{
 				Shim: wrapper,
 				Args: []string{e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t"},
 				Env:  []string{wrapEnv + "=" + mode},
@@ -217,7 +303,7 @@ func run(t *testing.T, e *testenv.Env, b *testenv.Bundle, args ...string) testen
 	t.Helper()
 	b.Spec.Process.Args = args
 	b.Write(t)
-	return e.RunAs(t, testenv.ShimRun{
+	return runShim(t, e, testenv.ShimRun{
 		Shim: e.HelperPath("glove-shim"),
 		Args: []string{"run", "--bundle", b.Dir, "t"},
 	})
@@ -340,7 +426,7 @@ func TestShimRunsSpecBuildWithMounterFDs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(b.Dir, "config.json"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := e.RunAs(t, testenv.ShimRun{
+	r := runShim(t, e, testenv.ShimRun{
 		Shim:       e.HelperPath("glove-shim"),
 		Args:       []string{"run", "--bundle", b.Dir, "--preserve-fds", "3", "t"},
 		ExtraFiles: []*os.File{usr, ro, work},
@@ -383,7 +469,7 @@ func TestShimStatusAndStdio(t *testing.T) {
 	runIn := func(stdin string, args ...string) testenv.ShimResult {
 		b.Spec.Process.Args = args
 		b.Write(t)
-		return e.RunAs(t, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "t"}, Stdin: []byte(stdin)})
+		return runShim(t, e, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "t"}, Stdin: []byte(stdin)})
 	}
 	if r := runIn("", "/bin/sh", "-c", "kill -TERM $$"); r.Code != 128+15 {
 		t.Errorf("killed by TERM: exit %d, want 143 (stderr %s)", r.Code, r.Stderr)
@@ -437,7 +523,7 @@ func TestShimDescriptors(t *testing.T) {
 	defer dir.Close()
 	b.Spec.Process.Args = []string{"/bin/sh", "-c", "echo via-fd3 >&3; cat <&4; readlink /proc/self/fd/3 /proc/self/fd/4 /proc/self/fd/5"}
 	b.Write(t)
-	r := e.RunAs(t, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
+	r := runShim(t, e, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
 		ExtraFiles: []*os.File{wr, dir}})
 	wr.Close()
 	got := make([]byte, 64)
@@ -449,7 +535,7 @@ func TestShimDescriptors(t *testing.T) {
 	if !strings.HasPrefix(r.Stdout, "pipe:[") || strings.Count(r.Stdout, "\n") != 1 || !strings.Contains(r.Stderr, "4: Bad file descriptor") {
 		t.Errorf("the undeclared descriptor reached the program:\nstdout %q\nstderr %q", r.Stdout, r.Stderr)
 	}
-	r = e.RunAs(t, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
+	r = runShim(t, e, testenv.ShimRun{Shim: shim, Args: []string{"run", "--bundle", b.Dir, "--preserve-fds", "1", "t"},
 		ExtraFiles: []*os.File{dir}})
 	if r.Code != 125 || !strings.Contains(r.Stderr, "descriptor 3: a directory") {
 		t.Errorf("directory at fd 3: exit %d stderr %q, want 125 naming it", r.Code, r.Stderr)
@@ -492,7 +578,7 @@ func TestShimTerminal(t *testing.T) {
 		master, slave := openPty(t)
 		b.Spec.Process.Terminal = terminal
 		b.Write(t)
-		r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}, Terminal: slave})
+		r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}, Terminal: slave})
 		slave.Close()
 		out, _ := io.ReadAll(master) // EIO once the last slave holder is gone
 		want := "NO-CTTY"
@@ -506,7 +592,7 @@ func TestShimTerminal(t *testing.T) {
 	// terminal without a terminal on standard input is refused.
 	b.Spec.Process.Terminal = true
 	b.Write(t)
-	if r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}}); r.Code != 125 || !strings.Contains(r.Stderr, "process.terminal") {
+	if r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}}); r.Code != 125 || !strings.Contains(r.Stderr, "process.terminal") {
 		t.Errorf("terminal without a tty: exit %d stderr %q", r.Code, r.Stderr)
 	}
 }
@@ -550,12 +636,14 @@ func TestShimRuncRootlessSpec(t *testing.T) {
 	b.Spec = &s
 	b.Write(t)
 	master, slave := openPty(t) // runc's spec asks for a terminal
-	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}, Terminal: slave})
+	r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}, Terminal: slave})
 	slave.Close()
 	got, _ := io.ReadAll(master)
 	// uid 0 in its namespace, with exactly the three capabilities the
 	// spec lists (CAP_AUDIT_WRITE, CAP_KILL, CAP_NET_BIND_SERVICE), as
-	// under runc; they are user namespace 2's and reach nothing else.
+	// under runc; they are user namespace 2's (user namespace 1's with
+	// --userns-fd, on a host that refuses unprivileged user namespaces)
+	// and reach nothing else.
 	want := "0\r\nCapEff:\t0000000020000420\r\nCapBnd:\t0000000020000420\r\nCapAmb:\t0000000020000420\r\n"
 	if r.Code != 0 || string(got) != want {
 		t.Errorf("exit %d, terminal output %q, want %q", r.Code, got, want)
@@ -579,7 +667,7 @@ func TestShimSyncFD(t *testing.T) {
 	}
 	done := make(chan testenv.ShimResult, 1)
 	go func() {
-		done <- e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: args, ExtraFiles: []*os.File{rd}})
+		done <- runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: args, ExtraFiles: []*os.File{rd}})
 	}()
 	time.Sleep(500 * time.Millisecond)
 	if _, err := os.Stat(marker); err == nil {
@@ -603,7 +691,7 @@ func TestShimSyncFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	wr.Close()
-	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: args, ExtraFiles: []*os.File{rd}})
+	r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: args, ExtraFiles: []*os.File{rd}})
 	rd.Close()
 	if r.Code != 125 || !strings.Contains(r.Stderr, "before placement") {
 		t.Errorf("closed sync descriptor: exit %d stderr %q, want 125", r.Code, r.Stderr)
@@ -633,7 +721,7 @@ func TestShimRootWithoutLibraries(t *testing.T) {
 	b.Spec.Mounts = append(mounts, specs.Mount{Destination: "/probe", Type: "bind", Source: probe, Options: []string{"bind", "ro"}})
 	b.Spec.Process.Args = []string{"/probe/attackprobe", "no-such-case"}
 	b.Write(t)
-	r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
+	r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
 	if r.Code == 125 || !strings.Contains(r.Stdout+r.Stderr, "no-such-case") {
 		t.Errorf("exit %d, stdout %q, stderr %q: the static program did not run", r.Code, r.Stdout, r.Stderr)
 	}
@@ -652,7 +740,7 @@ func TestShimSeccompForeignRoutes(t *testing.T) {
 		Syscalls:      []specs.LinuxSyscall{{Names: []string{"socket"}, Action: specs.ActErrno}}}
 	b.Write(t)
 	run := func() testenv.ShimResult {
-		return e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
+		return runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
 	}
 	if r := run(); r.Code != 125 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 ||
 		!strings.Contains(r.Stderr, "socketcall on SCMP_ARCH_X86 reaches socket") {
@@ -718,6 +806,7 @@ func TestShimSharesBudgets(t *testing.T) {
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	usernsCmd(t, e, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -863,6 +952,7 @@ func TestShimStage1OneThread(t *testing.T) {
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	usernsCmd(t, e, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -940,6 +1030,7 @@ func TestShimSignalAtFirstOutput(t *testing.T) {
 			}
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
+			usernsCmd(t, e, cmd)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -999,6 +1090,7 @@ func TestShimSourceSwapped(t *testing.T) {
 			var stdout, stderr strings.Builder
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
+			usernsCmd(t, e, cmd)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -1141,7 +1233,7 @@ func TestShimSharedDescriptor(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(b.Dir, "config.json"), cfg, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return e.RunAs(t, testenv.ShimRun{
+		return runShim(t, e, testenv.ShimRun{
 			Shim:       e.HelperPath("glove-shim"),
 			Args:       []string{"run", "--bundle", b.Dir, "--preserve-fds", "2", "t"},
 			ExtraFiles: []*os.File{usr, scratch},
@@ -1195,6 +1287,7 @@ func TestShimJoinRefuses(t *testing.T) {
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential()}
+		usernsCmd(t, e, cmd)
 		code, err := testenv.ExitStatus(cmd.Run())
 		if err != nil {
 			t.Fatal(err)

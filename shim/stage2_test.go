@@ -97,7 +97,7 @@ func TestShimStage2(t *testing.T) {
 			c.edit(&p)
 			b.Spec.Process = &p
 			b.Write(t)
-			r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
+			r := runShim(t, e, testenv.ShimRun{Shim: e.HelperPath("glove-shim"), Args: []string{"run", "--bundle", b.Dir, "t"}})
 			switch {
 			case r.Code != c.code:
 				t.Errorf("exit %d, want %d\nstdout %q\nstderr %q", r.Code, c.code, r.Stdout, r.Stderr)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -305,7 +306,9 @@ func TestShimUsernsFD(t *testing.T) {
 // (1000:1000) onto the service user's ids alone, one id each, with
 // setgroups denied, ends the shim with 125 and one line naming what is
 // wrong, before the program runs; a number in stdio or the preserved
-// range is a usage error (2 and the usage line).
+// range is a usage error (2 and the usage line). On a host that refuses
+// unprivileged user namespaces a nested namespace cannot be made at all,
+// and the nested case shows that instead (nestedUsernsRefused).
 func TestShimUsernsFDRefuses(t *testing.T) {
 	e := testenv.Get(t)
 	testenv.CheckLeaks(t, e.UID)
@@ -320,15 +323,14 @@ func TestShimUsernsFDRefuses(t *testing.T) {
 			return makeUserns(t, e, s)
 		}
 	}
-	nestedSkip := ""
-	if v, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(v)) == "0" {
-		nestedSkip = "this kernel lets nobody nest a user namespace (kernel.unprivileged_userns_clone=0): the case cannot be made here"
-	}
 	cases := []struct {
 		name string
 		file func() *os.File
 		want string
-		skip string
+		// hardened replaces the run where the host refuses unprivileged
+		// user namespaces (noUserns): it checks that the case cannot
+		// even be made there.
+		hardened func(t *testing.T)
 	}{
 		{name: "regular file", file: func() *os.File {
 			f, err := os.Open(filepath.Join(b.Outside, "secret"))
@@ -357,7 +359,8 @@ func TestShimUsernsFDRefuses(t *testing.T) {
 		{name: "owned by root", file: with(func(s *usernsSpec) { s.byRoot = true }),
 			want: fmt.Sprintf("a user namespace owned by uid 0, not by uid %d", e.UID)},
 		{name: "nested", file: with(func(s *usernsSpec) { *s = usernsSpec{nested: true} }),
-			want: "a user namespace nested in another one, not a child of this process's user namespace", skip: nestedSkip},
+			want:     "a user namespace nested in another one, not a child of this process's user namespace",
+			hardened: func(t *testing.T) { nestedUsernsRefused(t, e) }},
 		{name: "no maps", file: with(func(s *usernsSpec) { s.uidMap, s.gidMap = "", "" }),
 			want: fmt.Sprintf("uid 65534 and gid 65534 in the user namespace, not process.user's 1000 and 1000: it must map process.user's ids to the service user's (uid %d, gid %d) alone", e.UID, e.GID)},
 		{name: "no gid map", file: with(func(s *usernsSpec) { s.gidMap = "" }),
@@ -384,8 +387,9 @@ func TestShimUsernsFDRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.skip != "" {
-				t.Skip("skipped: " + c.skip)
+			if c.hardened != nil && noUserns(t) {
+				c.hardened(t)
+				return
 			}
 			r := e.RunAs(t, testenv.ShimRun{Shim: e.HelperPath("glove-shim"),
 				Args: []string{"run", "--bundle", b.Dir, "--userns-fd", "3", "t"}, ExtraFiles: []*os.File{c.file()}})
@@ -460,9 +464,18 @@ stat -c '%n %F %u:%g %a' / /* /dev/* /dev/pts /dev/pts/* /tmp/* /workspace/* "$P
 //     then, and a bundle of uid 0 sees them as its own.
 //
 // Glove's bundles (1000) see the first difference alone.
+//
+// On a host that refuses unprivileged user namespaces the default mode
+// cannot start (defaultModeRefused shows it once), so there is nothing
+// to compare with: each view with --userns-fd is checked on its own
+// (viewAlone) for what the comparison implies there.
 func TestShimUsernsFDSameView(t *testing.T) {
 	e := testenv.Get(t)
 	testenv.CheckLeaks(t, e.UID)
+	hardened := noUserns(t)
+	if hardened {
+		t.Logf("the default mode, refused: %s", defaultModeRefused(t, e, e.HelperPath("glove-shim"), e.NewBundle(t)))
+	}
 	nsRootOwned := []string{"/dev/pts ", "/proc/sys/net/", "/proc/sys/kernel/msgmax ", "/proc/sys/fs/mqueue/", "/proc/net/", "/sys/class/net/"}
 	for _, c := range []struct {
 		name   string
@@ -510,8 +523,12 @@ func TestShimUsernsFDSameView(t *testing.T) {
 				}
 				return strings.Split(strings.TrimSuffix(res.Stdout, "\n"), "\n")
 			}
-			def, got := run(false), run(true)
 			wantID := fmt.Sprintf("id %d:%d groups %d", c.user.UID, c.user.GID, c.user.GID)
+			if hardened {
+				viewAlone(t, run(true), wantID, c.user)
+				return
+			}
+			def, got := run(false), run(true)
 			if len(def) == 0 || def[0] != wantID {
 				t.Errorf("default mode: %q, want %q first", def, wantID)
 			}
@@ -536,5 +553,53 @@ func TestShimUsernsFDSameView(t *testing.T) {
 				t.Logf("user namespace 1's 0's (allowed): --userns-fd %q, the default mode %q", got[i], def[i])
 			}
 		})
+	}
+}
+
+// viewAlone checks a view of viewScript taken with --userns-fd where no
+// default mode exists to compare it with: the ids are process.user's
+// (wantID, and every id of the status's Uid and Gid lines), and every
+// file's owner and group are the program's own ids or the overflow id
+// 65534 (not mapped): user namespace 1 maps process.user's ids alone,
+// onto the service user's, so the program can see no third id, the ids
+// the comparison would otherwise show to be the default mode's.
+func viewAlone(t *testing.T, view []string, wantID string, u specs.User) {
+	t.Helper()
+	if len(view) == 0 || view[0] != wantID {
+		t.Errorf("--userns-fd: %q, want %q first", view, wantID)
+	}
+	owner := regexp.MustCompile(` ([0-9]+):([0-9]+) [0-7]+$`)
+	files := 0
+	for _, l := range view[min(1, len(view)):] {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 5 && (f[0] == "Uid:" || f[0] == "Gid:"):
+			want := strconv.FormatUint(uint64(u.UID), 10)
+			if f[0] == "Gid:" {
+				want = strconv.FormatUint(uint64(u.GID), 10)
+			}
+			for _, id := range f[1:] {
+				if id != want {
+					t.Errorf("--userns-fd: %q, want %s in every field", l, want)
+					break
+				}
+			}
+		case strings.HasPrefix(l, "/"):
+			m := owner.FindStringSubmatch(l)
+			if m == nil {
+				t.Errorf("--userns-fd: %q: no owner:group mode at its end", l)
+				continue
+			}
+			files++
+			for i, own := range []uint32{u.UID, u.GID} {
+				if id := m[1+i]; id != strconv.FormatUint(uint64(own), 10) && id != "65534" {
+					t.Errorf("--userns-fd: %q: id %s is neither the program's own %d nor the overflow id 65534", l, id, own)
+				}
+			}
+		}
+	}
+	// viewScript stats the root's, /dev's and /tmp's entries and more.
+	if files < 20 {
+		t.Errorf("--userns-fd: %d files in the view, want 20 or more:\n%s", files, strings.Join(view, "\n"))
 	}
 }

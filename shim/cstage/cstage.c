@@ -10,8 +10,9 @@
  * program costs 1.5 ms or more (docs/shim-startup.md). A stage that is
  * run here pays for none.
  *
- * Only stage 0's waiter is entered here (stage 1 runs in the child it
- * clones, stage 2 in the child stage 1 clones). A user who runs
+ * Only stage 0's waiter and `glove-shim probe` are entered here (stage
+ * 1 runs in the child the waiter clones, stage 2 in the child stage 1
+ * clones). A user who runs
  * `glove-shim --glove-stage0 N` by hand gains nothing: the stages only
  * restrict themselves, in namespaces any user may create, then execute
  * what the plan read from descriptor N names, as that user.
@@ -37,9 +38,16 @@
  * as either. */
 extern void glove_stage0(int argc, char **argv) __attribute__((noreturn));
 
+/* `glove-shim probe` (probe.c): the user-namespace steps of a start,
+ * alone. Any other argument after it reaches Go, which reports the usage
+ * error. */
+extern void glove_probe(void) __attribute__((noreturn));
+
 __attribute__((constructor)) static void glove_cstage(int argc, char **argv, char **envp)
 {
 	(void)envp;
+	if (argc == 2 && argv != NULL && argv[1] != NULL && strcmp(argv[1], GLOVE_ARG_PROBE) == 0)
+		glove_probe();
 	if (argc < 3 || argv == NULL || argv[1] == NULL || argv[2] == NULL)
 		return;
 	/* gloved's start of the shim on a hybrid host: join the v1 session

@@ -14,6 +14,10 @@
 /* The argument of stage 0's waiter (shim/run_linux.go: argStage0). */
 #define GLOVE_ARG_STAGE0 "--glove-stage0"
 
+/* The subcommand that runs the user-namespace steps of a start alone
+ * (probe.c; shim/run_linux.go: argProbe). */
+#define GLOVE_ARG_PROBE "probe"
+
 /* glove-shim's first argument when gloved asks it to join the session's
  * v1 cgroups before the Go runtime starts (join.c; shim/run_linux.go:
  * argJoin); its second is "S:T1,T2". */
