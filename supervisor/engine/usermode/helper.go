@@ -73,11 +73,11 @@ func checkNamespace(f *os.File, ino uint64) error {
 }
 
 // Decide is Choose for this host as the calling process's user (gloved,
-// glove run: the service user), with start to try glove-userns when the
-// host needs it (a namespace made for session "startup-probe" and
-// closed at once).
-func Decide(start func(name string) (*helperproc.Proc, error)) (string, error) {
-	return Choose(ReadFacts("/proc/sys"), Probe(), func() error {
+// glove run: the service user), probing with the glove-shim at shim, with
+// start to try glove-userns when the host needs it (a namespace made for
+// session "startup-probe" and closed at once).
+func Decide(shim string, start func(name string) (*helperproc.Proc, error)) (string, error) {
+	return Choose(ReadFacts("/proc/sys"), Probe(shim), func() error {
 		ns, err := Namespace(start, "startup-probe", 0, 0)
 		if err != nil {
 			return err

@@ -33,6 +33,10 @@ type Facts struct {
 	UnprivilegedClone string // kernel.unprivileged_userns_clone (Debian's patch)
 	MaxUserNamespaces string // user.max_user_namespaces
 	AppArmorRestrict  string // kernel.apparmor_restrict_unprivileged_userns (Ubuntu's kernels)
+	// ShimProfile is the mode of the loaded AppArmor profile glove-shim
+	// ("enforce", "complain"), "" when none is loaded or AppArmor's list
+	// cannot be read.
+	ShimProfile string
 }
 
 // ReadFacts reads the switches beneath procSys (/proc/sys).
@@ -48,7 +52,26 @@ func ReadFacts(procSys string) Facts {
 		UnprivilegedClone: read("kernel/unprivileged_userns_clone"),
 		MaxUserNamespaces: read("user/max_user_namespaces"),
 		AppArmorRestrict:  read("kernel/apparmor_restrict_unprivileged_userns"),
+		ShimProfile:       shimProfile(AppArmorProfiles),
 	}
+}
+
+// AppArmorProfiles lists the loaded AppArmor profiles, one "NAME (MODE)"
+// a line.
+var AppArmorProfiles = "/sys/kernel/security/apparmor/profiles"
+
+// shimProfile is the mode of profile glove-shim in list, or "".
+func shimProfile(list string) string {
+	b, err := os.ReadFile(list)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if mode, ok := strings.CutPrefix(l, "glove-shim ("); ok {
+			return strings.TrimSuffix(mode, ")")
+		}
+	}
+	return ""
 }
 
 // Refusal is why no mode works on a host, with the operator's fix.
@@ -85,9 +108,14 @@ func Choose(f Facts, probe error, helper func() error) (string, error) {
 			Reason: "kernel.unprivileged_userns_clone=0 refuses user namespaces to the service user, and glove-userns did not make one: " + oneLine(herr),
 			Fix:    `set "enabled": true in ` + HelperConfig + " (glove-userns then makes one per session), or sysctl -w kernel.unprivileged_userns_clone=1",
 		}
+	case f.ShimProfile != "":
+		return "", &Refusal{
+			Reason: "glove-shim cannot build its user namespaces under its AppArmor profile (glove-shim, " + f.ShimProfile + "): " + oneLine(probe),
+			Fix:    "load the package's profile again: apparmor_parser -r /etc/apparmor.d/glove-shim",
+		}
 	case f.AppArmorRestrict == "1":
 		return "", &Refusal{
-			Reason: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1) and refused the service user's: " + oneLine(probe),
+			Reason: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1) and glove-shim has no profile loaded: " + oneLine(probe),
 			Fix:    "load glove-shim's AppArmor profile: apparmor_parser -r /etc/apparmor.d/glove-shim",
 		}
 	}
@@ -99,35 +127,39 @@ func Choose(f Facts, probe error, helper func() error) (string, error) {
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
-// Probe creates a user namespace as the calling process's user, with the
-// one-id maps glove-shim writes, in a child that executes /bin/true. It
-// returns nil if the kernel allowed it.
-func Probe() error { return probeAs(nil) }
+// Probe runs `glove-shim probe` (shim is its path) as the calling
+// process's user: the user-namespace steps of a start, under the shim's
+// own AppArmor profile where one is loaded, which is what a session
+// meets (an unconfined /bin/true would pass on Ubuntu where glove-shim
+// without its profile fails). It returns nil if every step passed, else
+// the probe's failing step.
+func Probe(shim string) error { return probeAs(shim, nil) }
 
 // ProbeAs is Probe for another user (root's glove status probing for the
-// service user): the child drops to uid and gid, then unshare(1) creates
-// the namespace, so the attempt is the user's, not root's.
-func ProbeAs(uid, gid uint32) error { return probeAs(&syscall.Credential{Uid: uid, Gid: gid}) }
+// service user): the shim runs as uid and gid, so the attempt is the
+// user's, not root's (whom the switches never refuse).
+func ProbeAs(shim string, uid, gid uint32) error {
+	return probeAs(shim, &syscall.Credential{Uid: uid, Gid: gid})
+}
 
-func probeAs(cred *syscall.Credential) error {
-	var cmd *exec.Cmd
-	if cred == nil {
-		cmd = exec.Command("/bin/true")
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:                 syscall.CLONE_NEWUSER,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
-			GidMappingsEnableSetgroups: false,
-		}
-	} else {
-		// Go's clone flags would create the namespace before dropping to
-		// the user (as root, which the switch never refuses): unshare(1)
-		// runs after the drop.
-		cmd = exec.Command("unshare", "--user", "--map-root-user", "/bin/true")
+func probeAs(shim string, cred *syscall.Credential) error {
+	cmd := exec.Command(shim, "probe")
+	cmd.Env = []string{}
+	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	}
-	return runCmd(cmd)
+	err := runCmd(cmd)
+	if err == nil {
+		return nil
+	}
+	// The probe's one line on the step that failed ("maps FAIL: EPERM:
+	// ..."), rather than the steps that passed before it.
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if strings.Contains(l, " FAIL: ") {
+			return errors.New("glove-shim probe: " + strings.TrimSpace(l))
+		}
+	}
+	return fmt.Errorf("glove-shim probe: %w", err)
 }
 
 func runCmd(cmd *exec.Cmd) error {

@@ -4,6 +4,8 @@ package usermode
 
 import (
 	"errors"
+
+	"github.com/glove-sandbox/glove/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +31,8 @@ func TestChoose(t *testing.T) {
 		{"Debian switch off, helper not enabled", Facts{UnprivilegedClone: "0", MaxUserNamespaces: "7880"}, eperm, off, "", "kernel.unprivileged_userns_clone=0"},
 		{"no namespaces at all", Facts{UnprivilegedClone: "0", MaxUserNamespaces: "0"}, errors.New("no space left on device"), unused, "", "max_user_namespaces=0"},
 		{"AppArmor restriction", Facts{AppArmorRestrict: "1", MaxUserNamespaces: "7880"}, eperm, unused, "", "AppArmor"},
+		{"glove-shim's profile refusing", Facts{ShimProfile: "enforce", MaxUserNamespaces: "7880"}, eperm, unused, "", "AppArmor profile"},
+		{"Debian switch with the profile loaded", Facts{UnprivilegedClone: "0", ShimProfile: "enforce", MaxUserNamespaces: "7880"}, eperm, ok, Helper, ""},
 		{"something else", Facts{MaxUserNamespaces: "7880"}, eperm, unused, "", "cannot create a user namespace"},
 	}
 	for _, c := range cases {
@@ -61,21 +65,42 @@ func TestReadFacts(t *testing.T) {
 	}
 }
 
-// TestProbe: on a host without a switch, the probe makes a namespace,
-// also for an unprivileged user (root probing for nobody, as glove
-// status does). Its failure is the VM lane's hardened cell's to show.
+// TestProbe: on a host without a switch, glove-shim's probe passes for
+// an unprivileged user (root probing for the test's service user, as
+// glove status does). Its failure is the VM lane's hardened cell's to
+// show, and the probe's own steps are glove-shim's tests'.
 func TestProbe(t *testing.T) {
 	f := ReadFacts("/proc/sys")
 	if f.UnprivilegedClone == "0" || f.AppArmorRestrict == "1" || f.MaxUserNamespaces == "0" {
 		t.Skipf("this host restricts user namespaces (%+v): the probe's success is not expected", f)
 	}
-	if err := Probe(); err != nil {
-		t.Errorf("probe: %v", err)
+	e := testenv.Get(t)
+	if err := ProbeAs(e.HelperPath("glove-shim"), uint32(e.UID), uint32(e.GID)); err != nil {
+		t.Errorf("probe as the service user: %v", err)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("ProbeAs needs root to drop to another user")
+	// A path that is no glove-shim: the failure is an error, not a pass.
+	if err := ProbeAs("/nonexistent/glove-shim", uint32(e.UID), uint32(e.GID)); err == nil {
+		t.Errorf("a probe with no shim passed")
 	}
-	if err := ProbeAs(65534, 65534); err != nil {
-		t.Errorf("probe as nobody: %v", err)
+}
+
+func TestShimProfile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "profiles")
+	for body, want := range map[string]string{
+		"glove-sandbox (enforce)\nglove-shim (enforce)\n": "enforce",
+		"glove-shim (complain)\n":                         "complain",
+		"glove-shim-x (enforce)\nunconfined\n":            "",
+		"":                                                "",
+	} {
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := shimProfile(p); got != want {
+			t.Errorf("%q: %q, want %q", body, got, want)
+		}
+	}
+	if got := shimProfile(filepath.Join(dir, "none")); got != "" {
+		t.Errorf("no list: %q", got)
 	}
 }

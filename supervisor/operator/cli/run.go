@@ -445,7 +445,7 @@ func runSession(l *session.Launch, pins *session.Pins, matRoot string, stdin io.
 	// As gloved does (package usermode): on a host that refuses the
 	// service user a user namespace, glove-userns makes the session's, or
 	// glove run stops here with the line that fixes the host.
-	mode, err := usermode.Decide(env.StartHelper)
+	mode, err := usermode.Decide(env.ShimPath, env.StartHelper)
 	if err != nil {
 		return nil, err
 	}

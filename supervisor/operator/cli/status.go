@@ -59,9 +59,11 @@ type statusProbe struct {
 	mkfs        string // /usr/sbin/mkfs.ext4
 	libexec     string // the installed helpers
 	procSys     string // /proc/sys
-	// userns tries to create a user namespace as the service user;
-	// usernsHelper says whether glove-userns is enabled (nil) or why not.
-	userns, usernsHelper func() error
+	// userns runs the glove-shim at its argument's probe as the service
+	// user; usernsHelper says whether glove-userns is enabled (nil) or
+	// why not.
+	userns       func(shim string) error
+	usernsHelper func() error
 	// selfCgroup is /proc/self/cgroup, cgroupConf glove-cgroup's bounds.
 	selfCgroup, cgroupConf string
 	// The kernel release, PID 1's name, systemd's version, this user.
@@ -228,12 +230,13 @@ func writeStatus(r statusReport, asJSON bool, w io.Writer) int {
 func (p statusProbe) probeUserns() statusItem {
 	it := statusItem{Name: "user-namespaces", Required: true}
 	f := usermode.ReadFacts(p.procSys)
-	mode, err := usermode.Choose(f, p.userns(), p.usernsHelper)
+	mode, err := usermode.Choose(f, p.userns(filepath.Join(p.libexec, "glove-shim")), p.usernsHelper)
 	var switches []string
 	for _, s := range []struct{ name, v string }{
 		{"kernel.unprivileged_userns_clone", f.UnprivilegedClone},
 		{"kernel.apparmor_restrict_unprivileged_userns", f.AppArmorRestrict},
 		{"user.max_user_namespaces", f.MaxUserNamespaces},
+		{"AppArmor profile glove-shim", f.ShimProfile},
 	} {
 		if s.v != "" {
 			switches = append(switches, s.name+"="+s.v)
@@ -256,11 +259,11 @@ func (p statusProbe) probeUserns() statusItem {
 	return it
 }
 
-// serviceUserns probes as the service user: the packaged "glove" when
-// status runs as root, else the caller.
-func serviceUserns() error {
+// serviceUserns runs glove-shim's probe (at shim) as the service user:
+// the packaged "glove" when status runs as root, else the caller.
+func serviceUserns(shim string) error {
 	if os.Geteuid() != 0 {
-		return usermode.Probe()
+		return usermode.Probe(shim)
 	}
 	u, err := user.Lookup("glove")
 	if err != nil {
@@ -271,7 +274,7 @@ func serviceUserns() error {
 	if uerr != nil || gerr != nil {
 		return fmt.Errorf("service user glove: uid %q gid %q", u.Uid, u.Gid)
 	}
-	return usermode.ProbeAs(uint32(uid), uint32(gid))
+	return usermode.ProbeAs(shim, uint32(uid), uint32(gid))
 }
 
 // usernsEnabled reads glove-userns's opt-in from its bounds file: nil

@@ -114,7 +114,7 @@ func fakeProbe(t *testing.T, mountinfo string) statusProbe {
 		mkfs:           "/usr/sbin/mkfs.ext4",
 		libexec:        filepath.Join(dir, "no-libexec"),
 		procSys:        filepath.Join(dir, "no-proc-sys"),
-		userns:         func() error { return nil },
+		userns:         func(string) error { return nil },
 		usernsHelper:   func() error { return errors.New("glove-userns is not enabled in /etc/glove/userns.json") },
 		selfCgroup:     filepath.Join(dir, "no-self-cgroup"),
 		cgroupConf:     filepath.Join(dir, "no-cgroup.json"),
@@ -197,7 +197,7 @@ func TestStatusHybridControllers(t *testing.T) {
 // exactly the failed required items.
 func TestStatusForcedFailures(t *testing.T) {
 	p := fakeProbe(t, otherLine+v1MemLine+v1PidsLine)
-	p.userns = func() error { return errors.New("operation not permitted") }
+	p.userns = func(string) error { return errors.New("operation not permitted") }
 	r := p.run()
 	want := []string{"user-namespaces", "cgroups", "cgroup-delegation", "loop-devices"}
 	for _, n := range statusNames() {
@@ -250,7 +250,7 @@ func TestStatusForcedFailures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(p.procSys, "kernel/unprivileged_userns_clone"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.userns = func() error { return errors.New("unshare: unshare failed: Operation not permitted") }
+	p.userns = func(string) error { return errors.New("userns FAIL: EPERM: operation not permitted") }
 	if it := item(t, p.run(), "user-namespaces"); it.OK || !strings.Contains(it.Detail, "unprivileged_userns_clone=0") || !strings.Contains(it.Fix, "userns.json") {
 		t.Fatalf("helper off: ok %v detail %q fix %q", it.OK, it.Detail, it.Fix)
 	}

@@ -268,7 +268,7 @@ func New(cfg Config) (*Daemon, error) {
 		// Before any session (recovery's included): a host where no
 		// mode works refuses gloved's start with the line that fixes it,
 		// rather than failing every session at glove-shim's first clone.
-		if d.userMode, err = usermode.Decide(d.startHelper); err != nil {
+		if d.userMode, err = usermode.Decide(filepath.Join(d.cfg.Libexec, "glove-shim"), d.startHelper); err != nil {
 			return nil, fmt.Errorf("sessions: %w", err)
 		}
 		if m := testUserMode(); m != "" {
