@@ -44,6 +44,24 @@ type usernsItem struct {
 	Fix    string `json:"fix"`
 }
 
+// usernsStatus runs glove status --json as the glove user and returns its
+// user-namespaces item (Name "(none)" when the report has none).
+func (a *Agent) usernsStatus(ev *Evidence) (usernsItem, Result) {
+	r := Run(ev, RunOpts{As: a.Cred(), Timeout: 120 * time.Second}, "/usr/bin/glove", "status", "--json")
+	var rep struct {
+		Items []usernsItem `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		ev.Printf("glove status --json: %v", err)
+	}
+	for _, it := range rep.Items {
+		if it.Name == "user-namespaces" {
+			return it, r
+		}
+	}
+	return usernsItem{Name: "(none)"}, r
+}
+
 // cell is this guest's cell (/lane/cell), "" without one.
 func (a *Agent) cell() string {
 	b, err := os.ReadFile(filepath.Join(a.cfg.Lane, "cell"))
@@ -96,22 +114,7 @@ func (a *Agent) checkHardenedHost(ev *Evidence) error {
 	}
 
 	// glove status before the operator enables glove-userns, and after.
-	status := func() (usernsItem, Result) {
-		r := Run(ev, RunOpts{As: a.Cred(), Timeout: 120 * time.Second}, "/usr/bin/glove", "status", "--json")
-		var rep struct {
-			Items []usernsItem `json:"items"`
-		}
-		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
-			ev.Printf("glove status --json: %v", err)
-		}
-		for _, it := range rep.Items {
-			if it.Name == "user-namespaces" {
-				return it, r
-			}
-		}
-		return usernsItem{Name: "(none)"}, r
-	}
-	it, r := status()
+	it, r := a.usernsStatus(ev)
 	switch {
 	case r.Code == 0 || it.Name != "user-namespaces" || it.OK:
 		f.add("glove status before glove-userns is enabled: exit %d, user-namespaces %+v; want not ready", r.Code, it)
@@ -122,7 +125,7 @@ func (a *Agent) checkHardenedHost(ev *Evidence) error {
 		return fmt.Errorf("the operator's line (%s): %s", UsernsEnableLine, r.Brief())
 	}
 	Run(ev, RunOpts{}, "ls", "-ln", "/etc/glove/userns.json")
-	it, r = status()
+	it, r = a.usernsStatus(ev)
 	if !it.OK || !strings.Contains(it.Detail, "mode glove-userns") {
 		f.add("glove status after the operator's line: exit %d, user-namespaces %+v; want ok in the glove-userns mode", r.Code, it)
 	}
@@ -165,21 +168,7 @@ func (a *Agent) checkHardenedAppArmor(ev *Evidence) (err error) {
 		Run(ev, RunOpts{}, "systemctl", "reset-failed", "glove-run.service")
 		return r
 	}
-	status := func() usernsItem {
-		r := Run(ev, RunOpts{As: a.Cred(), Timeout: 120 * time.Second}, "/usr/bin/glove", "status", "--json")
-		var rep struct {
-			Items []usernsItem `json:"items"`
-		}
-		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
-			ev.Printf("glove status --json: %v", err)
-		}
-		for _, it := range rep.Items {
-			if it.Name == "user-namespaces" {
-				return it
-			}
-		}
-		return usernsItem{Name: "(none)"}
-	}
+	status := func() usernsItem { it, _ := a.usernsStatus(ev); return it }
 	if err := os.WriteFile(sw, []byte("1\n"), 0o644); err != nil {
 		return fmt.Errorf("lift %s: %w", sw, err)
 	}
