@@ -796,35 +796,10 @@ func TestShimSharesBudgets(t *testing.T) {
 	cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t")
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	usernsCmd(t, e, cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	t.Cleanup(func() {
-		if !done {
-			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				t.Errorf("kill the shim: %v", err)
-			}
-			t.Logf("the shim, killed: %v", cmd.Wait())
-		}
-	})
-	var limits []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && sc.Text() != "ready" {
-		limits = append(limits, sc.Text())
-	}
-	checkSharedBudgets(t, stage1Of(t, cmd.Process.Pid, &stderr))
+	h := startHeld(t, cmd)
+	limits := h.lines
+	checkSharedBudgets(t, stage1Of(t, cmd.Process.Pid, h.stderr))
 	for _, c := range []struct {
 		res  int
 		name string
@@ -851,13 +826,67 @@ func TestShimSharesBudgets(t *testing.T) {
 			t.Errorf("%s not in the program's limits %q", c.name, limits)
 		}
 	}
-	if err := stdin.Close(); err != nil {
+	if err := h.release(t); err != nil {
+		t.Errorf("the shim: %v; stderr %s", err, h.stderr.String())
+	}
+}
+
+// heldShim is a started glove-shim whose program printed its lines, then
+// "ready", and waits on its standard input while the test looks at the
+// sandbox from outside.
+type heldShim struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *strings.Builder
+	lines  []string // the program's lines before "ready"
+	ready  bool     // it printed "ready" (not end of file)
+	done   bool
+}
+
+// startHeld starts cmd (glove-shim in a process group of its own) and
+// reads the program's lines up to "ready". A test that stops before
+// release kills the group.
+func startHeld(t *testing.T, cmd *exec.Cmd) *heldShim {
+	t.Helper()
+	h := &heldShim{cmd: cmd, stderr: &strings.Builder{}}
+	var err error
+	if h.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	done = true
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	cmd.Stderr = h.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !h.done {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Errorf("kill the shim: %v", err)
+			}
+			t.Logf("the shim, killed: %v", cmd.Wait())
+		}
+	})
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if h.ready = sc.Text() == "ready"; h.ready {
+			break
+		}
+		h.lines = append(h.lines, sc.Text())
+	}
+	return h
+}
+
+// release ends the program's input and waits for the shim.
+func (h *heldShim) release(t *testing.T) error {
+	t.Helper()
+	if err := h.stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.done = true
+	return h.cmd.Wait()
 }
 
 // checkSharedBudgets reads, from outside, every per-user count of
@@ -942,34 +971,12 @@ func TestShimStage1OneThread(t *testing.T) {
 	cmd := exec.Command(e.HelperPath("glove-shim"), "run", "--bundle", b.Dir, "t")
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	usernsCmd(t, e, cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	h := startHeld(t, cmd)
+	if !h.ready || len(h.lines) != 0 {
+		t.Fatalf("the program did not start: %q; stderr %s", h.lines, h.stderr.String())
 	}
-	done := false
-	t.Cleanup(func() {
-		if !done {
-			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				t.Errorf("kill the shim: %v", err)
-			}
-			t.Logf("the shim, killed: %v", cmd.Wait())
-		}
-	})
-	sc := bufio.NewScanner(stdout)
-	if !sc.Scan() || sc.Text() != "ready" {
-		t.Fatalf("the program did not start: %q; stderr %s", sc.Text(), stderr.String())
-	}
-	stage1 := stage1Of(t, cmd.Process.Pid, &stderr)
+	stage1 := stage1Of(t, cmd.Process.Pid, h.stderr)
 	// Stage 0 is its waiter by now, C too: one thread as well.
 	for _, pid := range []int{stage1, cmd.Process.Pid} {
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -995,12 +1002,8 @@ func TestShimStage1OneThread(t *testing.T) {
 	} else if comm, err := os.ReadFile("/proc/" + f[0] + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "sh" {
 		t.Errorf("stage 1's child is %q (%v), want the program, sh", comm, err)
 	}
-	if err := stdin.Close(); err != nil {
-		t.Fatal(err)
-	}
-	done = true
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("the shim: %v; stderr %s", err, stderr.String())
+	if err := h.release(t); err != nil {
+		t.Errorf("the shim: %v; stderr %s", err, h.stderr.String())
 	}
 }
 

@@ -3,7 +3,6 @@
 package shim_test
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -187,32 +186,11 @@ func TestShimUsernsFD(t *testing.T) {
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{rd, df, ns}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.Credential(), Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	t.Cleanup(func() {
-		if !done {
-			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				t.Errorf("kill the shim: %v", err)
-			}
-			t.Logf("the shim, killed: %v", cmd.Wait())
-		}
-	})
+	h := startHeld(t, cmd)
+	stderr := h.stderr
 	var inside []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && sc.Text() != "ready" {
-		inside = append(inside, strings.Join(strings.Fields(sc.Text()), " "))
+	for _, l := range h.lines {
+		inside = append(inside, strings.Join(strings.Fields(l), " "))
 	}
 	want := []string{fmt.Sprintf("%d %d 1", testenv.SandboxUID, e.UID), fmt.Sprintf("%d %d 1", testenv.SandboxGID, e.GID),
 		strconv.Itoa(testenv.SandboxUID), strconv.Itoa(testenv.SandboxGID)}
@@ -220,7 +198,7 @@ func TestShimUsernsFD(t *testing.T) {
 		t.Fatalf("inside: uid_map, gid_map, uid, gid %q, want %q; stderr %s", inside, want, stderr.String())
 	}
 	waiter := cmd.Process.Pid
-	stage1 := stage1Of(t, waiter, &stderr)
+	stage1 := stage1Of(t, waiter, stderr)
 	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", stage1, stage1))
 	if err != nil {
 		t.Fatal(err)
@@ -287,11 +265,7 @@ func TestShimUsernsFD(t *testing.T) {
 		}
 	}
 	checkSharedBudgets(t, stage1)
-	if err := stdin.Close(); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	done = true
+	err = h.release(t)
 	if code, werr := testenv.ExitStatus(err); werr != nil || code != 3 {
 		t.Errorf("exit %d (%v), want the program's 3; stderr %s", code, werr, stderr.String())
 	}
