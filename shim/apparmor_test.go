@@ -64,6 +64,17 @@ func loadShimProfile(t *testing.T, parser, path string) {
 	})
 }
 
+// alternation is an AppArmor path expression matching a and b (absolute
+// paths): their common directory, then {restA,restB}.
+func alternation(a, b string) string {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	cut := strings.LastIndex(a[:i], "/") + 1
+	return a[:cut] + "{" + a[cut:] + "," + b[cut:] + "}"
+}
+
 // allowNesting lifts Debian's kernel.unprivileged_userns_clone=0 for the
 // test and puts it back: under it no process can nest a user namespace
 // (root included), which would hide what AppArmor's rule does.
@@ -113,8 +124,10 @@ func TestShimAppArmor(t *testing.T) {
 		}
 	}
 	// One load for both shims (the profiles have one name each): the
-	// attachment an alternation of the two paths.
-	loadShimProfile(t, parser, "{"+layers+","+prod+"}")
+	// attachment an alternation of the two paths after their common
+	// directory (an attachment may not start with "{", which opens the
+	// profile's body).
+	loadShimProfile(t, parser, alternation(layers, prod))
 	for _, cfg := range []struct {
 		shim string
 		cfg  attackConfig
@@ -135,6 +148,18 @@ func TestShimAppArmor(t *testing.T) {
 					t.Errorf("positive control %s under the profiles, %s: stopped (%s)", c.name, cfg.cfg.name, r.evidence)
 				}
 			}
+		}
+	}
+}
+
+func TestAlternation(t *testing.T) {
+	for _, c := range [][3]string{
+		{"/lane/tests/prebuilt/layers-shim/glove-shim", "/lane/tests/prebuilt/prefix/libexec/glove/glove-shim", "/lane/tests/prebuilt/{layers-shim/glove-shim,prefix/libexec/glove/glove-shim}"},
+		{"/a/x", "/b/x", "/{a/x,b/x}"},
+		{"/t/glove-shim", "/t/glove-shim2", "/t/{glove-shim,glove-shim2}"},
+	} {
+		if got := alternation(c[0], c[1]); got != c[2] {
+			t.Errorf("alternation(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
 		}
 	}
 }
