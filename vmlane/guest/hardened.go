@@ -182,8 +182,13 @@ func (a *Agent) checkHardenedAppArmor(ev *Evidence) (err error) {
 		}
 		err = errors.Join(err, back.err())
 	}()
-	if r := run(); !r.OK() || !strings.Contains(r.Stdout, "glove-sandbox (enforce)") {
-		f.add("glove run under the package's profile: %s; want the program under glove-sandbox", r.Brief())
+	// The label of a stack: glove-shim and glove-sandbox, in the
+	// kernel's order ("glove-sandbox//&glove-shim (enforce)").
+	stacked := func(out string) bool {
+		return strings.Contains(out, "glove-sandbox") && strings.Contains(out, "glove-shim") && strings.Contains(out, "(enforce)")
+	}
+	if r := run(); !r.OK() || !stacked(r.Stdout) {
+		f.add("glove run under the package's profile: %s; want the program under glove-sandbox stacked on glove-shim", r.Brief())
 	}
 	if it := status(); !it.OK || !strings.Contains(it.Detail, "mode unprivileged") {
 		f.add("glove status with the switch lifted: %+v, want the unprivileged mode", it)
@@ -206,7 +211,7 @@ func (a *Agent) checkHardenedAppArmor(ev *Evidence) (err error) {
 	if r := Run(ev, RunOpts{}, "apparmor_parser", "-r", "/etc/apparmor.d/glove-shim"); !r.OK() {
 		return fmt.Errorf("reload the package's profile: %s", r.Brief())
 	}
-	if r := run(); !r.OK() || !strings.Contains(r.Stdout, "glove-sandbox (enforce)") {
+	if r := run(); !r.OK() || !stacked(r.Stdout) {
 		f.add("glove run after the fix: %s", r.Brief())
 	}
 	return f.err()

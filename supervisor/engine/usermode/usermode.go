@@ -35,8 +35,12 @@ type Facts struct {
 	AppArmorRestrict  string // kernel.apparmor_restrict_unprivileged_userns (Ubuntu's kernels)
 	// ShimProfile is the mode of the loaded AppArmor profile glove-shim
 	// ("enforce", "complain"), "" when none is loaded or AppArmor's list
-	// cannot be read.
+	// cannot be read (it is root's alone on Debian).
 	ShimProfile string
+	// AppArmorUserns is "yes" when AppArmor mediates user-namespace
+	// creation (features/namespaces/mask names userns_create: Debian 13's
+	// and Ubuntu's kernels), which anyone may read.
+	AppArmorUserns string
 }
 
 // ReadFacts reads the switches beneath procSys (/proc/sys).
@@ -53,7 +57,18 @@ func ReadFacts(procSys string) Facts {
 		MaxUserNamespaces: read("user/max_user_namespaces"),
 		AppArmorRestrict:  read("kernel/apparmor_restrict_unprivileged_userns"),
 		ShimProfile:       shimProfile(AppArmorProfiles),
+		AppArmorUserns:    apparmorUserns(AppArmorMask),
 	}
+}
+
+// AppArmorMask lists what AppArmor mediates of namespaces.
+var AppArmorMask = "/sys/kernel/security/apparmor/features/namespaces/mask"
+
+func apparmorUserns(mask string) string {
+	if b, err := os.ReadFile(mask); err == nil && strings.Contains(string(b), "userns_create") {
+		return "yes"
+	}
+	return ""
 }
 
 // AppArmorProfiles lists the loaded AppArmor profiles, one "NAME (MODE)"
@@ -108,9 +123,13 @@ func Choose(f Facts, probe error, helper func() error) (string, error) {
 			Reason: "kernel.unprivileged_userns_clone=0 refuses user namespaces to the service user, and glove-userns did not make one: " + oneLine(herr),
 			Fix:    `set "enabled": true in ` + HelperConfig + " (glove-userns then makes one per session), or sysctl -w kernel.unprivileged_userns_clone=1",
 		}
-	case f.ShimProfile != "":
+	case f.ShimProfile != "" || f.AppArmorUserns == "yes" && f.AppArmorRestrict != "1":
+		profile := "glove-shim's profile " + f.ShimProfile
+		if f.ShimProfile == "" {
+			profile = "glove-shim's profile not readable by this user"
+		}
 		return "", &Refusal{
-			Reason: "glove-shim cannot build its user namespaces under its AppArmor profile (glove-shim, " + f.ShimProfile + "): " + oneLine(probe),
+			Reason: "glove-shim cannot build its user namespaces and AppArmor mediates their creation (" + profile + "): " + oneLine(probe),
 			Fix:    "load the package's profile again: apparmor_parser -r /etc/apparmor.d/glove-shim",
 		}
 	case f.AppArmorRestrict == "1":

@@ -31,7 +31,8 @@ func TestChoose(t *testing.T) {
 		{"Debian switch off, helper not enabled", Facts{UnprivilegedClone: "0", MaxUserNamespaces: "7880"}, eperm, off, "", "kernel.unprivileged_userns_clone=0"},
 		{"no namespaces at all", Facts{UnprivilegedClone: "0", MaxUserNamespaces: "0"}, errors.New("no space left on device"), unused, "", "max_user_namespaces=0"},
 		{"AppArmor restriction", Facts{AppArmorRestrict: "1", MaxUserNamespaces: "7880"}, eperm, unused, "", "AppArmor"},
-		{"glove-shim's profile refusing", Facts{ShimProfile: "enforce", MaxUserNamespaces: "7880"}, eperm, unused, "", "AppArmor profile"},
+		{"glove-shim's profile refusing", Facts{ShimProfile: "enforce", MaxUserNamespaces: "7880"}, eperm, unused, "", "AppArmor mediates"},
+		{"AppArmor mediating, profiles unreadable", Facts{AppArmorUserns: "yes", MaxUserNamespaces: "7880"}, eperm, unused, "", "not readable"},
 		{"Debian switch with the profile loaded", Facts{UnprivilegedClone: "0", ShimProfile: "enforce", MaxUserNamespaces: "7880"}, eperm, ok, Helper, ""},
 		{"something else", Facts{MaxUserNamespaces: "7880"}, eperm, unused, "", "cannot create a user namespace"},
 	}

@@ -237,6 +237,7 @@ func (p statusProbe) probeUserns() statusItem {
 		{"kernel.apparmor_restrict_unprivileged_userns", f.AppArmorRestrict},
 		{"user.max_user_namespaces", f.MaxUserNamespaces},
 		{"AppArmor profile glove-shim", f.ShimProfile},
+		{"AppArmor userns mediation", f.AppArmorUserns},
 	} {
 		if s.v != "" {
 			switches = append(switches, s.name+"="+s.v)
