@@ -89,8 +89,8 @@ func makeUserns(t testing.TB, e *testenv.Env, s usernsSpec) *os.File {
 		if !exited {
 			// Only on a failed set-up: the kill ends a child that may
 			// have exited already, and its status is the failure's.
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			_ = cmd.Process.Kill() // may have exited already: the set-up's own failure is reported
+			_ = cmd.Wait()         // its status is that failure's
 		}
 	}()
 	pid := strconv.Itoa(cmd.Process.Pid)
