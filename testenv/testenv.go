@@ -280,7 +280,7 @@ func (e *Env) StartHelperAt(t testing.TB, path, binary string) (*helperproc.Proc
 				t.Errorf("kill %s: %v", binary, err)
 			}
 			// Close reaps it; its error is the kill's own status.
-			_ = p.Close()
+			_ = p.Close() // reaps the helper killed above: its error is the kill's own status
 		}
 	})
 	return p, log

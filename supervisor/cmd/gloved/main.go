@@ -152,6 +152,6 @@ func run(args []string) int {
 	// connection" in the usual case, is harmless: the process exits
 	// next, which closes the descriptor anyway, and nothing durable
 	// waits on it.
-	_ = ln.Close() // harmless: see above
+	_ = ln.Close() // a second close (usually "use of closed network connection"); the process exits next
 	return code
 }

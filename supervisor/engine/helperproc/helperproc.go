@@ -89,7 +89,7 @@ func Start(opts Options) (*Proc, error) {
 		}
 		// Harmless: Wait only reaps the helper killed just above; its
 		// status can only be "killed", and a failed kill is in err.
-		_ = cmd.Wait()
+		_ = cmd.Wait() // reaps the helper just killed: its status is "killed", a failed kill is in err
 		return nil, fmt.Errorf("start helper %s: %w", opts.Name, err)
 	}
 	return &Proc{Name: opts.Name, Cmd: cmd, Client: &wirecall.Client{Conn: conn}, conn: conn}, nil

@@ -177,7 +177,7 @@ func (h *helper) retire(later bool) {
 		// session's end (gloved's run logs a non-zero exit as
 		// helper_exit; glove run returns it). Reporting it here too
 		// would report one exit twice.
-		_ = p.Close() // harmless: reported once by the owner, see above
+		_ = p.Close() // the owner's own Close reports this exit once; reporting it here would be twice
 	}(h.proc)
 }
 

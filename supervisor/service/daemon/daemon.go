@@ -563,7 +563,7 @@ func (d *Daemon) Shutdown(grace time.Duration) error {
 	for _, ln := range lns {
 		// Serve returns on the close; a listener that reports an error
 		// closing is released all the same, and Shutdown goes on.
-		_ = ln.Close()
+		_ = ln.Close() // Serve returns on the close; a close error still releases the listener
 	}
 	for _, c := range conns {
 		c.close()
